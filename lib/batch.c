@@ -1,0 +1,182 @@
+/*
+ * Batches as the consumer sees them, and the parent's table of segments
+ * behind them.  A segment is a slot: the parent names the slot in each task,
+ * so it alone decides which segment a worker refills; releasing a batch
+ * returns its slot to that worker's free list, with no message and no
+ * syscall.
+ */
+#include <stdlib.h>
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+int
+fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out)
+{
+  fl_batch **grown;
+  fl_batch *b;
+  size_t cap;
+
+  b = calloc(1, sizeof(*b));
+  if (b == NULL)
+    return FL_ENOMEM;
+  if (l->nspare > 0) {
+    b->slot = l->spare[--l->nspare];
+  } else {
+    if (l->nslots == l->slots_cap) {
+      cap = l->slots_cap ? l->slots_cap * 2 : 16;
+      grown = realloc(l->slots, cap * sizeof(*grown));
+      if (grown == NULL) {
+        free(b);
+        return FL_ENOMEM;
+      }
+      l->slots = grown;
+      l->slots_cap = cap;
+    }
+    b->slot = (uint32_t)l->nslots++;
+  }
+  b->loader = l;
+  b->worker = worker;
+  b->gen = l->workers != NULL ? l->workers[worker].gen : 0;
+  b->seg.fd = -1;
+  b->state = FL__SLOT_FREE;
+  l->slots[b->slot] = b;
+  *out = b;
+  return 0;
+}
+
+void
+fl__slot_drop(fl_loader *l, fl_batch *b)
+{
+  char name[64];
+  uint32_t *grown;
+
+  if (b->seg.base != NULL) {
+    fl__stats_segments(l, -1, -(long)b->seg.size, b->seg.fd >= 0 ? -1 : 0);
+    if (b->seg.fd >= 0)
+      fl__fdtrack_del(b->seg.fd);
+    fl__segment_close(&b->seg);
+  } else if (l->opt.sharing == FL_SHARE_FILE_SYSTEM && b->serial != 0) {
+    /* A worker may have made it before it died or the epoch was cut. */
+    fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
+    shm_unlink(name);
+  }
+  l->slots[b->slot] = NULL;
+  /* spare never outgrows slots, so growing it to slots_cap always fits. */
+  grown = realloc(l->spare, l->slots_cap * sizeof(*grown));
+  if (grown != NULL) {
+    l->spare = grown;
+    l->spare[l->nspare++] = b->slot;
+  }
+  free(b);
+}
+
+/* The slot is done with: refill it later, or let it go. */
+void
+fl__slot_recycle(fl_loader *l, fl_batch *b)
+{
+  fl__worker *w;
+
+  b->state = FL__SLOT_FREE;
+  if (b->seg.base == NULL || !l->opt.reuse_segments) {
+    fl__slot_drop(l, b);
+    return;
+  }
+  if (l->workers == NULL) {
+    b->next_free = l->inline_free;
+    l->inline_free = b;
+    return;
+  }
+  w = &l->workers[b->worker];
+  if (w->pid == 0 || w->gen != b->gen) {
+    fl__slot_drop(l, b); /* the process that could refill it is gone */
+    return;
+  }
+  b->next_free = w->free;
+  w->free = b;
+}
+
+int
+fl__slot_map(fl_loader *l, fl_batch *b, int fd)
+{
+  char name[64];
+  int rc;
+
+  if (fd >= 0) {
+    rc = fl__segment_attach_fd(&b->seg, fd, l->seg_size);
+    if (rc == 0)
+      rc = fl__fdtrack_add(fd);
+  } else {
+    fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
+    rc = fl__segment_attach_name(&b->seg, name, l->seg_size);
+  }
+  if (rc != 0) {
+    fl__segment_close(&b->seg);
+    return rc;
+  }
+  fl__stats_segments(l, 1, (long)b->seg.size, fd >= 0 ? 1 : 0);
+  if (l->opt.pin_memory && mlock(b->seg.base, b->seg.size) != 0)
+    return -errno; /* the segment stays mapped, unpinned */
+  return 0;
+}
+
+/* Point the batch at what the worker wrote into its segment. */
+void
+fl__slot_view(fl_loader *l, fl_batch *b)
+{
+  const unsigned char *base = b->seg.base;
+  size_t bs = l->opt.batch_size;
+
+  b->indices = (const size_t *)(base + sizeof(struct fl__segment_header));
+  b->sizes = b->indices + bs;
+  b->data = base + l->data_offset;
+}
+
+const void *
+fl_batch_data(const fl_batch *b)
+{
+  return b != NULL ? b->data : NULL;
+}
+
+size_t
+fl_batch_count(const fl_batch *b)
+{
+  return b != NULL ? b->count : 0;
+}
+
+const size_t *
+fl_batch_indices(const fl_batch *b)
+{
+  return b != NULL ? b->indices : NULL;
+}
+
+const size_t *
+fl_batch_sizes(const fl_batch *b)
+{
+  return b != NULL ? b->sizes : NULL;
+}
+
+uint64_t
+fl_batch_seq(const fl_batch *b)
+{
+  return b != NULL ? b->seq : 0;
+}
+
+unsigned
+fl_batch_worker(const fl_batch *b)
+{
+  return b != NULL ? b->worker : 0;
+}
+
+void
+fl_batch_release(fl_batch *b)
+{
+  fl_loader *l;
+
+  if (b == NULL || b->state != FL__SLOT_HELD)
+    return;
+  l = b->loader;
+  l->stats.batches_held--;
+  fl__slot_recycle(l, b);
+}

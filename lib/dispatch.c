@@ -1,0 +1,169 @@
+/*
+ * Dispatch: turn the sampler's next batch into a task for a worker.  At
+ * most prefetch_factor * num_workers batches are out (sent, not yet handed
+ * to the consumer).  In order, batch i goes to worker i mod N, as PyTorch
+ * does; as they arrive, the next worker in the cycle with room takes it, so
+ * a slow worker does not hold the others back.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int
+send_task(fl_loader *l, fl__worker *w, const struct fl__task *t)
+{
+  int rc;
+
+  if (w->backlog_len == 0) {
+    rc = fl__index_queue_send(w->mq, t);
+    if (rc == 0) {
+      w->sent++;
+      return 0;
+    }
+    if (rc != FL_EAGAIN)
+      return fl__loader_fail(l, rc, "cannot send a task to worker %u: %s",
+                             w->id, fl_strerror(rc));
+  }
+  /* The queue is full (msg_max is small): the task waits here. */
+  w->backlog[(w->backlog_head + w->backlog_len) % w->backlog_cap] = *t;
+  w->backlog_len++;
+  return 0;
+}
+
+int
+fl__dispatch_flush(fl_loader *l, unsigned wi)
+{
+  fl__worker *w = &l->workers[wi];
+  int rc;
+
+  while (w->backlog_len > 0) {
+    rc = fl__index_queue_send(w->mq, &w->backlog[w->backlog_head]);
+    if (rc == FL_EAGAIN)
+      return 0;
+    if (rc != 0)
+      return fl__loader_fail(l, rc, "cannot send a task to worker %u: %s",
+                             wi, fl_strerror(rc));
+    w->backlog_head = (w->backlog_head + 1) % w->backlog_cap;
+    w->backlog_len--;
+    w->sent++;
+  }
+  return 0;
+}
+
+static fl__worker *
+pick(fl_loader *l)
+{
+  unsigned n = l->opt.num_workers, i, k;
+
+  if (l->opt.in_order)
+    return &l->workers[l->next_send % n];
+  for (k = 0; k < n; k++) {
+    i = (l->rr + k) % n;
+    if (l->workers[i].assigned < l->opt.prefetch_factor) {
+      l->rr = (i + 1) % n;
+      return &l->workers[i];
+    }
+  }
+  return NULL; /* cannot happen while fewer than the window are out */
+}
+
+/* A segment for worker w to fill: one it holds, or a new one it must make. */
+static int
+slot_for(fl_loader *l, fl__worker *w, fl_batch **out, uint32_t *flags)
+{
+  fl_batch *b = w->free;
+  int rc;
+
+  *flags = l->opt.reuse_segments ? 0 : FL__TASK_ONE_SHOT;
+  if (b != NULL && l->opt.reuse_segments) {
+    w->free = b->next_free;
+    *out = b;
+    return 0;
+  }
+  rc = fl__slot_new(l, w->id, &b);
+  if (rc != 0)
+    return fl__loader_fail(l, rc, "out of memory for a new segment record");
+  b->serial = ++l->serial;
+  *flags |= FL__TASK_NEW_SEGMENT;
+  *out = b;
+  return 0;
+}
+
+int
+fl__dispatch_fill(fl_loader *l)
+{
+  struct fl__task t;
+  fl__worker *w;
+  fl_batch *b = NULL;
+  size_t offset, count;
+  uint32_t flags;
+  int rc;
+
+  while (l->next_send < l->nbatches &&
+         l->next_send - l->delivered < l->window) {
+    w = pick(l);
+    if (w == NULL)
+      break;
+    rc = slot_for(l, w, &b, &flags);
+    if (rc != 0)
+      return rc;
+    fl__sampler_span(&l->sampler, l->next_send, &offset, &count);
+    memset(&t, 0, sizeof(t));
+    t.version = FL__PROTOCOL_VERSION;
+    t.type = FL__TASK_FILL;
+    t.slot = b->slot;
+    t.epoch = l->epoch;
+    t.seq = l->next_send;
+    t.offset = offset;
+    t.count = (uint32_t)count;
+    t.flags = flags;
+    t.serial = b->serial;
+    b->state = FL__SLOT_TASKED;
+    b->seq = l->next_send;
+    rc = send_task(l, w, &t);
+    if (rc != 0)
+      return rc;
+    w->assigned++;
+    l->next_send++;
+  }
+  l->stats.in_flight = (size_t)(l->next_send - l->delivered);
+  if (l->stats.in_flight > l->stats.in_flight_peak)
+    l->stats.in_flight_peak = l->stats.in_flight;
+  return 0;
+}
+
+static void
+cancel(fl_loader *l, fl__worker *w, const struct fl__task *t)
+{
+  fl_batch *b = t->slot < l->nslots ? l->slots[t->slot] : NULL;
+
+  if (b != NULL && b->state == FL__SLOT_TASKED)
+    fl__slot_recycle(l, b);
+  w->assigned--;
+}
+
+/*
+ * Take back the tasks worker wi has not started (from its queue and from
+ * the backlog): a new epoch makes them stale.  Tasks being filled still
+ * get their replies, which the parent then discards.
+ */
+int
+fl__dispatch_withdraw(fl_loader *l, unsigned wi)
+{
+  fl__worker *w = &l->workers[wi];
+  struct fl__task t;
+  int rc;
+
+  while (w->backlog_len > 0) {
+    cancel(l, w, &w->backlog[w->backlog_head]);
+    w->backlog_head = (w->backlog_head + 1) % w->backlog_cap;
+    w->backlog_len--;
+  }
+  while ((rc = fl__index_queue_withdraw(w->mq, &t)) == 1) {
+    w->sent--;
+    if (t.type == FL__TASK_FILL)
+      cancel(l, w, &t);
+  }
+  return rc;
+}

@@ -1,0 +1,239 @@
+/*
+ * Internal declarations shared by the library and the worker code, grouped
+ * by the file that defines them.  The data path reads, file by file:
+ * sampler.c -> index_queue.c -> workers/loop.c, fetch.c, collate.c ->
+ * segment.c -> workers/reply.c, channel.c -> receive.c -> reorder.c ->
+ * loader.c (fl_loader_next) -> batch.c (fl_batch_release).
+ */
+#ifndef FL_INTERNAL_H
+#define FL_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "forkload.h"
+#include "protocol.h"
+
+#define FL__ERRMSG_MAX 512
+
+/* sampler.c */
+typedef struct fl__sampler {
+  size_t n;              /* samples per epoch before batching */
+  const size_t *custom;  /* owned copy of fl_options.indices, or NULL */
+  int shuffle;
+  uint64_t seed;
+  size_t batch_size;
+  int drop_last;
+} fl__sampler;
+
+uint64_t fl__mix64(uint64_t x);
+uint64_t fl__epoch_seed(uint64_t seed, uint64_t epoch, uint64_t stream);
+size_t fl__sampler_batches(const fl__sampler *s);
+void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
+                      size_t *count);
+void fl__sampler_order(const fl__sampler *s, uint64_t epoch, size_t *order);
+
+/* index_queue.c */
+int fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
+                           unsigned depth, char *err, size_t errlen);
+int fl__index_queue_send(int mq, const struct fl__task *t);
+int fl__index_queue_withdraw(int mq, struct fl__task *t);
+int fl__index_queue_recv(int mq, int parent_sock, pid_t parent,
+                         struct fl__task *t);
+
+/* channel.c */
+int fl__channel_send(int sock, const struct fl__reply *r, int fd);
+int fl__channel_recv(int sock, struct fl__reply *r, int *fd);
+
+/* segment.c */
+typedef struct fl__segment {
+  void *base;
+  size_t size;
+  int fd; /* kept open under the fd strategy, -1 otherwise */
+} fl__segment;
+
+int fl__segment_layout(size_t batch_size, size_t sample_bytes, size_t *size,
+                       size_t *data_offset);
+void fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
+                      uint64_t serial);
+int fl__segment_create(fl__segment *seg, const char *name, size_t size,
+                       char *err, size_t errlen);
+int fl__segment_attach_fd(fl__segment *seg, int fd, size_t size);
+int fl__segment_attach_name(fl__segment *seg, const char *name, size_t size);
+int fl__segment_private(fl__segment *seg, size_t size);
+void fl__segment_close(fl__segment *seg);
+
+/* fdtrack.c: what a forked worker must not keep of its parent's. */
+void fl__fdtrack_lock(void);
+void fl__fdtrack_unlock(void);
+int fl__fdtrack_add(int fd);
+void fl__fdtrack_del(int fd);
+int fl__fdtrack_map_add(void *addr, size_t len);
+void fl__fdtrack_map_del(void *addr);
+void fl__fdtrack_child_drop(const int *keep, size_t nkeep,
+                            const void *keep_map);
+int fl__close(int fd);
+
+/* reorder.c */
+typedef struct fl__reorder {
+  fl_batch **ring;
+  size_t cap;  /* a power of two */
+  int in_order;
+  uint64_t next_seq;      /* in order: the next seq to hand out */
+  uint64_t head, tail;    /* as they arrive: FIFO cursors */
+  size_t depth, peak;
+} fl__reorder;
+
+int fl__reorder_init(fl__reorder *r, size_t window, int in_order);
+void fl__reorder_reset(fl__reorder *r);
+void fl__reorder_put(fl__reorder *r, fl_batch *b);
+fl_batch *fl__reorder_pop(fl__reorder *r);
+void fl__reorder_free(fl__reorder *r);
+
+/* batch.c: the parent's record of one segment, handed out as fl_batch. */
+enum fl__slot_state {
+  FL__SLOT_FREE,   /* mapped on both sides, ready to refill */
+  FL__SLOT_TASKED, /* named in a task not yet answered */
+  FL__SLOT_READY,  /* answered, waiting in the reorder buffer */
+  FL__SLOT_HELD    /* handed to the consumer */
+};
+
+struct fl_batch {
+  fl_loader *loader;
+  fl__segment seg;   /* seg.base is NULL until the worker has made it */
+  uint32_t slot;     /* index in loader->slots */
+  unsigned worker;
+  uint64_t gen;      /* the worker process generation that holds it */
+  uint64_t serial;   /* names the segment under the file-system strategy */
+  int state;
+  int status;        /* 0, or this batch's error */
+  uint64_t seq;
+  size_t count;
+  const size_t *indices;
+  const size_t *sizes;
+  const void *data;
+  fl_batch *next_free;
+  char msg[FL__REPLY_MSG_MAX];
+};
+
+int fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out);
+void fl__slot_drop(fl_loader *l, fl_batch *b);
+void fl__slot_recycle(fl_loader *l, fl_batch *b);
+int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
+void fl__slot_view(fl_loader *l, fl_batch *b);
+
+/* workers/info.c */
+void fl__worker_info_set(const fl_worker_info *info);
+void fl__worker_error_clear(void);
+const char *fl__worker_error_text(void);
+
+/* workers/fetch.c, workers/collate.c */
+int fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
+              void *data, size_t *sizes, char *err, size_t errlen);
+void fl__collate(void *base, const fl_loader *l, unsigned worker,
+                 uint64_t epoch, uint64_t seq, const size_t *indices,
+                 size_t n, size_t **sizes, void **data);
+int fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
+             uint64_t seq, size_t offset, size_t count, char *err,
+             size_t errlen);
+
+/* workers/reply.c */
+int fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
+                    int status, const char *msg, int fd, int named);
+
+/* workers/loop.c */
+void fl__worker_main(fl_loader *l, unsigned w, int sock)
+    __attribute__((noreturn));
+
+/* spawn.c */
+int fl__worker_spawn(fl_loader *l, unsigned w);
+void fl__worker_unwatch(fl_loader *l, unsigned w);
+void fl__worker_forget(fl_loader *l, unsigned w);
+void fl__workers_stop(fl_loader *l);
+
+/* receive.c */
+void fl__receive_start(fl_loader *l, unsigned w);
+int fl__receive_drain(fl_loader *l, unsigned w);
+
+/* dispatch.c */
+int fl__dispatch_fill(fl_loader *l);
+int fl__dispatch_flush(fl_loader *l, unsigned w);
+int fl__dispatch_withdraw(fl_loader *l, unsigned w);
+
+/* loader.c */
+typedef struct fl__worker {
+  unsigned id;
+  pid_t pid;          /* 0 when no process */
+  int pidfd;
+  int sock;           /* parent's end of the reply socket, -1 when closed */
+  int mq;             /* this worker's index queue, for the loader's life */
+  uint64_t gen;       /* incremented at each fork */
+  int stopping;       /* a stop was asked: its exit is expected */
+  unsigned sent;      /* tasks in the queue or being filled */
+  unsigned assigned;  /* tasks sent whose batches are not handed out */
+  fl_batch *free;     /* refillable segments this process holds */
+  struct fl__task *backlog; /* tasks the full queue did not take */
+  unsigned backlog_head, backlog_len, backlog_cap;
+  uv_poll_t sock_poll;
+  uv_poll_t pid_poll;
+  int sock_polling, pid_polling;
+  fl_loader *loader;
+} fl__worker;
+
+struct fl_loader {
+  fl_dataset ds;
+  fl_options opt;
+  fl__sampler sampler;
+  pid_t owner;
+  uint32_t token;       /* tells this loader's names from any other's */
+  size_t nbatches;
+  size_t seg_size, data_offset;
+  size_t *order;        /* the epoch's index order, shared with workers */
+  size_t order_bytes;
+  size_t window;        /* prefetch_factor * num_workers */
+
+  uint64_t epoch;       /* epochs begun */
+  uint64_t base_seed;
+  int in_epoch;
+  int epoch_over;
+  uint64_t next_send;   /* next batch seq to dispatch */
+  uint64_t delivered;   /* batches handed out this epoch */
+  unsigned rr;          /* round-robin cursor (as they arrive) */
+
+  fl__reorder reorder;
+  fl__worker *workers;
+  fl_batch **slots;
+  size_t nslots, slots_cap;
+  uint32_t *spare;      /* free indices in slots */
+  size_t nspare;
+  uint64_t serial;
+  fl_batch *inline_free; /* num_workers == 0: refillable segments */
+
+  uv_loop_t loop;
+  uv_timer_t timer;
+  int loop_ready;
+  int timed_out;
+
+  int fatal;            /* sticky error, reported until destroy */
+  fl_stats stats;
+  size_t base_fds;      /* sockets, pidfds, queues, loop */
+  char err[FL__ERRMSG_MAX];
+};
+
+int fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void fl__stats_segments(fl_loader *l, int delta_segments, long delta_bytes,
+                        int delta_fds);
+void fl__stats_fds(fl_loader *l, int delta);
+
+/* options.c */
+int fl__options_check(const fl_dataset *ds, const fl_options *opt, char *err,
+                      size_t errlen);
+
+#endif /* FL_INTERNAL_H */

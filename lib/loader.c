@@ -1,0 +1,528 @@
+/*
+ * The loader's life: create, begin an epoch, hand out batches, destroy.
+ * fl_loader_next drives the parent's private libuv loop until the reorder
+ * buffer can hand out the next batch; with num_workers 0 it fills the batch
+ * itself, in the calling process.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Why the last fl_loader_create of this thread failed. */
+static __thread char create_error[FL__ERRMSG_MAX];
+
+static int
+vset_error(fl_loader *l, int code, const char *fmt, va_list ap)
+{
+  vsnprintf(l->err, sizeof(l->err), fmt, ap);
+  return code;
+}
+
+int
+fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  vset_error(l, code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+/* An error the loader cannot recover from: every later call returns it. */
+int
+fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (l->fatal)
+    return l->fatal;
+  va_start(ap, fmt);
+  vset_error(l, code, fmt, ap);
+  va_end(ap);
+  l->fatal = code;
+  return code;
+}
+
+void
+fl__stats_fds(fl_loader *l, int delta)
+{
+  l->stats.fds += delta;
+  if (l->stats.fds > l->stats.fds_peak)
+    l->stats.fds_peak = l->stats.fds;
+}
+
+void
+fl__stats_segments(fl_loader *l, int delta_segments, long delta_bytes,
+                   int delta_fds)
+{
+  fl_stats *s = &l->stats;
+
+  s->segments += delta_segments;
+  s->bytes_mapped += delta_bytes;
+  if (s->segments > s->segments_peak)
+    s->segments_peak = s->segments;
+  if (s->bytes_mapped > s->bytes_mapped_peak)
+    s->bytes_mapped_peak = s->bytes_mapped;
+  fl__stats_fds(l, delta_fds);
+}
+
+static double
+now(void)
+{
+  struct timespec t;
+
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint32_t
+make_token(void)
+{
+  static uint64_t counter;
+  uint32_t token;
+
+  if (getrandom(&token, sizeof(token), GRND_NONBLOCK) == sizeof(token))
+    return token;
+  return (uint32_t)fl__mix64((uint64_t)now() * 1000000000u ^
+                             (uint64_t)getpid() << 32 ^ ++counter);
+}
+
+static void
+on_timer(uv_timer_t *t)
+{
+  fl_loader *l = t->data;
+
+  l->timed_out = 1;
+}
+
+/* Everything create may have made; safe on a partly made loader. */
+static void
+release_all(fl_loader *l)
+{
+  size_t i;
+  unsigned w;
+
+  if (l->workers != NULL && l->loop_ready)
+    fl__workers_stop(l);
+  for (i = 0; i < l->nslots; i++) {
+    if (l->slots[i] != NULL)
+      fl__slot_drop(l, l->slots[i]);
+  }
+  for (w = 0; l->workers != NULL && w < l->opt.num_workers; w++) {
+    if (l->workers[w].mq >= 0) {
+      fl__fdtrack_del(l->workers[w].mq);
+      fl__close(l->workers[w].mq);
+    }
+    free(l->workers[w].backlog);
+  }
+  if (l->loop_ready) {
+    uv_close((uv_handle_t *)&l->timer, NULL);
+    uv_run(&l->loop, UV_RUN_DEFAULT);
+    fl__fdtrack_del(uv_backend_fd(&l->loop));
+    uv_loop_close(&l->loop);
+  }
+  if (l->order != NULL) {
+    fl__fdtrack_map_del(l->order);
+    munmap(l->order, l->order_bytes);
+  }
+  fl__reorder_free(&l->reorder);
+  free(l->workers);
+  free(l->slots);
+  free(l->spare);
+  free((void *)l->sampler.custom);
+  free(l);
+}
+
+static int
+create_workers(fl_loader *l)
+{
+  unsigned i, n = l->opt.num_workers;
+  fl__worker *w;
+  int rc;
+
+  l->workers = calloc(n, sizeof(*l->workers));
+  if (l->workers == NULL)
+    return FL_ENOMEM;
+  for (i = 0; i < n; i++) {
+    w = &l->workers[i];
+    w->id = i;
+    w->mq = w->sock = w->pidfd = -1;
+    w->loader = l;
+    w->backlog_cap = l->opt.prefetch_factor + 2;
+    w->backlog = calloc(w->backlog_cap, sizeof(*w->backlog));
+    if (w->backlog == NULL)
+      return FL_ENOMEM;
+    rc = fl__index_queue_create(&w->mq, l->token, i,
+                                l->opt.prefetch_factor + 1, l->err,
+                                sizeof(l->err));
+    if (rc != 0)
+      return rc;
+    fl__fdtrack_add(w->mq);
+    fl__stats_fds(l, 1);
+  }
+  return 0;
+}
+
+static int
+create(fl_loader *l, const fl_dataset *ds, const fl_options *opt)
+{
+  size_t n, bytes;
+  size_t *custom = NULL;
+  int rc;
+
+  l->ds = *ds;
+  l->opt = *opt;
+  l->owner = getpid();
+  l->token = make_token();
+  n = opt->indices != NULL ? opt->indices_len : ds->len;
+  if (opt->indices != NULL) {
+    custom = malloc((n ? n : 1) * sizeof(*custom));
+    if (custom == NULL)
+      return FL_ENOMEM;
+    memcpy(custom, opt->indices, n * sizeof(*custom));
+    l->opt.indices = custom;
+  }
+  l->sampler.n = n;
+  l->sampler.custom = custom;
+  l->sampler.shuffle = opt->shuffle;
+  l->sampler.seed = opt->seed;
+  l->sampler.batch_size = opt->batch_size;
+  l->sampler.drop_last = opt->drop_last;
+  l->nbatches = fl__sampler_batches(&l->sampler);
+  rc = fl__segment_layout(opt->batch_size, ds->sample_bytes, &l->seg_size,
+                          &l->data_offset);
+  if (rc != 0) {
+    snprintf(l->err, sizeof(l->err),
+             "batch_size %zu x sample_bytes %zu is too large for one segment",
+             opt->batch_size, ds->sample_bytes);
+    return rc;
+  }
+  l->window = opt->num_workers ? (size_t)opt->prefetch_factor *
+                                     opt->num_workers
+                               : 1;
+  /* Shared, and made before any fork: every worker reads the same order. */
+  bytes = (n ? n : 1) * sizeof(size_t);
+  l->order = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (l->order == MAP_FAILED) {
+    l->order = NULL;
+    return FL_ENOMEM;
+  }
+  l->order_bytes = bytes;
+  rc = fl__fdtrack_map_add(l->order, bytes);
+  if (rc == 0)
+    rc = fl__reorder_init(&l->reorder, l->window, opt->in_order);
+  if (rc != 0)
+    return rc;
+  rc = uv_loop_init(&l->loop);
+  if (rc != 0) {
+    snprintf(l->err, sizeof(l->err), "cannot start the event loop: %s",
+             uv_strerror(rc));
+    return rc;
+  }
+  l->loop_ready = 1;
+  fl__fdtrack_add(uv_backend_fd(&l->loop));
+  fl__stats_fds(l, 1);
+  uv_timer_init(&l->loop, &l->timer);
+  l->timer.data = l;
+  if (opt->num_workers > 0)
+    return create_workers(l);
+  return 0;
+}
+
+int
+fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
+{
+  fl_options defaults;
+  fl_loader *l;
+  int rc;
+
+  create_error[0] = '\0';
+  if (out == NULL || ds == NULL) {
+    snprintf(create_error, sizeof(create_error),
+             "fl_loader_create: %s is NULL", out == NULL ? "out" : "ds");
+    return FL_EINVAL;
+  }
+  *out = NULL;
+  if (opt == NULL) {
+    fl_options_init(&defaults);
+    opt = &defaults;
+  }
+  rc = fl__options_check(ds, opt, create_error, sizeof(create_error));
+  if (rc != 0)
+    return rc;
+  l = calloc(1, sizeof(*l));
+  if (l == NULL) {
+    snprintf(create_error, sizeof(create_error), "out of memory");
+    return FL_ENOMEM;
+  }
+  rc = create(l, ds, opt);
+  if (rc != 0) {
+    if (l->err[0] == '\0')
+      snprintf(l->err, sizeof(l->err), "cannot create the loader: %s",
+               fl_strerror(rc));
+    memcpy(create_error, l->err, sizeof(create_error));
+    release_all(l);
+    return rc;
+  }
+  *out = l;
+  return 0;
+}
+
+size_t
+fl_loader_len(const fl_loader *l)
+{
+  return l != NULL ? l->nbatches : 0;
+}
+
+const char *
+fl_loader_error(const fl_loader *l)
+{
+  if (l == NULL)
+    return create_error;
+  return l->err;
+}
+
+int
+fl_loader_stats(const fl_loader *l, fl_stats *out)
+{
+  if (l == NULL || out == NULL)
+    return FL_EINVAL;
+  *out = l->stats;
+  out->reorder_depth = l->reorder.depth;
+  out->reorder_peak = l->reorder.peak;
+  return 0;
+}
+
+/*
+ * Run the loop once, waiting at most until *deadline (0: forever).
+ * Returns 0, or FL_ETIMEDOUT once the deadline has passed.
+ */
+static int
+wait_once(fl_loader *l, double deadline)
+{
+  double t0 = now(), left;
+
+  if (deadline > 0) {
+    left = deadline - t0;
+    if (left <= 0)
+      return FL_ETIMEDOUT;
+    l->timed_out = 0;
+    uv_timer_start(&l->timer, on_timer, (uint64_t)(left * 1000) + 1, 0);
+  }
+  uv_run(&l->loop, UV_RUN_ONCE);
+  if (deadline > 0)
+    uv_timer_stop(&l->timer);
+  l->stats.wait_seconds += now() - t0;
+  return l->timed_out ? FL_ETIMEDOUT : 0;
+}
+
+/* Throw away what an unfinished epoch left, so the next starts clean. */
+static int
+abandon_epoch(fl_loader *l)
+{
+  double deadline = l->opt.timeout_ms ? now() + l->opt.timeout_ms / 1e3 : 0;
+  unsigned i, busy;
+  size_t s;
+  int rc;
+
+  l->in_epoch = 0;
+  if (!l->opt.persistent_workers) {
+    fl__workers_stop(l);
+    fl__reorder_reset(&l->reorder);
+    return 0;
+  }
+  for (i = 0; i < l->opt.num_workers; i++) {
+    rc = fl__dispatch_withdraw(l, i);
+    if (rc < 0)
+      return fl__loader_fail(l, rc, "cannot drain worker %u's queue: %s", i,
+                             fl_strerror(rc));
+  }
+  for (s = 0; s < l->nslots; s++) {
+    if (l->slots[s] != NULL && l->slots[s]->state == FL__SLOT_READY) {
+      l->workers[l->slots[s]->worker].assigned--;
+      fl__slot_recycle(l, l->slots[s]);
+    }
+  }
+  fl__reorder_reset(&l->reorder);
+  /* Tasks being filled still answer; their replies are discarded. */
+  for (;;) {
+    for (i = busy = 0; i < l->opt.num_workers; i++)
+      busy += l->workers[i].sent;
+    if (busy == 0 || l->fatal)
+      return l->fatal;
+    if (wait_once(l, deadline) == FL_ETIMEDOUT)
+      return fl__loader_set_error(l, FL_ETIMEDOUT,
+                                  "the workers did not finish the last "
+                                  "epoch's batches in %u ms",
+                                  l->opt.timeout_ms);
+  }
+}
+
+int
+fl_loader_begin(fl_loader *l)
+{
+  uint64_t e;
+  unsigned i;
+  int rc;
+
+  if (l == NULL)
+    return FL_EINVAL;
+  if (l->fatal)
+    return l->fatal;
+  if (l->in_epoch && !l->epoch_over && l->opt.num_workers > 0) {
+    rc = abandon_epoch(l);
+    if (rc != 0)
+      return rc;
+  }
+  e = l->epoch++;
+  fl__sampler_order(&l->sampler, e, l->order);
+  l->next_send = l->delivered = 0;
+  l->epoch_over = 0;
+  l->in_epoch = 1;
+  fl__reorder_reset(&l->reorder);
+  if (l->opt.num_workers == 0)
+    return 0;
+  for (i = 0; i < l->opt.num_workers; i++) {
+    if (l->workers[i].pid != 0)
+      continue;
+    /* Persistent workers are seeded once, for the loader's life. */
+    if (i == 0)
+      l->base_seed = fl__epoch_seed(l->opt.seed, e, 2);
+    rc = fl__worker_spawn(l, i);
+    if (rc != 0) {
+      l->in_epoch = 0;
+      fl__workers_stop(l);
+      return rc;
+    }
+  }
+  rc = fl__dispatch_fill(l);
+  return rc;
+}
+
+/* The epoch's last batch is out: non-persistent workers are done. */
+static int
+end_epoch(fl_loader *l)
+{
+  l->epoch_over = 1;
+  if (l->opt.num_workers > 0 && !l->opt.persistent_workers)
+    fl__workers_stop(l);
+  return 0;
+}
+
+static int
+hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
+{
+  int rc;
+
+  l->delivered++;
+  l->stats.batches_delivered++;
+  if (l->workers != NULL) {
+    l->workers[b->worker].assigned--;
+    rc = fl__dispatch_fill(l);
+    if (rc != 0) {
+      fl__slot_recycle(l, b);
+      return rc;
+    }
+  }
+  if (b->status != 0) {
+    rc = b->status;
+    fl__loader_set_error(l, rc, "batch %llu (worker %u): %s",
+                         (unsigned long long)b->seq, b->worker, b->msg);
+    fl__slot_recycle(l, b);
+    return rc;
+  }
+  b->state = FL__SLOT_HELD;
+  l->stats.batches_held++;
+  *out = b;
+  return 1;
+}
+
+/* num_workers 0: fill the next batch here, in the calling process. */
+static int
+next_inline(fl_loader *l, fl_batch **out)
+{
+  fl_batch *b = l->inline_free;
+  size_t offset, count;
+  double t0 = now();
+  int rc;
+
+  if (b != NULL) {
+    l->inline_free = b->next_free;
+  } else {
+    rc = fl__slot_new(l, 0, &b);
+    if (rc != 0)
+      return fl__loader_set_error(l, rc, "out of memory for a batch");
+    rc = fl__segment_private(&b->seg, l->seg_size);
+    if (rc != 0) {
+      fl__slot_drop(l, b);
+      return fl__loader_set_error(l, rc, "cannot map %zu bytes for a batch",
+                                  l->seg_size);
+    }
+    fl__stats_segments(l, 1, (long)l->seg_size, 0);
+    fl__slot_view(l, b);
+  }
+  b->seq = l->delivered;
+  fl__sampler_span(&l->sampler, b->seq, &offset, &count);
+  b->count = count;
+  b->msg[0] = '\0';
+  b->status = fl__fill(l, b->seg.base, 0, l->epoch, b->seq, offset, count,
+                       b->msg, sizeof(b->msg));
+  l->stats.wait_seconds += now() - t0;
+  return hand_out(l, b, out);
+}
+
+int
+fl_loader_next(fl_loader *l, fl_batch **out)
+{
+  double deadline;
+  fl_batch *b;
+
+  if (out != NULL)
+    *out = NULL;
+  if (l == NULL || out == NULL)
+    return FL_EINVAL;
+  if (l->fatal)
+    return l->fatal;
+  if (!l->in_epoch)
+    return fl__loader_set_error(l, FL_ESTATE,
+                                "fl_loader_next before fl_loader_begin: "
+                                "begin an epoch first");
+  if (l->epoch_over)
+    return 0;
+  if (l->delivered == l->nbatches)
+    return end_epoch(l);
+  if (l->opt.num_workers == 0)
+    return next_inline(l, out);
+  deadline = l->opt.timeout_ms ? now() + l->opt.timeout_ms / 1e3 : 0;
+  for (;;) {
+    b = fl__reorder_pop(&l->reorder);
+    if (b != NULL)
+      return hand_out(l, b, out);
+    if (wait_once(l, deadline) == FL_ETIMEDOUT)
+      return fl__loader_set_error(l, FL_ETIMEDOUT,
+                                  "no batch from the workers in %u ms "
+                                  "(timeout_ms)",
+                                  l->opt.timeout_ms);
+    if (l->fatal)
+      return l->fatal;
+  }
+}
+
+void
+fl_loader_destroy(fl_loader *l)
+{
+  if (l == NULL)
+    return;
+  l->in_epoch = 0;
+  release_all(l);
+}

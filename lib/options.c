@@ -1,0 +1,79 @@
+/*
+ * Option defaults and the checks fl_loader_create makes before it does
+ * anything: each failure names the field at fault.
+ */
+#include <stdio.h>
+
+#include "internal.h"
+
+void
+fl_options_init(fl_options *opt)
+{
+  if (opt == NULL)
+    return;
+  *opt = (fl_options){0};
+  opt->batch_size = 1;
+  opt->prefetch_factor = 2;
+  opt->in_order = 1;
+  opt->sharing = FL_SHARE_FILE_DESCRIPTOR;
+  opt->reuse_segments = 1;
+}
+
+/* Workers beyond this are a mistake, not a configuration (PyTorch warns). */
+#define FL__MAX_WORKERS 1024
+
+int
+fl__options_check(const fl_dataset *ds, const fl_options *opt, char *err,
+                  size_t errlen)
+{
+  size_t i;
+
+  if (ds->get == NULL && ds->get_batch == NULL) {
+    snprintf(err, errlen, "dataset: get and get_batch are both NULL");
+    return FL_EINVAL;
+  }
+  if (ds->sample_bytes == 0) {
+    snprintf(err, errlen, "dataset: sample_bytes is 0");
+    return FL_EINVAL;
+  }
+  if (opt->batch_size == 0) {
+    snprintf(err, errlen, "batch_size is 0: it must be at least 1");
+    return FL_EINVAL;
+  }
+  if (opt->num_workers > FL__MAX_WORKERS) {
+    snprintf(err, errlen, "num_workers is %u: at most %u are allowed",
+             opt->num_workers, FL__MAX_WORKERS);
+    return FL_EINVAL;
+  }
+  if (opt->num_workers > 0 && opt->prefetch_factor == 0) {
+    snprintf(err, errlen,
+             "prefetch_factor is 0: with workers it must be at least 1");
+    return FL_EINVAL;
+  }
+  if (opt->num_workers > 0 &&
+      opt->prefetch_factor > UINT32_MAX / opt->num_workers) {
+    snprintf(err, errlen, "prefetch_factor %u x num_workers %u is too large",
+             opt->prefetch_factor, opt->num_workers);
+    return FL_EINVAL;
+  }
+  if (opt->sharing != FL_SHARE_FILE_DESCRIPTOR &&
+      opt->sharing != FL_SHARE_FILE_SYSTEM) {
+    snprintf(err, errlen, "sharing is %d: not a fl_sharing value",
+             (int)opt->sharing);
+    return FL_EINVAL;
+  }
+  if (opt->indices == NULL && opt->indices_len != 0) {
+    snprintf(err, errlen, "indices is NULL but indices_len is %zu",
+             opt->indices_len);
+    return FL_EINVAL;
+  }
+  for (i = 0; opt->indices != NULL && i < opt->indices_len; i++) {
+    if (opt->indices[i] >= ds->len) {
+      snprintf(err, errlen,
+               "indices[%zu] is %zu: out of range for a dataset of %zu",
+               i, opt->indices[i], ds->len);
+      return FL_EINVAL;
+    }
+  }
+  return 0;
+}

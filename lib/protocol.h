@@ -1,0 +1,92 @@
+/*
+ * The wire protocol between the parent and its workers.
+ *
+ * Parent to worker: fixed-size tasks on the worker's POSIX message queue.
+ * Worker to parent: fixed-size replies on a SOCK_SEQPACKET socketpair, with
+ * the segment's fd attached (SCM_RIGHTS) the first time a segment travels
+ * under the fd strategy.  Batch contents never travel: they are written in
+ * place into the segment named by the task.
+ *
+ * Each task gets exactly one reply, so the parent always knows what is
+ * outstanding.  At a new epoch it withdraws unstarted tasks from the queue
+ * itself (any reader of a POSIX queue may take a message) and waits only
+ * for the tasks already being filled.
+ *
+ * Bump FL__PROTOCOL_VERSION whenever a message below changes.
+ */
+#ifndef FL_PROTOCOL_H
+#define FL_PROTOCOL_H
+
+#include <stdint.h>
+
+#define FL__PROTOCOL_VERSION 1
+
+enum fl__task_type {
+  FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
+  FL__TASK_STOP = 2  /* exit cleanly */
+};
+
+/*
+ * Parent to worker, 48 bytes whatever the batch size: the indices are read
+ * from the epoch's order, a shared mapping made before the workers fork.
+ */
+struct fl__task {
+  uint16_t version;
+  uint16_t type;
+  uint32_t slot;   /* segment to fill, in this worker's slot table */
+  uint64_t epoch;
+  uint64_t seq;    /* batch position in the epoch */
+  uint64_t offset; /* first entry of the epoch's order for this batch */
+  uint32_t count;  /* samples in this batch */
+  uint32_t flags;  /* FL__TASK_* flags below */
+  uint64_t serial; /* names a new segment under the file-system strategy */
+};
+
+/* The worker creates the segment for `slot` (it has none yet). */
+#define FL__TASK_NEW_SEGMENT 0x1u
+/* The worker drops `slot` after replying (reuse_segments is off). */
+#define FL__TASK_ONE_SHOT 0x2u
+
+enum fl__reply_type {
+  FL__REPLY_BATCH = 1 /* `slot` holds batch `seq`, or status < 0 */
+};
+
+/* Reply flags: the worker made the segment this task asked it to. */
+#define FL__REPLY_FD 0x1u    /* its fd is attached */
+#define FL__REPLY_NAMED 0x2u /* it exists under its name */
+
+#define FL__REPLY_MSG_MAX 256
+
+/* Worker to parent. */
+struct fl__reply {
+  uint16_t version;
+  uint16_t type;
+  uint32_t worker;
+  uint64_t epoch;
+  uint64_t seq;
+  uint32_t slot;
+  uint32_t count;
+  int32_t status;   /* 0, or a negative fl code for this batch */
+  uint32_t flags;   /* FL__REPLY_* */
+  char msg[FL__REPLY_MSG_MAX]; /* why status < 0, NUL-terminated */
+};
+
+/*
+ * Layout of a segment: a header, the batch's indices and sizes, then the
+ * samples at a 64-byte aligned offset, sample i at data + i*sample_bytes.
+ */
+#define FL__SEGMENT_MAGIC 0x666c7367u /* "flsg" */
+
+struct fl__segment_header {
+  uint32_t magic;
+  uint32_t worker;
+  uint64_t epoch;
+  uint64_t seq;
+  uint64_t count;
+  uint64_t capacity;      /* samples the segment has room for */
+  uint64_t sample_bytes;
+  uint64_t data_offset;   /* from the start of the segment */
+  uint64_t reserved;
+};
+
+#endif /* FL_PROTOCOL_H */

@@ -1,0 +1,219 @@
+/*
+ * The parent's side of the reply channel, run from its libuv loop: take
+ * each worker's replies, attach new segments, put finished batches into the
+ * reorder buffer, and notice a worker's exit from its pidfd.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "internal.h"
+
+static void on_sock(uv_poll_t *h, int status, int events);
+static void on_exit_notice(uv_poll_t *h, int status, int events);
+
+void
+fl__receive_start(fl_loader *l, unsigned wi)
+{
+  fl__worker *w = &l->workers[wi];
+
+  w->loader = l;
+  uv_poll_init(&l->loop, &w->sock_poll, w->sock);
+  w->sock_poll.data = w;
+  uv_poll_start(&w->sock_poll, UV_READABLE | UV_DISCONNECT, on_sock);
+  w->sock_polling = 1;
+  if (w->pidfd >= 0) {
+    uv_poll_init(&l->loop, &w->pid_poll, w->pidfd);
+    w->pid_poll.data = w;
+    uv_poll_start(&w->pid_poll, UV_READABLE, on_exit_notice);
+    w->pid_polling = 1;
+  }
+}
+
+/* Why the kernel could not hand us a segment's fd. */
+static int
+fd_limit_error(fl_loader *l, fl_batch *b)
+{
+  struct rlimit rl;
+
+  getrlimit(RLIMIT_NOFILE, &rl);
+  snprintf(b->msg, sizeof(b->msg),
+           "cannot receive the segment of batch %llu: this process is at "
+           "its open-file limit (RLIMIT_NOFILE %llu) while holding %zu "
+           "batches and %zu fds; raise `ulimit -n` or use "
+           "FL_SHARE_FILE_SYSTEM",
+           (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
+           l->stats.batches_held, l->stats.fds);
+  return FL_EMFILE;
+}
+
+/* The segment's header must describe the batch the reply announced. */
+static int
+check_header(fl_loader *l, fl_batch *b, const struct fl__reply *r)
+{
+  const struct fl__segment_header *h = b->seg.base;
+
+  if (h->magic != FL__SEGMENT_MAGIC || h->seq != r->seq ||
+      h->count != r->count || h->count > l->opt.batch_size) {
+    snprintf(b->msg, sizeof(b->msg),
+             "segment of batch %llu does not hold what worker %u announced",
+             (unsigned long long)r->seq, r->worker);
+    return FL_EPROTO;
+  }
+  return 0;
+}
+
+static void
+take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
+     int truncated)
+{
+  fl_batch *b = NULL;
+  int rc;
+
+  if (r->slot < l->nslots)
+    b = l->slots[r->slot];
+  if (b == NULL || b->worker != w->id || b->state != FL__SLOT_TASKED ||
+      r->type != FL__REPLY_BATCH) {
+    if (fd >= 0)
+      fl__close(fd);
+    fl__loader_fail(l, FL_EPROTO,
+                    "worker %u sent a reply for a task it was not given "
+                    "(slot %u, batch %llu)",
+                    w->id, r->slot, (unsigned long long)r->seq);
+    return;
+  }
+  w->sent--;
+  fl__dispatch_flush(l, w->id);
+  b->seq = r->seq;
+  b->count = r->count;
+  b->status = r->status;
+  b->msg[0] = '\0';
+  if (r->status != 0)
+    memcpy(b->msg, r->msg, sizeof(b->msg));
+  if ((r->flags & FL__REPLY_FD) && fd < 0)
+    truncated = 1;
+  if (truncated) {
+    b->status = fd_limit_error(l, b);
+  } else if (r->flags & (FL__REPLY_FD | FL__REPLY_NAMED)) {
+    rc = fl__slot_map(l, b, fd);
+    if (rc != 0 && b->seg.base == NULL && fd >= 0)
+      fl__close(fd);
+    if (rc != 0 && b->status == 0) {
+      b->status = rc;
+      snprintf(b->msg, sizeof(b->msg),
+               rc == FL_ENOMEM || rc == FL_EAGAIN || rc == FL_EPERM
+                   ? "pin_memory: cannot lock a %zu-byte segment in memory "
+                     "(RLIMIT_MEMLOCK too low?): raise `ulimit -l` or turn "
+                     "pin_memory off"
+                   : "cannot map a %zu-byte segment from a worker",
+               l->seg_size);
+    }
+  } else if (fd >= 0) {
+    fl__close(fd);
+  }
+  if (b->seg.base != NULL && b->status == 0)
+    b->status = check_header(l, b, r);
+  if (b->seg.base != NULL)
+    fl__slot_view(l, b);
+  if (r->epoch != l->epoch || !l->in_epoch) {
+    /* Left over from an epoch the consumer cut short. */
+    w->assigned--;
+    fl__slot_recycle(l, b);
+    return;
+  }
+  b->state = FL__SLOT_READY;
+  fl__reorder_put(&l->reorder, b);
+}
+
+int
+fl__receive_drain(fl_loader *l, unsigned wi)
+{
+  fl__worker *w = &l->workers[wi];
+  struct fl__reply r;
+  int fd, rc;
+
+  while (w->sock >= 0) {
+    rc = fl__channel_recv(w->sock, &r, &fd);
+    if (rc == FL_EAGAIN)
+      return 0;
+    if (rc == 0) {
+      /* The worker closed its end: it is exiting; the pidfd says how. */
+      fl__worker_unwatch(l, wi);
+      return 0;
+    }
+    if (rc < 0 && rc != FL_EMFILE)
+      return fl__loader_fail(l, rc, "cannot read worker %u's reply: %s",
+                             wi, fl_strerror(rc));
+    take(l, w, &r, fd, rc == FL_EMFILE);
+    if (l->fatal)
+      return l->fatal;
+  }
+  return 0;
+}
+
+static void
+on_sock(uv_poll_t *h, int status, int events)
+{
+  fl__worker *w = h->data;
+
+  (void)status;
+  (void)events;
+  fl__receive_drain(w->loader, w->id);
+}
+
+/* A worker ended without being asked to: the loader cannot go on. */
+static void
+report_exit(fl_loader *l, unsigned wi, pid_t pid, const siginfo_t *si)
+{
+  const char *abbrev;
+
+  if (si->si_code == CLD_EXITED) {
+    fl__loader_fail(l, FL_EWORKER,
+                    "worker %u (pid %ld) exited unexpectedly with status %d",
+                    wi, (long)pid, si->si_status);
+    return;
+  }
+  abbrev = sigabbrev_np(si->si_status);
+  fl__loader_fail(l, FL_EWORKER,
+                  "worker %u (pid %ld) was killed by signal %d (SIG%s: %s)%s",
+                  wi, (long)pid, si->si_status, abbrev ? abbrev : "?",
+                  strsignal(si->si_status),
+                  si->si_status == SIGBUS
+                      ? "; a bus error in a worker usually means shared "
+                        "memory ran out: check df -h /dev/shm"
+                      : "");
+}
+
+static void
+on_exit_notice(uv_poll_t *h, int status, int events)
+{
+  fl__worker *w = h->data;
+  fl_loader *l = w->loader;
+  siginfo_t si;
+  pid_t pid = w->pid;
+  int rc;
+
+  (void)status;
+  (void)events;
+  /* Replies it sent before it died are still good. */
+  fl__receive_drain(l, w->id);
+  memset(&si, 0, sizeof(si));
+  do
+    rc = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG);
+  while (rc < 0 && errno == EINTR);
+  if (rc == 0 && si.si_pid == 0)
+    return; /* not yet reapable */
+  if (!w->stopping) {
+    if (rc == 0)
+      report_exit(l, w->id, pid, &si);
+    else
+      fl__loader_fail(l, FL_EWORKER,
+                      "worker %u (pid %ld) exited unexpectedly (its status "
+                      "was taken by another waitpid in this process)",
+                      w->id, (long)pid);
+  }
+  fl__worker_forget(l, w->id);
+}

@@ -1,0 +1,78 @@
+/*
+ * The reorder buffer between the workers' replies and the consumer.  In
+ * order, a batch waits in the slot of its seq until every earlier one has
+ * been handed out; as they arrive, batches leave in arrival order.  Both are
+ * rings of the prefetch window, O(1) per batch and allocated once.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+int
+fl__reorder_init(fl__reorder *r, size_t window, int in_order)
+{
+  size_t cap = 1;
+
+  while (cap < window)
+    cap <<= 1;
+  *r = (fl__reorder){0};
+  r->ring = calloc(cap, sizeof(*r->ring));
+  if (r->ring == NULL)
+    return FL_ENOMEM;
+  r->cap = cap;
+  r->in_order = in_order;
+  return 0;
+}
+
+/* A new epoch: its batches count from seq 0 again. */
+void
+fl__reorder_reset(fl__reorder *r)
+{
+  size_t i;
+
+  for (i = 0; i < r->cap; i++)
+    r->ring[i] = NULL;
+  r->next_seq = 0;
+  r->head = r->tail = 0;
+  r->depth = 0;
+}
+
+void
+fl__reorder_put(fl__reorder *r, fl_batch *b)
+{
+  if (r->in_order)
+    r->ring[b->seq & (r->cap - 1)] = b;
+  else
+    r->ring[r->tail++ & (r->cap - 1)] = b;
+  if (++r->depth > r->peak)
+    r->peak = r->depth;
+}
+
+fl_batch *
+fl__reorder_pop(fl__reorder *r)
+{
+  fl_batch **at;
+  fl_batch *b;
+
+  if (r->in_order) {
+    at = &r->ring[r->next_seq & (r->cap - 1)];
+    if (*at == NULL || (*at)->seq != r->next_seq)
+      return NULL;
+    r->next_seq++;
+  } else {
+    if (r->head == r->tail)
+      return NULL;
+    at = &r->ring[r->head++ & (r->cap - 1)];
+  }
+  b = *at;
+  *at = NULL;
+  r->depth--;
+  return b;
+}
+
+void
+fl__reorder_free(fl__reorder *r)
+{
+  free(r->ring);
+  r->ring = NULL;
+}

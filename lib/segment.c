@@ -1,0 +1,203 @@
+/*
+ * Shared-memory segments: one holds one batch.  A worker creates them (an
+ * unnamed memfd under the fd strategy, a named POSIX shm object under the
+ * file-system strategy), reserves their pages up front so that a full tmpfs
+ * fails here with ENOSPC instead of raising SIGBUS on a later write, and
+ * the parent attaches to them by fd or by name.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define FL__ALIGN(x, a) (((x) + (a) - 1) & ~((size_t)(a) - 1))
+
+int
+fl__segment_layout(size_t batch_size, size_t sample_bytes, size_t *size,
+                   size_t *data_offset)
+{
+  size_t meta, data, page = (size_t)sysconf(_SC_PAGESIZE);
+
+  if (batch_size > (SIZE_MAX / 4) / (2 * sizeof(size_t)))
+    return FL_EINVAL;
+  meta = sizeof(struct fl__segment_header) + 2 * batch_size * sizeof(size_t);
+  meta = FL__ALIGN(meta, 64);
+  if (sample_bytes > (SIZE_MAX / 4) / batch_size)
+    return FL_EINVAL;
+  data = batch_size * sample_bytes;
+  if (data > SIZE_MAX / 4 - meta)
+    return FL_EINVAL;
+  *size = FL__ALIGN(meta + data, page);
+  *data_offset = meta;
+  return 0;
+}
+
+void
+fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
+                 uint64_t serial)
+{
+  snprintf(buf, len, "/forkload.%ld.%08x.%llu", (long)owner, token,
+           (unsigned long long)serial);
+}
+
+/* posix_fallocate returns its error; it does not set errno. */
+static int
+reserve(int fd, size_t size)
+{
+  int rc;
+
+  do
+    rc = posix_fallocate(fd, 0, (off_t)size);
+  while (rc == EINTR);
+  if (rc == EINVAL || rc == EOPNOTSUPP)
+    return 0; /* this file system cannot reserve: ftruncate alone */
+  return -rc;
+}
+
+static void
+explain_reserve(char *err, size_t errlen, const char *name, size_t size,
+                int rc)
+{
+  struct statvfs vfs;
+
+  if (name == NULL || rc != FL_ENOSPC || statvfs("/dev/shm", &vfs) != 0) {
+    snprintf(err, errlen,
+             "cannot reserve %zu bytes of shared memory for a batch: %s",
+             size, strerror(-rc));
+    return;
+  }
+  snprintf(err, errlen,
+           "/dev/shm is full: cannot reserve %zu bytes for a batch segment "
+           "(/dev/shm holds %llu MB, %llu MB free); enlarge it "
+           "(docker --shm-size) or use FL_SHARE_FILE_DESCRIPTOR", size,
+           (unsigned long long)vfs.f_blocks * vfs.f_frsize / 1000000,
+           (unsigned long long)vfs.f_bavail * vfs.f_frsize / 1000000);
+}
+
+int
+fl__segment_create(fl__segment *seg, const char *name, size_t size,
+                   char *err, size_t errlen)
+{
+  void *base = MAP_FAILED;
+  int fd, rc;
+
+  if (name == NULL)
+    fd = memfd_create("forkload", MFD_CLOEXEC);
+  else
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    rc = -errno;
+    snprintf(err, errlen, "cannot create a shared-memory segment%s%s: %s",
+             name ? " " : "", name ? name : "", strerror(errno));
+    return rc;
+  }
+  if (ftruncate(fd, (off_t)size) != 0) {
+    rc = -errno;
+    snprintf(err, errlen, "cannot size a %zu-byte segment: %s", size,
+             strerror(errno));
+    goto fail;
+  }
+  rc = reserve(fd, size);
+  if (rc != 0) {
+    explain_reserve(err, errlen, name, size, rc);
+    goto fail;
+  }
+  base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    rc = -errno;
+    snprintf(err, errlen, "cannot map a %zu-byte segment: %s", size,
+             strerror(errno));
+    goto fail;
+  }
+  seg->base = base;
+  seg->size = size;
+  seg->fd = fd;
+  return 0;
+
+fail:
+  fl__close(fd);
+  if (name != NULL)
+    shm_unlink(name);
+  return rc;
+}
+
+static int
+attach(fl__segment *seg, int fd, size_t size)
+{
+  struct stat st;
+  void *base;
+
+  if (fstat(fd, &st) != 0)
+    return -errno;
+  if ((size_t)st.st_size < size)
+    return FL_EPROTO;
+  base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED)
+    return -errno;
+  /* Workers forked later must not keep this batch's memory alive. */
+  madvise(base, size, MADV_DONTFORK);
+  seg->base = base;
+  seg->size = size;
+  return 0;
+}
+
+int
+fl__segment_attach_fd(fl__segment *seg, int fd, size_t size)
+{
+  int rc = attach(seg, fd, size);
+
+  if (rc == 0)
+    seg->fd = fd;
+  return rc;
+}
+
+/*
+ * Open a named segment and remove its name at once: from here on only the
+ * mappings keep it, so nothing is left in /dev/shm whatever happens next.
+ */
+int
+fl__segment_attach_name(fl__segment *seg, const char *name, size_t size)
+{
+  int fd, rc;
+
+  fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  shm_unlink(name);
+  rc = attach(seg, fd, size);
+  fl__close(fd);
+  seg->fd = -1;
+  return rc;
+}
+
+int
+fl__segment_private(fl__segment *seg, size_t size)
+{
+  void *base;
+
+  base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+              -1, 0);
+  if (base == MAP_FAILED)
+    return -errno;
+  seg->base = base;
+  seg->size = size;
+  seg->fd = -1;
+  return 0;
+}
+
+void
+fl__segment_close(fl__segment *seg)
+{
+  if (seg->base != NULL)
+    munmap(seg->base, seg->size);
+  if (seg->fd >= 0)
+    fl__close(seg->fd);
+  seg->base = NULL;
+  seg->fd = -1;
+}

@@ -1,0 +1,50 @@
+/*
+ * What a worker knows about itself (fl_get_worker_info) and the message a
+ * dataset leaves for its failing get (fl_worker_error).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+static fl_worker_info info;
+static int in_worker;
+/* Per thread: with num_workers 0, loaders in several threads fetch inline. */
+static __thread char error_text[FL__REPLY_MSG_MAX];
+
+const fl_worker_info *
+fl_get_worker_info(void)
+{
+  return in_worker ? &info : NULL;
+}
+
+void
+fl__worker_info_set(const fl_worker_info *i)
+{
+  info = *i;
+  in_worker = 1;
+}
+
+void
+fl_worker_error(const char *fmt, ...)
+{
+  va_list ap;
+
+  if (fmt == NULL)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(error_text, sizeof(error_text), fmt, ap);
+  va_end(ap);
+}
+
+void
+fl__worker_error_clear(void)
+{
+  error_text[0] = '\0';
+}
+
+const char *
+fl__worker_error_text(void)
+{
+  return error_text;
+}

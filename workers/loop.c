@@ -1,0 +1,138 @@
+/*
+ * The worker's life: set itself up once (seed, worker_init), then take
+ * tasks from its index queue, fill each batch into the segment the task
+ * names, and reply, until the parent says stop or goes away.  Every way
+ * out is _exit: a worker never runs the host program's atexit handlers.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct slot_table {
+  void **base; /* this worker's mapping of each slot, by slot index */
+  size_t cap;
+};
+
+static void **
+slot_at(struct slot_table *t, uint32_t slot)
+{
+  void **grown;
+  size_t cap;
+
+  if (slot >= t->cap) {
+    cap = t->cap ? t->cap : 16;
+    while (cap <= slot)
+      cap *= 2;
+    grown = realloc(t->base, cap * sizeof(*grown));
+    if (grown == NULL)
+      return NULL;
+    memset(grown + t->cap, 0, (cap - t->cap) * sizeof(*grown));
+    t->base = grown;
+    t->cap = cap;
+  }
+  return &t->base[slot];
+}
+
+static void
+setup(fl_loader *l, unsigned w)
+{
+  fl_worker_info info;
+
+  info.id = w;
+  info.num_workers = l->opt.num_workers;
+  info.seed = l->base_seed + w;
+  info.dataset = &l->ds;
+  fl__worker_info_set(&info);
+  /* Without this every worker would draw the same rand() stream. */
+  srandom((unsigned)(info.seed ^ (info.seed >> 32)));
+  srand48((long)info.seed);
+  if (l->opt.worker_init != NULL)
+    l->opt.worker_init(w, l->opt.worker_init_arg);
+}
+
+static void
+slot_drop(struct slot_table *t, uint32_t slot, size_t size)
+{
+  if (slot < t->cap && t->base[slot] != NULL) {
+    munmap(t->base[slot], size);
+    t->base[slot] = NULL;
+  }
+}
+
+/*
+ * Fill one task; returns the reply status.  *made says whether a segment
+ * the task asked for now exists, *fd is its fd under the fd strategy.
+ */
+static int
+fill(fl_loader *l, unsigned w, struct slot_table *slots,
+     const struct fl__task *t, int *fd, int *made, char *err, size_t errlen)
+{
+  char name[64];
+  fl__segment seg = {NULL, 0, -1};
+  void **base = slot_at(slots, t->slot);
+  int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
+  int rc;
+
+  *fd = -1;
+  *made = 0;
+  if (base == NULL) {
+    strncpy(err, "out of memory in the worker", errlen - 1);
+    return FL_ENOMEM;
+  }
+  if (t->flags & FL__TASK_NEW_SEGMENT) {
+    slot_drop(slots, t->slot, l->seg_size);
+    if (named)
+      fl__segment_name(name, sizeof(name), l->owner, l->token, t->serial);
+    rc = fl__segment_create(&seg, named ? name : NULL, l->seg_size, err,
+                            errlen);
+    if (rc != 0)
+      return rc;
+    *base = seg.base;
+    *made = 1;
+    if (named)
+      fl__close(seg.fd);
+    else
+      *fd = seg.fd;
+  }
+  if (*base == NULL) {
+    strncpy(err, "task names a segment this worker does not have",
+            errlen - 1);
+    return FL_EPROTO;
+  }
+  return fl__fill(l, *base, w, t->epoch, t->seq, t->offset, t->count, err,
+                  errlen);
+}
+
+void
+fl__worker_main(fl_loader *l, unsigned w, int sock)
+{
+  struct slot_table slots = {NULL, 0};
+  struct fl__task t;
+  char err[FL__REPLY_MSG_MAX];
+  pid_t parent = getppid();
+  int mq = l->workers[w].mq;
+  int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
+  int rc, fd, made, status;
+
+  setup(l, w);
+  for (;;) {
+    rc = fl__index_queue_recv(mq, sock, parent, &t);
+    if (rc <= 0)
+      _exit(rc == 0 ? 0 : 3);
+    if (t.type == FL__TASK_STOP)
+      _exit(0);
+    err[0] = '\0';
+    status = fill(l, w, &slots, &t, &fd, &made, err, sizeof(err));
+    /* A new segment's fd goes with the reply even when the fill failed. */
+    rc = fl__reply_batch(sock, w, &t, status, err, fd, made && named);
+    if (fd >= 0)
+      fl__close(fd);
+    if (rc != 0)
+      _exit(0); /* the parent is gone */
+    if (t.flags & FL__TASK_ONE_SHOT)
+      slot_drop(&slots, t.slot, l->seg_size);
+  }
+}
