@@ -1,0 +1,146 @@
+#!/bin/sh
+# Runs the examples, with TAP output:
+#   1  the EXAMPLES section of forkload.3 holds a program and its output;
+#   2  that program compiles with -Wall -Wextra -Werror;
+#   3  linked with the static library it exits 0 and prints what the page
+#      promises;
+#   4  examples/train_min exits 0, prints one loss line per epoch, and the
+#      last loss is lower than the first.
+# Cases 3 and 4 are skipped while the library or train_min is not built.
+
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_builddir=${top_builddir:-$top_srcdir}
+man3=$top_srcdir/man/forkload.3
+lib=$top_builddir/.libs/libforkload.a
+train_min=$top_builddir/examples/train_min
+epochs=3 # EPOCHS in examples/train_min.c
+CC=${CC:-cc}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/forkload-example.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' HUP INT TERM
+
+n=0
+failed=0
+ok() {
+  n=$((n + 1))
+  echo "ok $n - $1"
+}
+not_ok() {
+  n=$((n + 1))
+  failed=1
+  echo "not ok $n - $1"
+}
+skip() {
+  n=$((n + 1))
+  echo "ok $n - $1 # SKIP $2"
+}
+diag() {
+  printf '%s\n' "$@" | sed 's/^/# /'
+}
+# Runs a command under a time limit when timeout(1) is there.
+limited() {
+  if command -v timeout >/dev/null 2>&1; then
+    timeout -k 5 60 "$@"
+  else
+    "$@"
+  fi
+}
+
+echo "1..4"
+
+# Case 1: write each literal block of EXAMPLES to $tmp/block.N, with the
+# roff escapes undone (\& dropped, \- to -, \e to a backslash).
+awk -v dir="$tmp" '
+  /^\.Sh / { in_ex = ($2 == "EXAMPLES"); next }
+  in_ex && /^\.Bd -literal/ { inblock = 1; nblock++; next }
+  inblock && /^\.Ed/ { inblock = 0; close(file); next }
+  inblock {
+    file = dir "/block." nblock
+    line = $0
+    gsub(/\\&/, "", line)
+    gsub(/\\-/, "-", line)
+    gsub(/\\e/, "\\", line)
+    print line > file
+  }
+' "$man3"
+prog=
+expected=
+i=1
+while [ -f "$tmp/block.$i" ]; do
+  if grep -q '^#include' "$tmp/block.$i"; then
+    prog=$tmp/block.$i
+    [ "$i" -gt 1 ] && expected=$tmp/block.$((i - 1))
+    break
+  fi
+  i=$((i + 1))
+done
+if [ -n "$prog" ] && [ -n "$expected" ]; then
+  cp "$prog" "$tmp/example.c"
+  ok "forkload.3 EXAMPLES holds a program and the output it promises"
+else
+  not_ok "forkload.3 EXAMPLES holds a program and the output it promises"
+  diag "no .Bd -literal block with #include, after the one showing its output"
+fi
+
+# Case 2: it compiles cleanly.
+compiled=0
+if [ -f "$tmp/example.c" ] &&
+  $CC -std=gnu11 -Wall -Wextra -Werror -I"$top_srcdir/lib" \
+    -c "$tmp/example.c" -o "$tmp/example.o" >"$tmp/cc.out" 2>&1; then
+  compiled=1
+  ok "the forkload.3 example compiles with -Wall -Wextra -Werror"
+else
+  not_ok "the forkload.3 example compiles with -Wall -Wextra -Werror"
+  [ -f "$tmp/cc.out" ] && diag "$(cat "$tmp/cc.out")"
+fi
+
+# Case 3: linked with the library, it runs and prints what it promises.
+if [ ! -f "$lib" ]; then
+  skip "the forkload.3 example runs and prints its promised output" \
+    "$lib is not built"
+elif [ "$compiled" -ne 1 ]; then
+  not_ok "the forkload.3 example runs and prints its promised output"
+  diag "it did not compile"
+elif ! $CC -o "$tmp/example" "$tmp/example.o" "$lib" \
+  $(pkg-config --libs libuv) -lrt -lpthread -lm >"$tmp/ld.out" 2>&1; then
+  not_ok "the forkload.3 example runs and prints its promised output"
+  diag "it does not link:" "$(cat "$tmp/ld.out")"
+else
+  limited "$tmp/example" >"$tmp/example.out" 2>"$tmp/example.err"
+  rc=$?
+  if [ "$rc" -eq 0 ] && cmp -s "$expected" "$tmp/example.out"; then
+    ok "the forkload.3 example runs and prints its promised output"
+  else
+    not_ok "the forkload.3 example runs and prints its promised output"
+    diag "exit status $rc; expected output:" "$(cat "$expected")" \
+      "output:" "$(cat "$tmp/example.out")" \
+      "standard error:" "$(cat "$tmp/example.err")"
+  fi
+fi
+
+# Case 4: the training loop learns.
+if [ ! -x "$train_min" ]; then
+  skip "train_min prints $epochs falling losses" "$train_min is not built"
+else
+  limited "$train_min" >"$tmp/train.out" 2>"$tmp/train.err"
+  rc=$?
+  # Lines read "epoch N: loss L over S samples".
+  verdict=$(awk -v want="$epochs" '
+    $1 == "epoch" && $3 == "loss" { n++; if (n == 1) first = $4 + 0; last = $4 + 0 }
+    END {
+      if (n != want) print "found " n " loss lines, not " want
+      else if (!(last < first)) print "the loss went from " first " to " last
+      else print "ok"
+    }
+  ' "$tmp/train.out")
+  if [ "$rc" -eq 0 ] && [ "$verdict" = ok ]; then
+    ok "train_min prints $epochs falling losses"
+  else
+    not_ok "train_min prints $epochs falling losses"
+    diag "exit status $rc; $verdict" "output:" "$(cat "$tmp/train.out")" \
+      "standard error:" "$(cat "$tmp/train.err")"
+  fi
+fi
+
+exit $failed

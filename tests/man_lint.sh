@@ -1,0 +1,105 @@
+#!/bin/sh
+# Checks the manual pages, with TAP output:
+#   1-2  mandoc -Tlint -W warning finds nothing in forkload.1 and forkload.3;
+#   3    every long option of `forkload run` (its getopt_long table in
+#        examples/run.c) appears in the rendered forkload.1;
+#   4    every FL_EXTERN function of lib/forkload.h appears in forkload.3
+#        as .Fn, .Fo or .Nm.
+# Exits 77 (skip) when mandoc is not installed.
+
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+man1=$top_srcdir/man/forkload.1
+man3=$top_srcdir/man/forkload.3
+header=$top_srcdir/lib/forkload.h
+run_c=$top_srcdir/examples/run.c
+
+# The options of `forkload run` as specified, for when examples/run.c is not
+# there yet.
+spec_options="samples sample-bytes delay-us batched batch-size shuffle seed
+drop-last workers prefetch persistent out-of-order pin-memory timeout-ms
+sharing no-reuse indices show-workers epochs verify json quiet"
+
+if ! command -v mandoc >/dev/null 2>&1; then
+  echo "1..0 # SKIP mandoc is not installed"
+  exit 77
+fi
+
+n=0
+failed=0
+ok() {
+  n=$((n + 1))
+  echo "ok $n - $1"
+}
+not_ok() {
+  n=$((n + 1))
+  failed=1
+  echo "not ok $n - $1"
+}
+diag() {
+  printf '%s\n' "$@" | sed 's/^/# /'
+}
+
+echo "1..4"
+
+for page in "$man1" "$man3"; do
+  name=$(basename "$page")
+  if [ ! -f "$page" ]; then
+    not_ok "$name: mandoc -Tlint -W warning is silent"
+    diag "$page does not exist"
+    continue
+  fi
+  out=$(mandoc -Tlint -W warning "$page" 2>&1)
+  if [ -z "$out" ]; then
+    ok "$name: mandoc -Tlint -W warning is silent"
+  else
+    not_ok "$name: mandoc -Tlint -W warning is silent"
+    diag "$out"
+  fi
+done
+
+# Case 3: the CLI's long options, from lines such as
+#   {"batch-size", required_argument, NULL, 'b'},
+options=
+if [ -f "$run_c" ]; then
+  options=$(tr '{' '\n' <"$run_c" |
+    grep -E '^ *"[a-z][a-z0-9-]*" *, *(no_argument|required_argument|optional_argument|[012]) *,' |
+    sed 's/^ *"\([^"]*\)".*/\1/')
+  [ -n "$options" ] ||
+    diag "no getopt_long table found in $run_c: using the specified options"
+else
+  diag "$run_c does not exist yet: using the specified options"
+fi
+[ -n "$options" ] || options=$spec_options
+
+bs=$(printf '\b')
+# One very wide line per paragraph, so that no option is split.
+text=$(mandoc -Tascii -O width=1000 "$man1" 2>/dev/null | sed "s/.$bs//g")
+missing=
+for opt in $options; do
+  printf '%s\n' "$text" | grep -Eq -e "--$opt([^a-z0-9-]|\$)" ||
+    missing="$missing --$opt"
+done
+if [ -n "$text" ] && [ -z "$missing" ]; then
+  ok "forkload.1 documents every option of forkload run"
+else
+  not_ok "forkload.1 documents every option of forkload run"
+  diag "missing:${missing:- (forkload.1 did not render)}"
+fi
+
+# Case 4: the public functions.
+functions=$(sed -n \
+  's/^FL_EXTERN[^(]*[^A-Za-z0-9_]\([A-Za-z_][A-Za-z0-9_]*\)(.*/\1/p' \
+  "$header" 2>/dev/null)
+missing=
+for f in $functions; do
+  grep -Eq "^\.(Fn|Fo|Nm) $f( |\$)" "$man3" 2>/dev/null ||
+    missing="$missing $f"
+done
+if [ -n "$functions" ] && [ -z "$missing" ]; then
+  ok "forkload.3 documents every FL_EXTERN function"
+else
+  not_ok "forkload.3 documents every FL_EXTERN function"
+  diag "missing:${missing:- (no FL_EXTERN function found in $header)}"
+fi
+
+exit $failed
