@@ -1,0 +1,920 @@
+/*
+ * How a batch travels, with the real kernel objects: segment layout and
+ * creation (memfd and named /dev/shm), the reply channel with SCM_RIGHTS
+ * across a real fork (including an fd dropped at the receiver's fd limit),
+ * the POSIX message queues that carry tasks, and what a forked worker drops
+ * of its parent's tracked fds and mappings.  Each case ends by proving that
+ * no process, /dev/shm name or fd is left behind.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <mqueue.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "common.h"
+
+static size_t page;
+
+static double
+now(void)
+{
+  struct timespec t;
+
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void
+sleep_ms(long ms)
+{
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+
+  nanosleep(&t, NULL);
+}
+
+/*
+ * Wait for a child to exit, at most timeout_ms; a child that hangs is
+ * killed and reaped (so no later test inherits it) and the test fails.
+ * Returns the exit status of a child that exited normally.
+ */
+static int
+wait_child(pid_t pid, long timeout_ms)
+{
+  double deadline = now() + timeout_ms / 1e3;
+  int status;
+  pid_t r;
+
+  for (;;) {
+    r = waitpid(pid, &status, WNOHANG);
+    if (r == pid)
+      break;
+    assert_int_equal(r, 0);
+    if (now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      fail_msg("child %ld did not exit within %ld ms", (long)pid,
+               timeout_ms);
+    }
+    sleep_ms(1);
+  }
+  if (!WIFEXITED(status))
+    fail_msg("child died of signal %d", WTERMSIG(status));
+  return WEXITSTATUS(status);
+}
+
+static unsigned char
+pattern(size_t i, unsigned salt)
+{
+  return (unsigned char)((i * 131u + salt) ^ (i >> 8));
+}
+
+static void
+fill(void *p, size_t n, unsigned salt)
+{
+  unsigned char *c = p;
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    c[i] = pattern(i, salt);
+}
+
+/* 1 if p holds the pattern. */
+static int
+holds(const void *p, size_t n, unsigned salt)
+{
+  const unsigned char *c = p;
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    if (c[i] != pattern(i, salt))
+      return 0;
+  return 1;
+}
+
+static void
+seqpacket_pair(int sv[2])
+{
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv),
+                   0);
+}
+
+static struct fl__reply
+make_reply(uint64_t seq)
+{
+  struct fl__reply r;
+
+  memset(&r, 0, sizeof(r));
+  r.version = FL__PROTOCOL_VERSION;
+  r.type = FL__REPLY_BATCH;
+  r.worker = 3;
+  r.epoch = 2;
+  r.seq = seq;
+  r.slot = 5;
+  r.count = 17;
+  r.flags = FL__REPLY_FD;
+  snprintf(r.msg, sizeof(r.msg), "reply %llu", (unsigned long long)seq);
+  return r;
+}
+
+/* Wait for the socket to be readable: recv is non-blocking. */
+static void
+wait_readable(int fd, int timeout_ms)
+{
+  struct pollfd p = {fd, POLLIN, 0};
+
+  assert_int_equal(poll(&p, 1, timeout_ms), 1);
+}
+
+/* --- segment.c ----------------------------------------------------- */
+
+static void
+segment_layout_is_page_multiple_with_aligned_data(void **state)
+{
+  static const size_t cases[][2] = {
+      {1, 1}, {1, 4096}, {7, 100}, {64, 3 * 224 * 224}, {1000, 1}, {3, 63},
+  };
+  size_t i, bs, sb, size, off, meta;
+
+  (void)state;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    bs = cases[i][0];
+    sb = cases[i][1];
+    size = off = 0;
+    assert_int_equal(fl__segment_layout(bs, sb, &size, &off), 0);
+    meta = sizeof(struct fl__segment_header) + 2 * bs * sizeof(size_t);
+    assert_int_equal(size % page, 0);
+    assert_int_equal(off % 64, 0);
+    /* Room for the header, indices and sizes, then all the samples... */
+    assert_true(off >= meta);
+    assert_true(size >= off + bs * sb);
+    /* ...and no more than alignment adds. */
+    assert_true(off < meta + 64);
+    assert_true(size < off + bs * sb + page);
+  }
+}
+
+static void
+segment_layout_rejects_absurd_sizes(void **state)
+{
+  size_t size = 0, off = 0;
+
+  (void)state;
+  assert_int_equal(fl__segment_layout(SIZE_MAX / 2, 1, &size, &off),
+                   FL_EINVAL);
+  assert_int_equal(fl__segment_layout(2, SIZE_MAX / 2, &size, &off),
+                   FL_EINVAL);
+  /* Each factor is fine alone; their product overflows. */
+  assert_int_equal(fl__segment_layout((size_t)1 << 20, (size_t)1 << 50,
+                                      &size, &off),
+                   FL_EINVAL);
+  assert_int_equal(fl__segment_layout(1, SIZE_MAX, &size, &off), FL_EINVAL);
+}
+
+static void
+unnamed_segment_never_appears_in_dev_shm(void **state)
+{
+  char err[256] = "", path[64], link[256];
+  flt_baseline base;
+  fl__segment seg;
+  ssize_t n;
+
+  (void)state;
+  flt_baseline_take(&base);
+  if (fl__segment_create(&seg, NULL, 4 * page, err, sizeof(err)) != 0)
+    fail_msg("fl__segment_create: %s", err);
+  assert_non_null(seg.base);
+  assert_int_equal(seg.size, 4 * page);
+  assert_true(seg.fd >= 0);
+  assert_int_equal(flt_shm_count(), base.shm);
+  /* A memfd, not a file anywhere in a file system. */
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", seg.fd);
+  n = readlink(path, link, sizeof(link) - 1);
+  assert_true(n > 0);
+  link[n] = '\0';
+  if (strncmp(link, "/memfd:", 7) != 0)
+    fail_msg("segment fd is %s, not a memfd", link);
+  assert_true(fcntl(seg.fd, F_GETFD) & FD_CLOEXEC);
+  fill(seg.base, seg.size, 1);
+  assert_true(holds(seg.base, seg.size, 1));
+  fl__segment_close(&seg);
+  assert_null(seg.base);
+  assert_int_equal(seg.fd, -1);
+  flt_assert_clean(&base);
+}
+
+static void
+named_segment_name_is_gone_once_attached(void **state)
+{
+  char err[256] = "", name[128], path[160];
+  fl__segment made, seen;
+  flt_baseline base;
+  size_t size = 3 * page;
+
+  (void)state;
+  flt_baseline_take(&base);
+  fl__segment_name(name, sizeof(name), getpid(), 0x1234abcdu, 7);
+  snprintf(path, sizeof(path), "/forkload.%ld.1234abcd.7", (long)getpid());
+  assert_string_equal(name, path);
+  snprintf(path, sizeof(path), "/dev/shm%s", name);
+
+  if (fl__segment_create(&made, name, size, err, sizeof(err)) != 0)
+    fail_msg("fl__segment_create %s: %s", name, err);
+  assert_true(made.fd >= 0);
+  assert_int_equal(access(path, F_OK), 0);
+  assert_int_equal(flt_shm_count(), base.shm + 1);
+  /* Creating it again must fail: names are never shared by accident. */
+  {
+    fl__segment again;
+
+    assert_int_equal(fl__segment_create(&again, name, size, err,
+                                        sizeof(err)),
+                     -EEXIST);
+    /* ...and that failure must not remove the first one's name. */
+    assert_int_equal(access(path, F_OK), 0);
+  }
+
+  fill(made.base, size, 2);
+  assert_int_equal(fl__segment_attach_name(&seen, name, size), 0);
+  assert_int_equal(access(path, F_OK), -1);
+  assert_int_equal(errno, ENOENT);
+  assert_int_equal(flt_shm_count(), base.shm);
+  assert_int_equal(seen.fd, -1); /* the name's fd is not kept */
+  assert_int_equal(seen.size, size);
+  assert_true(holds(seen.base, size, 2));
+  /* One memory, two mappings: writes show through both ways. */
+  fill(seen.base, size, 3);
+  assert_true(holds(made.base, size, 3));
+  /* The name is gone for everyone else. */
+  assert_int_equal(fl__segment_attach_name(&(fl__segment){0}, name, size),
+                   -ENOENT);
+  fl__segment_close(&seen);
+  fl__segment_close(&made);
+  flt_assert_clean(&base);
+}
+
+static void
+attach_fd_rejects_segment_smaller_than_expected(void **state)
+{
+  char err[256] = "";
+  fl__segment seg, small;
+  flt_baseline base;
+  int fd;
+
+  (void)state;
+  flt_baseline_take(&base);
+  if (fl__segment_create(&seg, NULL, page, err, sizeof(err)) != 0)
+    fail_msg("fl__segment_create: %s", err);
+  fd = dup(seg.fd);
+  assert_true(fd >= 0);
+  /* A worker's segment shorter than the layout says is a protocol error,
+     not a SIGBUS later. */
+  assert_int_equal(fl__segment_attach_fd(&small, fd, 2 * page), FL_EPROTO);
+  assert_int_equal(fl__segment_attach_fd(&small, fd, page), 0);
+  assert_int_equal(small.fd, fd);
+  fl__segment_close(&small); /* closes fd */
+  fl__segment_close(&seg);
+  flt_assert_clean(&base);
+}
+
+/* --- channel.c ----------------------------------------------------- */
+
+static void
+fd_strategy_round_trip_across_fork(void **state)
+{
+  struct fl__reply r;
+  flt_baseline base;
+  fl__segment seg;
+  size_t size = 5 * page;
+  pid_t pid;
+  int sv[2], fd, rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  seqpacket_pair(sv);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* The worker's side: make the segment, fill it, send its fd. */
+    char err[256];
+    struct fl__reply out = make_reply(42);
+
+    close(sv[0]);
+    if (fl__segment_create(&seg, NULL, size, err, sizeof(err)) != 0)
+      _exit(2);
+    fill(seg.base, size, 4);
+    if (fl__channel_send(sv[1], &out, seg.fd) != 0)
+      _exit(3);
+    _exit(0);
+  }
+  close(sv[1]);
+  wait_readable(sv[0], 5000);
+  memset(&r, 0, sizeof(r));
+  rc = fl__channel_recv(sv[0], &r, &fd);
+  assert_int_equal(rc, 1);
+  assert_true(fd >= 0);
+  /* Received fds must not leak into workers forked later. */
+  assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  assert_int_equal(r.version, FL__PROTOCOL_VERSION);
+  assert_int_equal(r.seq, 42);
+  assert_int_equal(r.worker, 3);
+  assert_int_equal(r.slot, 5);
+  assert_int_equal(r.count, 17);
+  assert_int_equal(r.flags, FL__REPLY_FD);
+  assert_string_equal(r.msg, "reply 42");
+  assert_int_equal(wait_child(pid, 5000), 0);
+  /* The worker is gone; its memory lives on through the fd. */
+  assert_int_equal(fl__segment_attach_fd(&seg, fd, size), 0);
+  assert_true(holds(seg.base, size, 4));
+  /* The peer closed its end: end of stream. */
+  assert_int_equal(fl__channel_recv(sv[0], &r, &fd), 0);
+  assert_int_equal(fd, -1);
+  fl__segment_close(&seg);
+  close(sv[0]);
+  flt_assert_clean(&base);
+}
+
+static void
+channel_reply_without_fd_gives_minus_one(void **state)
+{
+  struct fl__reply in = make_reply(9), out;
+  flt_baseline base;
+  int sv[2], fd = 1234;
+
+  (void)state;
+  flt_baseline_take(&base);
+  seqpacket_pair(sv);
+  in.flags = 0;
+  in.status = FL_EDATASET;
+  assert_int_equal(fl__channel_send(sv[1], &in, -1), 0);
+  assert_int_equal(fl__channel_recv(sv[0], &out, &fd), 1);
+  assert_int_equal(fd, -1);
+  assert_memory_equal(&in, &out, sizeof(in));
+  close(sv[0]);
+  close(sv[1]);
+  flt_assert_clean(&base);
+}
+
+static void
+channel_recv_on_empty_socket_is_eagain(void **state)
+{
+  struct fl__reply r;
+  flt_baseline base;
+  int sv[2], fd = 1234;
+
+  (void)state;
+  flt_baseline_take(&base);
+  seqpacket_pair(sv);
+  assert_int_equal(fl__channel_recv(sv[0], &r, &fd), FL_EAGAIN);
+  assert_int_equal(fd, -1);
+  close(sv[0]);
+  close(sv[1]);
+  flt_assert_clean(&base);
+}
+
+static void
+channel_wrong_version_is_eproto_and_closes_fd(void **state)
+{
+  struct fl__reply in = make_reply(1), r;
+  flt_baseline base;
+  int sv[2], mfd, fd = 1234;
+
+  (void)state;
+  flt_baseline_take(&base);
+  seqpacket_pair(sv);
+  mfd = memfd_create("flt-version", MFD_CLOEXEC);
+  assert_true(mfd >= 0);
+  in.version = FL__PROTOCOL_VERSION + 1;
+  assert_int_equal(fl__channel_send(sv[1], &in, mfd), 0);
+  close(mfd);
+  assert_int_equal(fl__channel_recv(sv[0], &r, &fd), FL_EPROTO);
+  /* The fd that came with it is closed, not leaked (the clean check). */
+  assert_int_equal(fd, -1);
+
+  /* A message of the wrong length is malformed as well. */
+  assert_int_equal(send(sv[1], "short", 5, 0), 5);
+  assert_int_equal(fl__channel_recv(sv[0], &r, &fd), FL_EPROTO);
+  assert_int_equal(fd, -1);
+  close(sv[0]);
+  close(sv[1]);
+  flt_assert_clean(&base);
+}
+
+static void
+channel_recv_after_peer_closed_is_end_of_stream(void **state)
+{
+  struct fl__reply r;
+  flt_baseline base;
+  int sv[2], fd = 1234;
+
+  (void)state;
+  flt_baseline_take(&base);
+  seqpacket_pair(sv);
+  close(sv[1]);
+  assert_int_equal(fl__channel_recv(sv[0], &r, &fd), 0);
+  assert_int_equal(fd, -1);
+  close(sv[0]);
+  flt_assert_clean(&base);
+}
+
+/* Exit codes of the child in the fd-limit test. */
+enum {
+  LIMIT_OK = 0,
+  LIMIT_SETRLIMIT = 10,
+  LIMIT_NOT_AT_LIMIT = 11,
+  LIMIT_NOT_EMFILE = 12,
+  LIMIT_GOT_FD = 13,
+  LIMIT_REPLY_LOST = 14,
+  LIMIT_FD_NOT_CLEARED = 15,
+};
+
+/*
+ * The receiving child lowers its soft RLIMIT_NOFILE to its lowest free fd
+ * number, so the kernel has nowhere to put an incoming fd (counting fds is
+ * not enough when numbers have gaps).  The kernel then drops the fd and
+ * flags MSG_CTRUNC; recv must say FL_EMFILE and still give the reply.
+ */
+static void
+fd_sent_to_receiver_at_fd_limit_gives_emfile(void **state)
+{
+  struct fl__reply in = make_reply(77);
+  flt_baseline base;
+  pid_t pid;
+  int sv[2], mfd;
+
+  (void)state;
+  flt_baseline_take(&base);
+  seqpacket_pair(sv);
+  mfd = memfd_create("flt-limit", MFD_CLOEXEC);
+  assert_true(mfd >= 0);
+  assert_int_equal(fl__channel_send(sv[0], &in, mfd), 0);
+  close(mfd);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct fl__reply r;
+    struct rlimit lim;
+    int lowest, fd = 1234, rc;
+
+    close(sv[0]);
+    lowest = dup(sv[1]);
+    close(lowest);
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+      _exit(LIMIT_SETRLIMIT);
+    lim.rlim_cur = (rlim_t)lowest;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+      _exit(LIMIT_SETRLIMIT);
+    if (dup(sv[1]) >= 0 || errno != EMFILE)
+      _exit(LIMIT_NOT_AT_LIMIT);
+    memset(&r, 0, sizeof(r));
+    rc = fl__channel_recv(sv[1], &r, &fd);
+    if (rc != FL_EMFILE)
+      _exit(rc == 1 ? LIMIT_GOT_FD : LIMIT_NOT_EMFILE);
+    if (fd != -1)
+      _exit(LIMIT_FD_NOT_CLEARED);
+    if (r.seq != 77 || strcmp(r.msg, "reply 77") != 0)
+      _exit(LIMIT_REPLY_LOST);
+    _exit(LIMIT_OK);
+  }
+  close(sv[1]);
+  assert_int_equal(wait_child(pid, 5000), LIMIT_OK);
+  close(sv[0]);
+  flt_assert_clean(&base);
+}
+
+/* --- index_queue.c ------------------------------------------------- */
+
+static long
+msg_max(void)
+{
+  FILE *f = fopen("/proc/sys/fs/mqueue/msg_max", "re");
+  long v = 10;
+
+  if (f != NULL) {
+    if (fscanf(f, "%ld", &v) != 1)
+      v = 10;
+    fclose(f);
+  }
+  return v;
+}
+
+static struct fl__task
+make_task(uint64_t seq)
+{
+  struct fl__task t;
+
+  memset(&t, 0, sizeof(t));
+  t.version = FL__PROTOCOL_VERSION;
+  t.type = FL__TASK_FILL;
+  t.slot = (uint32_t)(seq % 7);
+  t.epoch = 3;
+  t.seq = seq;
+  t.offset = seq * 32;
+  t.count = 32;
+  t.flags = FL__TASK_NEW_SEGMENT;
+  t.serial = 1000 + seq;
+  return t;
+}
+
+static int
+mqueue_dir_count(void)
+{
+  DIR *d = opendir("/dev/mqueue");
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL)
+    n += strncmp(e->d_name, "forkload", 8) == 0;
+  closedir(d);
+  return n;
+}
+
+static void
+index_queue_is_created_without_a_name(void **state)
+{
+  char err[256] = "", name[64];
+  flt_baseline base;
+  int mq = -1, before;
+  mqd_t again;
+
+  (void)state;
+  before = mqueue_dir_count();
+  flt_baseline_take(&base);
+  if (fl__index_queue_create(&mq, 0xfeedbeefu, 6, 4, err, sizeof(err)) != 0)
+    fail_msg("fl__index_queue_create: %s", err);
+  assert_true(mq >= 0);
+  assert_true(fcntl(mq, F_GETFD) & FD_CLOEXEC);
+  /* The name it was made under no longer opens... */
+  snprintf(name, sizeof(name), "/forkload.%ld.feedbeef.q6", (long)getpid());
+  again = mq_open(name, O_RDWR);
+  if (again != (mqd_t)-1) {
+    mq_close(again);
+    mq_unlink(name);
+    fail_msg("the queue's name %s is still there", name);
+  }
+  assert_int_equal(errno, ENOENT);
+  /* ...and nothing is listed where mqueue is mounted. */
+  if (before >= 0)
+    assert_int_equal(mqueue_dir_count(), before);
+  mq_close((mqd_t)mq);
+  flt_assert_clean(&base);
+}
+
+static void
+index_queue_send_then_withdraw_round_trip(void **state)
+{
+  struct fl__task in = make_task(11), out;
+  char err[256] = "";
+  flt_baseline base;
+  int mq = -1;
+
+  (void)state;
+  flt_baseline_take(&base);
+  if (fl__index_queue_create(&mq, 1, 0, 4, err, sizeof(err)) != 0)
+    fail_msg("fl__index_queue_create: %s", err);
+  /* Empty: nothing to take back, and no blocking. */
+  assert_int_equal(fl__index_queue_withdraw(mq, &out), 0);
+  assert_int_equal(fl__index_queue_send(mq, &in), 0);
+  memset(&out, 0, sizeof(out));
+  assert_int_equal(fl__index_queue_withdraw(mq, &out), 1);
+  assert_memory_equal(&in, &out, sizeof(in));
+  assert_int_equal(fl__index_queue_withdraw(mq, &out), 0);
+  mq_close((mqd_t)mq);
+  flt_assert_clean(&base);
+}
+
+static void
+index_queue_full_returns_eagain(void **state)
+{
+  struct fl__task t, out;
+  char err[256] = "";
+  flt_baseline base;
+  long max = msg_max(), depth = max < 4 ? max : 4, i;
+  int mq = -1;
+
+  (void)state;
+  flt_baseline_take(&base);
+  if (fl__index_queue_create(&mq, 2, 0, (unsigned)depth, err,
+                             sizeof(err)) != 0)
+    fail_msg("fl__index_queue_create: %s", err);
+  for (i = 0; i < depth; i++) {
+    t = make_task((uint64_t)i);
+    assert_int_equal(fl__index_queue_send(mq, &t), 0);
+  }
+  t = make_task(99);
+  assert_int_equal(fl__index_queue_send(mq, &t), FL_EAGAIN);
+  /* Same priority: first in, first out. */
+  for (i = 0; i < depth; i++) {
+    assert_int_equal(fl__index_queue_withdraw(mq, &out), 1);
+    assert_int_equal(out.seq, (uint64_t)i);
+  }
+  assert_int_equal(fl__index_queue_withdraw(mq, &out), 0);
+  mq_close((mqd_t)mq);
+  flt_assert_clean(&base);
+}
+
+/* Asking for more than fs.mqueue.msg_max gets msg_max, not a failure. */
+static void
+index_queue_depth_is_capped_at_msg_max(void **state)
+{
+  struct fl__task t = make_task(0), out;
+  char err[256] = "";
+  flt_baseline base;
+  long max = msg_max(), i;
+  int mq = -1;
+
+  (void)state;
+  if (max > 1000)
+    skip(); /* a tuned system: the cap is not reachable cheaply */
+  flt_baseline_take(&base);
+  if (fl__index_queue_create(&mq, 3, 1, (unsigned)max + 100, err,
+                             sizeof(err)) != 0)
+    fail_msg("fl__index_queue_create with depth %ld: %s", max + 100, err);
+  for (i = 0; i < max; i++)
+    assert_int_equal(fl__index_queue_send(mq, &t), 0);
+  assert_int_equal(fl__index_queue_send(mq, &t), FL_EAGAIN);
+  while (fl__index_queue_withdraw(mq, &out) == 1)
+    ;
+  mq_close((mqd_t)mq);
+  flt_assert_clean(&base);
+}
+
+/* Exit codes of the receiving child. */
+enum {
+  RECV_OK = 0,
+  RECV_FIRST_NOT_1 = 20,
+  RECV_FIRST_WRONG = 21,
+  RECV_BAD_VERSION_NOT_EPROTO = 22,
+  RECV_END_NOT_0 = 23,
+};
+
+/*
+ * A worker-like child blocks in fl__index_queue_recv; the parent sends
+ * only after a pause, so the poll path is what wakes the child.
+ */
+static void
+child_receives_tasks_through_index_queue(void **state)
+{
+  struct fl__task good = make_task(5), bad = make_task(6);
+  char err[256] = "";
+  flt_baseline base;
+  pid_t pid, parent = getpid();
+  int mq = -1, sv[2];
+
+  (void)state;
+  flt_baseline_take(&base);
+  if (fl__index_queue_create(&mq, 4, 0, 4, err, sizeof(err)) != 0)
+    fail_msg("fl__index_queue_create: %s", err);
+  seqpacket_pair(sv);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct fl__task t;
+
+    close(sv[0]);
+    if (fl__index_queue_recv(mq, sv[1], parent, &t) != 1)
+      _exit(RECV_FIRST_NOT_1);
+    if (memcmp(&t, &good, sizeof(t)) != 0)
+      _exit(RECV_FIRST_WRONG);
+    if (fl__index_queue_recv(mq, sv[1], parent, &t) != FL_EPROTO)
+      _exit(RECV_BAD_VERSION_NOT_EPROTO);
+    /* Then the parent's end closes: that is the way out. */
+    if (fl__index_queue_recv(mq, sv[1], parent, &t) != 0)
+      _exit(RECV_END_NOT_0);
+    _exit(RECV_OK);
+  }
+  close(sv[1]);
+  sleep_ms(50);
+  assert_int_equal(fl__index_queue_send(mq, &good), 0);
+  bad.version = FL__PROTOCOL_VERSION + 1;
+  assert_int_equal(fl__index_queue_send(mq, &bad), 0);
+  sleep_ms(20);
+  close(sv[0]);
+  assert_int_equal(wait_child(pid, 5000), RECV_OK);
+  /* The child took both tasks: none is left to withdraw. */
+  assert_int_equal(fl__index_queue_withdraw(mq, &good), 0);
+  mq_close((mqd_t)mq);
+  flt_assert_clean(&base);
+}
+
+/*
+ * A worker idle in fl__index_queue_recv must notice at once that the
+ * parent's end of its socket closed, not at its periodic parent check
+ * (that check only catches re-parenting, so a miss here would hang).
+ */
+static void
+index_queue_recv_returns_zero_promptly_when_parent_end_closes(void **state)
+{
+  char err[256] = "";
+  flt_baseline base;
+  pid_t pid, parent = getpid();
+  int mq = -1, sv[2], status;
+  double t0, took;
+
+  (void)state;
+  flt_baseline_take(&base);
+  if (fl__index_queue_create(&mq, 5, 0, 4, err, sizeof(err)) != 0)
+    fail_msg("fl__index_queue_create: %s", err);
+  seqpacket_pair(sv);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct fl__task t;
+
+    close(sv[0]);
+    _exit(fl__index_queue_recv(mq, sv[1], parent, &t) == 0 ? 0 : 1);
+  }
+  close(sv[1]);
+  sleep_ms(100); /* let the child settle into poll */
+  assert_int_equal(waitpid(pid, &status, WNOHANG), 0); /* still waiting */
+  t0 = now();
+  close(sv[0]);
+  assert_int_equal(wait_child(pid, 3000), 0);
+  took = now() - t0;
+  if (took > 0.5)
+    fail_msg("the worker took %.3f s to see its parent's end close", took);
+  mq_close((mqd_t)mq);
+  flt_assert_clean(&base);
+}
+
+/* --- fdtrack.c ----------------------------------------------------- */
+
+/* Bits of the fdtrack child's exit status. */
+enum {
+  DROP_DROPPED_OPEN = 1,    /* a tracked, not kept fd is still open */
+  DROP_KEPT_CLOSED = 2,     /* a kept fd was closed */
+  DROP_UNTRACKED_CLOSED = 4, /* an fd never tracked was closed */
+  DROP_MAP_KEPT = 8,        /* a tracked, not kept mapping is still there */
+  DROP_KEEP_MAP_LOST = 16,  /* the kept mapping is gone or changed */
+};
+
+static int
+fd_open(int fd)
+{
+  return fcntl(fd, F_GETFD) >= 0;
+}
+
+static int
+mapped(void *addr, size_t len)
+{
+  return msync(addr, len, MS_ASYNC) == 0;
+}
+
+static void
+fdtrack_child_drop_closes_tracked_fds_except_kept(void **state)
+{
+  flt_baseline base;
+  int p1[2], p2[2], high, untracked, status;
+  void *drop_map, *keep_map;
+  pid_t pid;
+
+  (void)state;
+  flt_baseline_take(&base);
+  assert_int_equal(fl__fdtrack_add(-1), FL_EINVAL);
+  assert_int_equal(pipe2(p1, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(p2, O_CLOEXEC), 0);
+  /* Past the table's first 256 entries, so that it has to grow. */
+  high = fcntl(p1[0], F_DUPFD_CLOEXEC, 700);
+  assert_true(high >= 700);
+  untracked = dup(p1[0]);
+  assert_true(untracked >= 0);
+  drop_map = mmap(NULL, page, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  keep_map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(drop_map != MAP_FAILED && keep_map != MAP_FAILED);
+  fill(keep_map, 2 * page, 5);
+
+  assert_int_equal(fl__fdtrack_add(p1[0]), 0);
+  assert_int_equal(fl__fdtrack_add(p1[1]), 0);
+  assert_int_equal(fl__fdtrack_add(p2[0]), 0);
+  assert_int_equal(fl__fdtrack_add(p2[1]), 0);
+  assert_int_equal(fl__fdtrack_add(high), 0);
+  assert_int_equal(fl__fdtrack_map_add(drop_map, page), 0);
+  assert_int_equal(fl__fdtrack_map_add(keep_map, 2 * page), 0);
+
+  /* As spawn.c does: the table is locked across fork. */
+  fl__fdtrack_lock();
+  pid = fork();
+  if (pid == 0) {
+    const int keep[2] = {p1[1], p2[0]};
+    int bad = 0;
+
+    fl__fdtrack_child_drop(keep, 2, keep_map);
+    if (fd_open(p1[0]) || fd_open(p2[1]) || fd_open(high))
+      bad |= DROP_DROPPED_OPEN;
+    if (!fd_open(p1[1]) || !fd_open(p2[0]))
+      bad |= DROP_KEPT_CLOSED;
+    if (!fd_open(untracked))
+      bad |= DROP_UNTRACKED_CLOSED;
+    if (mapped(drop_map, page))
+      bad |= DROP_MAP_KEPT;
+    if (!mapped(keep_map, 2 * page) || !holds(keep_map, 2 * page, 5))
+      bad |= DROP_KEEP_MAP_LOST;
+    /* The lock was made anew: taking it again must not deadlock. */
+    fl__fdtrack_lock();
+    fl__fdtrack_unlock();
+    _exit(bad);
+  }
+  fl__fdtrack_unlock();
+  assert_true(pid > 0);
+  status = wait_child(pid, 5000);
+  if (status != 0)
+    fail_msg("child drop went wrong: status bits 0x%x", status);
+  /* The parent's own fds and mappings are untouched. */
+  assert_true(fd_open(p1[0]) && fd_open(p2[1]) && fd_open(high));
+  assert_true(mapped(drop_map, page));
+
+  fl__fdtrack_del(p1[0]);
+  fl__fdtrack_del(p1[1]);
+  fl__fdtrack_del(p2[0]);
+  fl__fdtrack_del(p2[1]);
+  fl__fdtrack_del(high);
+  fl__fdtrack_map_del(drop_map);
+  fl__fdtrack_map_del(keep_map);
+  munmap(drop_map, page);
+  munmap(keep_map, 2 * page);
+  close(p1[0]);
+  close(p1[1]);
+  close(p2[0]);
+  close(p2[1]);
+  close(high);
+  close(untracked);
+  flt_assert_clean(&base);
+}
+
+/* After fl__fdtrack_del, a forked child keeps the fd: the table forgets. */
+static void
+fdtrack_del_untracks_fd(void **state)
+{
+  flt_baseline base;
+  int fd;
+  pid_t pid;
+
+  (void)state;
+  flt_baseline_take(&base);
+  fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_int_equal(fl__fdtrack_add(fd), 0);
+  fl__fdtrack_del(fd);
+  fl__fdtrack_lock();
+  pid = fork();
+  if (pid == 0) {
+    fl__fdtrack_child_drop(NULL, 0, NULL);
+    _exit(fd_open(fd) ? 0 : 1);
+  }
+  fl__fdtrack_unlock();
+  assert_true(pid > 0);
+  assert_int_equal(wait_child(pid, 5000), 0);
+  close(fd);
+  flt_assert_clean(&base);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(segment_layout_is_page_multiple_with_aligned_data),
+      cmocka_unit_test(segment_layout_rejects_absurd_sizes),
+      cmocka_unit_test(unnamed_segment_never_appears_in_dev_shm),
+      cmocka_unit_test(named_segment_name_is_gone_once_attached),
+      cmocka_unit_test(attach_fd_rejects_segment_smaller_than_expected),
+      cmocka_unit_test(fd_strategy_round_trip_across_fork),
+      cmocka_unit_test(channel_reply_without_fd_gives_minus_one),
+      cmocka_unit_test(channel_recv_on_empty_socket_is_eagain),
+      cmocka_unit_test(channel_wrong_version_is_eproto_and_closes_fd),
+      cmocka_unit_test(channel_recv_after_peer_closed_is_end_of_stream),
+      cmocka_unit_test(fd_sent_to_receiver_at_fd_limit_gives_emfile),
+      cmocka_unit_test(index_queue_is_created_without_a_name),
+      cmocka_unit_test(index_queue_send_then_withdraw_round_trip),
+      cmocka_unit_test(index_queue_full_returns_eagain),
+      cmocka_unit_test(index_queue_depth_is_capped_at_msg_max),
+      cmocka_unit_test(child_receives_tasks_through_index_queue),
+      cmocka_unit_test(
+          index_queue_recv_returns_zero_promptly_when_parent_end_closes),
+      cmocka_unit_test(fdtrack_child_drop_closes_tracked_fds_except_kept),
+      cmocka_unit_test(fdtrack_del_untracks_fd),
+  };
+
+  page = (size_t)sysconf(_SC_PAGESIZE);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
