@@ -151,6 +151,7 @@ void fl__worker_main(fl_loader *l, unsigned w, int sock)
 
 /* spawn.c */
 int fl__worker_spawn(fl_loader *l, unsigned w);
+void fl__worker_close_sock(fl_loader *l, unsigned w);
 void fl__worker_unwatch(fl_loader *l, unsigned w);
 void fl__worker_forget(fl_loader *l, unsigned w);
 void fl__workers_stop(fl_loader *l);

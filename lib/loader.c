@@ -96,6 +96,30 @@ make_token(void)
                              (uint64_t)getpid() << 32 ^ ++counter);
 }
 
+/*
+ * The loop's own fds (epoll, its signal pipe, its async eventfd), read from
+ * libuv 1.x's loop fields, which are stable within the major version: the
+ * stats count them, and workers must not keep them.
+ */
+static size_t
+loop_fds(uv_loop_t *loop, int *fds)
+{
+  int all[5], i, j, n = 0;
+
+  all[0] = uv_backend_fd(loop);
+  all[1] = loop->signal_pipefd[0];
+  all[2] = loop->signal_pipefd[1];
+  all[3] = loop->async_io_watcher.fd;
+  all[4] = loop->async_wfd;
+  for (i = 0; i < 5; i++) {
+    for (j = 0; j < n && fds[j] != all[i]; j++)
+      ;
+    if (all[i] >= 0 && j == n)
+      fds[n++] = all[i];
+  }
+  return (size_t)n;
+}
+
 static void
 on_timer(uv_timer_t *t)
 {
@@ -108,8 +132,9 @@ on_timer(uv_timer_t *t)
 static void
 release_all(fl_loader *l)
 {
-  size_t i;
+  size_t i, n;
   unsigned w;
+  int fds[5];
 
   if (l->workers != NULL && l->loop_ready)
     fl__workers_stop(l);
@@ -127,7 +152,9 @@ release_all(fl_loader *l)
   if (l->loop_ready) {
     uv_close((uv_handle_t *)&l->timer, NULL);
     uv_run(&l->loop, UV_RUN_DEFAULT);
-    fl__fdtrack_del(uv_backend_fd(&l->loop));
+    n = loop_fds(&l->loop, fds);
+    for (i = 0; i < n; i++)
+      fl__fdtrack_del(fds[i]);
     uv_loop_close(&l->loop);
   }
   if (l->order != NULL) {
@@ -175,7 +202,8 @@ create_workers(fl_loader *l)
 static int
 create(fl_loader *l, const fl_dataset *ds, const fl_options *opt)
 {
-  size_t n, bytes;
+  size_t n, bytes, nfds, i;
+  int fds[5];
   size_t *custom = NULL;
   int rc;
 
@@ -230,8 +258,10 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt)
     return rc;
   }
   l->loop_ready = 1;
-  fl__fdtrack_add(uv_backend_fd(&l->loop));
-  fl__stats_fds(l, 1);
+  nfds = loop_fds(&l->loop, fds);
+  for (i = 0; i < nfds; i++)
+    fl__fdtrack_add(fds[i]);
+  fl__stats_fds(l, (int)nfds);
   uv_timer_init(&l->loop, &l->timer);
   l->timer.data = l;
   if (opt->num_workers > 0)
@@ -247,12 +277,13 @@ fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
   int rc;
 
   create_error[0] = '\0';
+  if (out != NULL)
+    *out = NULL;
   if (out == NULL || ds == NULL) {
     snprintf(create_error, sizeof(create_error),
              "fl_loader_create: %s is NULL", out == NULL ? "out" : "ds");
     return FL_EINVAL;
   }
-  *out = NULL;
   if (opt == NULL) {
     fl_options_init(&defaults);
     opt = &defaults;

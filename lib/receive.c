@@ -14,6 +14,7 @@
 
 static void on_sock(uv_poll_t *h, int status, int events);
 static void on_exit_notice(uv_poll_t *h, int status, int events);
+static void sock_closed(fl_loader *l, unsigned wi);
 
 void
 fl__receive_start(fl_loader *l, unsigned wi)
@@ -140,8 +141,7 @@ fl__receive_drain(fl_loader *l, unsigned wi)
     if (rc == FL_EAGAIN)
       return 0;
     if (rc == 0) {
-      /* The worker closed its end: it is exiting; the pidfd says how. */
-      fl__worker_unwatch(l, wi);
+      sock_closed(l, wi);
       return 0;
     }
     if (rc < 0 && rc != FL_EMFILE)
@@ -187,33 +187,57 @@ report_exit(fl_loader *l, unsigned wi, pid_t pid, const siginfo_t *si)
                       : "");
 }
 
+/*
+ * The worker's process has ended (flags 0: wait for it to be reapable).
+ * Unless we asked it to stop, the loader cannot go on.
+ */
 static void
-on_exit_notice(uv_poll_t *h, int status, int events)
+exited(fl_loader *l, unsigned wi, int flags)
 {
-  fl__worker *w = h->data;
-  fl_loader *l = w->loader;
+  fl__worker *w = &l->workers[wi];
   siginfo_t si;
   pid_t pid = w->pid;
   int rc;
 
-  (void)status;
-  (void)events;
-  /* Replies it sent before it died are still good. */
-  fl__receive_drain(l, w->id);
   memset(&si, 0, sizeof(si));
   do
-    rc = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG);
+    rc = waitid(P_PID, (id_t)pid, &si, WEXITED | flags);
   while (rc < 0 && errno == EINTR);
   if (rc == 0 && si.si_pid == 0)
     return; /* not yet reapable */
   if (!w->stopping) {
     if (rc == 0)
-      report_exit(l, w->id, pid, &si);
+      report_exit(l, wi, pid, &si);
     else
       fl__loader_fail(l, FL_EWORKER,
                       "worker %u (pid %ld) exited unexpectedly (its status "
                       "was taken by another waitpid in this process)",
-                      w->id, (long)pid);
+                      wi, (long)pid);
   }
-  fl__worker_forget(l, w->id);
+  fl__worker_forget(l, wi);
+}
+
+/*
+ * End of stream: the worker is exiting.  Its pidfd will say how; without
+ * one (kernels before 5.3), wait for the exit here.
+ */
+static void
+sock_closed(fl_loader *l, unsigned wi)
+{
+  fl__worker_close_sock(l, wi);
+  if (l->workers[wi].pidfd < 0)
+    exited(l, wi, 0);
+}
+
+static void
+on_exit_notice(uv_poll_t *h, int status, int events)
+{
+  fl__worker *w = h->data;
+
+  (void)status;
+  (void)events;
+  /* Replies it sent before it died are still good. */
+  fl__receive_drain(w->loader, w->id);
+  if (w->pid != 0)
+    exited(w->loader, w->id, WNOHANG);
 }

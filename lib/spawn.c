@@ -25,11 +25,20 @@ static void
 child(fl_loader *l, unsigned w, int sock, pid_t parent, int main_thread,
       const sigset_t *old)
 {
-  int keep[2];
+  int keep[2], sig;
 
   keep[0] = l->workers[w].mq;
   keep[1] = sock;
   fl__fdtrack_child_drop(keep, 2, l->order);
+  /*
+   * The host's handlers are not the worker's: a crash handler that
+   * longjmps or reports for the parent must not run here.  worker_init
+   * may install its own.
+   */
+  for (sig = 1; sig < NSIG; sig++) {
+    if (sig != SIGKILL && sig != SIGSTOP)
+      signal(sig, SIG_DFL);
+  }
   signal(SIGINT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   /*
@@ -97,23 +106,33 @@ fl__worker_spawn(fl_loader *l, unsigned wi)
   return 0;
 }
 
-/* Stop watching a worker and close the parent's end of its socket. */
+/* Stop reading a worker's replies and close the parent's end. */
 void
-fl__worker_unwatch(fl_loader *l, unsigned wi)
+fl__worker_close_sock(fl_loader *l, unsigned wi)
 {
   fl__worker *w = &l->workers[wi];
 
   if (w->sock_polling)
     uv_close((uv_handle_t *)&w->sock_poll, NULL);
-  if (w->pid_polling)
-    uv_close((uv_handle_t *)&w->pid_poll, NULL);
-  w->sock_polling = w->pid_polling = 0;
+  w->sock_polling = 0;
   if (w->sock >= 0) {
     fl__fdtrack_del(w->sock);
     fl__close(w->sock);
     fl__stats_fds(l, -1);
     w->sock = -1;
   }
+}
+
+/* Stop watching a worker altogether. */
+void
+fl__worker_unwatch(fl_loader *l, unsigned wi)
+{
+  fl__worker *w = &l->workers[wi];
+
+  if (w->pid_polling)
+    uv_close((uv_handle_t *)&w->pid_poll, NULL);
+  w->pid_polling = 0;
+  fl__worker_close_sock(l, wi);
 }
 
 /*

@@ -549,25 +549,6 @@ worker_info_is_null_in_main_process(void **state)
   assert_null(fl_get_worker_info());
 }
 
-/*
- * libuv opens a process-wide pipe (its signal lock) on the first
- * uv_loop_init and keeps it for the life of the process.  Creating one
- * loader before the tests makes that pipe part of every baseline, so the
- * fd counts measure forkload alone.
- */
-static void
-warm_up_libuv(void)
-{
-  fl_dataset ds;
-  fl_loader *l = NULL;
-  flt_data d;
-
-  flt_data_init(&d, &ds, 1, 8);
-  if (fl_loader_create(&l, &ds, NULL) == 0)
-    fl_loader_destroy(l);
-  flt_data_free(&d);
-}
-
 int
 main(void)
 {
@@ -599,6 +580,6 @@ main(void)
       cmocka_unit_test(worker_info_is_null_in_main_process),
   };
 
-  warm_up_libuv();
+  flt_warm_up();
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,246 @@
+/*
+ * Test helpers: see common.h.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static int
+count_dir(const char *path, const char *prefix)
+{
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    if (prefix == NULL || strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+int
+flt_fd_count(void)
+{
+  return count_dir("/proc/self/fd", NULL) - 1; /* opendir's own fd */
+}
+
+int
+flt_shm_count(void)
+{
+  return count_dir("/dev/shm", "forkload");
+}
+
+int
+flt_child_count(void)
+{
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  char path[300], buf[512], *p;
+  long ppid;
+  FILE *f;
+  int n = 0;
+
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL) {
+    if (!isdigit((unsigned char)e->d_name[0]))
+      continue;
+    snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+    f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    if (fgets(buf, sizeof(buf), f) != NULL &&
+        (p = strrchr(buf, ')')) != NULL &&
+        sscanf(p + 2, "%*c %ld", &ppid) == 1 && ppid == (long)getpid())
+      n++;
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+void
+flt_baseline_take(flt_baseline *b)
+{
+  b->fds = flt_fd_count();
+  b->shm = flt_shm_count();
+  b->children = flt_child_count();
+}
+
+void
+flt_assert_clean(const flt_baseline *b)
+{
+  struct timespec pause = {0, 10 * 1000 * 1000};
+  int i;
+
+  for (i = 0; i < 200 && flt_child_count() != b->children; i++)
+    nanosleep(&pause, NULL);
+  assert_int_equal(flt_child_count(), b->children);
+  assert_int_equal(flt_shm_count(), b->shm);
+  assert_int_equal(flt_fd_count(), b->fds);
+}
+
+void
+flt_skip_all(const char *fmt, ...)
+{
+  char why[512];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  printf("1..0 # SKIP %s\n", why);
+  fprintf(stderr, "skipped: %s\n", why);
+  exit(77);
+}
+
+static uint64_t
+mix(uint64_t x)
+{
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static unsigned char
+byte_of(size_t i, size_t k)
+{
+  return (unsigned char)(mix(i * 131 + k / 8) >> (8 * (k % 8)));
+}
+
+int
+flt_sample_ok(const void *p, size_t sample_bytes, size_t i)
+{
+  const unsigned char *s = p;
+  uint64_t head;
+  size_t k;
+
+  memcpy(&head, s, sizeof(head));
+  if (head != i)
+    return 0;
+  for (k = sizeof(head); k < sample_bytes; k++) {
+    if (s[k] != byte_of(i, k))
+      return 0;
+  }
+  return 1;
+}
+
+static int
+get(void *ctx, size_t i, void *dst, size_t *nbytes)
+{
+  flt_data *d = ctx;
+  unsigned char *s = dst;
+  uint64_t head = i;
+  size_t k;
+
+  __atomic_add_fetch(&d->counters->samples_fetched, 1, __ATOMIC_SEQ_CST);
+  if (fl_get_worker_info() != NULL)
+    __atomic_add_fetch(&d->counters->info_seen, 1, __ATOMIC_SEQ_CST);
+  else
+    __atomic_add_fetch(&d->counters->info_missing, 1, __ATOMIC_SEQ_CST);
+  if ((long)i == d->kill_index) {
+    if (d->kill_signal == 0)
+      _exit(3);
+    raise(d->kill_signal);
+  }
+  if ((long)i == d->slow_index)
+    usleep(d->slow_us);
+  if ((long)i == d->fail_index) {
+    fl_worker_error("index %zu is poisoned", i);
+    return 5;
+  }
+  memcpy(s, &head, sizeof(head));
+  for (k = sizeof(head); k < d->sample_bytes; k++)
+    s[k] = byte_of(i, k);
+  *nbytes = d->sample_bytes;
+  return 0;
+}
+
+static int
+get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
+          size_t *nbytes)
+{
+  flt_data *d = ctx;
+  size_t i;
+  int rc;
+
+  __atomic_add_fetch(&d->counters->batch_calls, 1, __ATOMIC_SEQ_CST);
+  for (i = 0; i < n; i++) {
+    rc = get(ctx, indices[i], (unsigned char *)dst + i * d->sample_bytes,
+             &nbytes[i]);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
+void
+flt_data_batched(fl_dataset *ds)
+{
+  ds->get = NULL;
+  ds->get_batch = get_batch;
+}
+
+void
+flt_data_init(flt_data *d, fl_dataset *ds, size_t len, size_t sample_bytes)
+{
+  memset(d, 0, sizeof(*d));
+  d->len = len;
+  d->sample_bytes = sample_bytes;
+  d->fail_index = d->kill_index = d->slow_index = -1;
+  d->counters = mmap(NULL, sizeof(*d->counters), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(d->counters != MAP_FAILED);
+  memset(ds, 0, sizeof(*ds));
+  ds->ctx = d;
+  ds->len = len;
+  ds->sample_bytes = sample_bytes;
+  ds->get = get;
+}
+
+void
+flt_data_free(flt_data *d)
+{
+  munmap((void *)d->counters, sizeof(*d->counters));
+}
+
+void
+flt_worker_init(unsigned id, void *arg)
+{
+  flt_data *d = arg;
+  const fl_worker_info *w = fl_get_worker_info();
+
+  if (id >= 64)
+    return;
+  __atomic_add_fetch(&d->counters->init_calls[id], 1, __ATOMIC_SEQ_CST);
+  d->counters->init_seed[id] = w != NULL ? w->seed : 0;
+  d->counters->init_pid[id] = getpid();
+}
+
+void
+flt_warm_up(void)
+{
+  fl_dataset ds;
+  fl_loader *l = NULL;
+  flt_data d;
+
+  flt_data_init(&d, &ds, 1, 8);
+  if (fl_loader_create(&l, &ds, NULL) == 0)
+    fl_loader_destroy(l);
+  flt_data_free(&d);
+}

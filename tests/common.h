@@ -1,0 +1,83 @@
+/*
+ * Helpers shared by the test programs: what a clean teardown means (no
+ * child process left, no forkload name in /dev/shm, the fd count back where
+ * it started), a test dataset whose content is a function of its index,
+ * and a whole-program skip that automake's TAP driver understands.
+ */
+#ifndef FL_TESTS_COMMON_H
+#define FL_TESTS_COMMON_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "forkload.h"
+
+/* Open fds of this process. */
+int flt_fd_count(void);
+/* Entries in /dev/shm whose name starts with "forkload". */
+int flt_shm_count(void);
+/* Live or zombie children of this process. */
+int flt_child_count(void);
+
+/* The state a test starts from, and the check that it ends there. */
+typedef struct flt_baseline {
+  int fds, shm, children;
+} flt_baseline;
+
+void flt_baseline_take(flt_baseline *b);
+/* Children may take a moment to be reaped by the kernel: waits up to 2 s. */
+void flt_assert_clean(const flt_baseline *b);
+
+/*
+ * libuv opens a process-wide pipe (its signal lock) on the first
+ * uv_loop_init and keeps it for the life of the process.  Creating one
+ * loader before the tests makes that pipe part of every baseline, so fd
+ * counts measure forkload alone.
+ */
+void flt_warm_up(void);
+
+/* Print a TAP "skip all" plan with the reason and exit 77. */
+void flt_skip_all(const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 1, 2)));
+
+/*
+ * A dataset whose sample i holds i in its first 8 bytes and then bytes
+ * derived from i, so any misplaced or stale byte is caught.  Shared
+ * counters (in memory all processes see) record what workers did.
+ */
+typedef struct flt_counters {
+  volatile uint64_t samples_fetched;
+  volatile uint64_t init_calls[64];
+  volatile uint64_t init_seed[64];
+  volatile int64_t init_pid[64];
+  volatile uint64_t info_seen;    /* gets that saw fl_get_worker_info() */
+  volatile uint64_t info_missing; /* gets that saw NULL */
+  volatile uint64_t batch_calls;  /* get_batch calls */
+} flt_counters;
+
+typedef struct flt_data {
+  size_t len;
+  size_t sample_bytes;
+  long fail_index;        /* get fails for this index, -1: never */
+  long kill_index;        /* raise kill_signal here (0: _exit(3)) */
+  int kill_signal;
+  long slow_index;        /* this index sleeps slow_us */
+  unsigned slow_us;
+  flt_counters *counters; /* shared; see flt_data_init */
+} flt_data;
+
+void flt_data_init(flt_data *d, fl_dataset *ds, size_t len,
+                   size_t sample_bytes);
+void flt_data_free(flt_data *d);
+/* Serve the dataset through get_batch instead of get. */
+void flt_data_batched(fl_dataset *ds);
+/* 1 if the sample at p is what index i must hold. */
+int flt_sample_ok(const void *p, size_t sample_bytes, size_t i);
+/* worker_init for flt_data: records calls, seed and pid per worker. */
+void flt_worker_init(unsigned id, void *arg);
+
+#endif

@@ -1,0 +1,873 @@
+/*
+ * The loader end to end, with real fork, real shared memory, real sockets
+ * and real message queues: the matrix of sharing strategy x in_order x
+ * persistent x num_workers, then one case per promised behaviour.  Every
+ * case ends by proving a clean teardown.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "common.h"
+
+static double
+now(void)
+{
+  struct timespec t;
+
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Check one batch's metadata and every sample's bytes. */
+static void
+check_batch(const fl_batch *b, size_t sample_bytes, unsigned char *seen,
+            size_t len)
+{
+  const unsigned char *data = fl_batch_data(b);
+  const size_t *idx = fl_batch_indices(b);
+  const size_t *sizes = fl_batch_sizes(b);
+  size_t i;
+
+  assert_non_null(data);
+  assert_true(fl_batch_count(b) > 0);
+  for (i = 0; i < fl_batch_count(b); i++) {
+    assert_true(idx[i] < len);
+    assert_int_equal(sizes[i], sample_bytes);
+    assert_true(flt_sample_ok(data + i * sample_bytes, sample_bytes,
+                              idx[i]));
+    assert_int_equal(seen[idx[i]], 0); /* each index once per epoch */
+    seen[idx[i]] = 1;
+  }
+}
+
+/*
+ * The matrix: three shuffled epochs; every index exactly once per epoch,
+ * content intact, order and round-robin as promised, the prefetch bound
+ * never exceeded, worker_init once per worker process, distinct seeds.
+ */
+static void
+run_matrix(fl_sharing sharing, int in_order, int persistent, unsigned nw)
+{
+  const size_t len = 523, sb = 40, bs = 8, epochs = 3;
+  unsigned char *seen = calloc(len, 1), *seqs;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l = NULL;
+  fl_batch *b, *held = NULL;
+  fl_stats st;
+  flt_data d;
+  size_t e, n, nb, window = (size_t)2 * nw;
+  unsigned w;
+  int rc;
+
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, len, sb);
+  fl_options_init(&opt);
+  opt.batch_size = bs;
+  opt.shuffle = 1;
+  opt.seed = 7;
+  opt.num_workers = nw;
+  opt.in_order = in_order;
+  opt.persistent_workers = persistent;
+  opt.sharing = sharing;
+  opt.worker_init = flt_worker_init;
+  opt.worker_init_arg = &d;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  nb = fl_loader_len(l);
+  assert_int_equal(nb, (len + bs - 1) / bs);
+  seqs = calloc(nb, 1);
+  for (e = 0; e < epochs; e++) {
+    memset(seen, 0, len);
+    memset(seqs, 0, nb);
+    assert_int_equal(fl_loader_begin(l), 0);
+    for (n = 0; (rc = fl_loader_next(l, &b)) == 1; n++) {
+      check_batch(b, sb, seen, len);
+      assert_true(fl_batch_seq(b) < nb);
+      assert_int_equal(seqs[fl_batch_seq(b)], 0);
+      seqs[fl_batch_seq(b)] = 1;
+      if (in_order)
+        assert_int_equal(fl_batch_seq(b), n);
+      if (in_order && nw > 0)
+        assert_int_equal(fl_batch_worker(b), fl_batch_seq(b) % nw);
+      if (nw > 0) {
+        assert_true(fl_batch_worker(b) < nw);
+        /* Never more than the window fetched ahead of the consumer. */
+        assert_true(d.counters->samples_fetched <=
+                    ((e * nb) + n + 1 + window) * bs);
+      }
+      /* Hold one batch across the next call, as a consumer may. */
+      fl_batch_release(held);
+      held = b;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(n, nb);
+    assert_int_equal(fl_loader_next(l, &b), 0); /* stays over */
+    assert_null(b);
+    for (n = 0; n < len; n++)
+      assert_int_equal(seen[n], 1);
+  }
+  fl_batch_release(held);
+  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(st.batches_delivered, epochs * nb);
+  assert_int_equal(st.batches_held, 0);
+  if (nw > 0)
+    assert_true(st.in_flight_peak <= window);
+  for (w = 0; w < nw; w++) {
+    assert_int_equal(d.counters->init_calls[w], persistent ? 1 : epochs);
+    if (w > 0)
+      assert_int_not_equal(d.counters->init_seed[w],
+                           d.counters->init_seed[w - 1]);
+  }
+  if (nw == 0)
+    assert_int_equal(d.counters->info_seen, 0);
+  else
+    assert_int_equal(d.counters->info_missing, 0);
+  fl_loader_destroy(l);
+  free(seen);
+  free(seqs);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+#define MATRIX(share, ord, pers, nw)                                         \
+  static void matrix_##share##_##ord##_##pers##_w##nw(void **state)          \
+  {                                                                          \
+    (void)state;                                                             \
+    run_matrix(FL_SHARE_##share, ord == in_order, pers == persistent, nw);   \
+  }
+enum { in_order = 1, arrival = 2, persistent = 3, per_epoch = 4 };
+#define MATRIX_ALL(share)                                                    \
+  MATRIX(share, in_order, persistent, 0)                                     \
+  MATRIX(share, in_order, persistent, 1)                                     \
+  MATRIX(share, in_order, persistent, 3)                                     \
+  MATRIX(share, in_order, per_epoch, 0)                                      \
+  MATRIX(share, in_order, per_epoch, 1)                                      \
+  MATRIX(share, in_order, per_epoch, 3)                                      \
+  MATRIX(share, arrival, persistent, 0)                                      \
+  MATRIX(share, arrival, persistent, 1)                                      \
+  MATRIX(share, arrival, persistent, 3)                                      \
+  MATRIX(share, arrival, per_epoch, 0)                                       \
+  MATRIX(share, arrival, per_epoch, 1)                                       \
+  MATRIX(share, arrival, per_epoch, 3)
+MATRIX_ALL(FILE_DESCRIPTOR)
+MATRIX_ALL(FILE_SYSTEM)
+
+/* The index sequence of `epochs` epochs, in order. */
+static size_t *
+sequence(unsigned nw, int persistent, uint64_t seed, size_t epochs,
+         size_t len, size_t bs)
+{
+  size_t *out = calloc(epochs * len, sizeof(*out)), k = 0, i, e;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+
+  flt_data_init(&d, &ds, len, 16);
+  fl_options_init(&opt);
+  opt.batch_size = bs;
+  opt.shuffle = 1;
+  opt.seed = seed;
+  opt.num_workers = nw;
+  opt.persistent_workers = persistent;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  for (e = 0; e < epochs; e++) {
+    assert_int_equal(fl_loader_begin(l), 0);
+    while (fl_loader_next(l, &b) == 1) {
+      for (i = 0; i < fl_batch_count(b); i++)
+        out[k++] = fl_batch_indices(b)[i];
+      fl_batch_release(b);
+    }
+  }
+  assert_int_equal(k, epochs * len);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  return out;
+}
+
+static void
+shuffle_same_seed_same_epochs_with_or_without_workers(void **state)
+{
+  const size_t len = 300, epochs = 3;
+  size_t *a, *b, *c, *other;
+  flt_baseline base;
+
+  (void)state;
+  flt_baseline_take(&base);
+  a = sequence(0, 0, 42, epochs, len, 7);
+  b = sequence(3, 0, 42, epochs, len, 7);
+  c = sequence(2, 1, 42, epochs, len, 7);
+  other = sequence(0, 0, 43, epochs, len, 7);
+  assert_memory_equal(a, b, epochs * len * sizeof(*a));
+  assert_memory_equal(a, c, epochs * len * sizeof(*a));
+  /* A new permutation each epoch, and another seed gives another one. */
+  assert_memory_not_equal(a, a + len, len * sizeof(*a));
+  assert_memory_not_equal(a, other, len * sizeof(*a));
+  free(a);
+  free(b);
+  free(c);
+  free(other);
+  flt_assert_clean(&base);
+}
+
+/* The seeds workers saw, for `epochs` epochs of a loader with `seed`. */
+static void
+worker_seeds(uint64_t seed, int persistent, size_t epochs, uint64_t *out)
+{
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t e;
+  unsigned w;
+
+  flt_data_init(&d, &ds, 60, 16);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.seed = seed;
+  opt.num_workers = 3;
+  opt.persistent_workers = persistent;
+  opt.worker_init = flt_worker_init;
+  opt.worker_init_arg = &d;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  for (e = 0; e < epochs; e++) {
+    assert_int_equal(fl_loader_begin(l), 0);
+    while (fl_loader_next(l, &b) == 1)
+      fl_batch_release(b);
+    for (w = 0; w < 3; w++)
+      out[e * 3 + w] = d.counters->init_seed[w];
+  }
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+}
+
+static void
+worker_seeds_distinct_reproducible_and_base_plus_id(void **state)
+{
+  uint64_t a[6], b[6], c[6], p[6];
+  flt_baseline base;
+
+  (void)state;
+  flt_baseline_take(&base);
+  worker_seeds(11, 0, 2, a);
+  worker_seeds(11, 0, 2, b);
+  worker_seeds(12, 0, 2, c);
+  worker_seeds(11, 1, 2, p);
+  assert_memory_equal(a, b, sizeof(a));
+  assert_memory_not_equal(a, c, sizeof(a));
+  /* Worker w's seed is base_seed + w. */
+  assert_int_equal(a[1], a[0] + 1);
+  assert_int_equal(a[2], a[0] + 2);
+  /* A new base seed each epoch, but persistent workers keep theirs. */
+  assert_int_not_equal(a[3], a[0]);
+  assert_int_equal(p[3], p[0]);
+  assert_int_equal(p[5], p[2]);
+  flt_assert_clean(&base);
+}
+
+/* PyTorch's test_error_workers: the error at its place, then go on. */
+static void
+check_error_at_position(unsigned nw, int batched)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t n;
+  int rc, errors = 0;
+
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 41, 16);
+  if (batched)
+    flt_data_batched(&ds);
+  d.fail_index = 17;
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  opt.num_workers = nw;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; n < 21; n++) {
+    rc = fl_loader_next(l, &b);
+    if (n == 8) {
+      assert_int_equal(rc, FL_EDATASET);
+      assert_null(b);
+      assert_non_null(strstr(fl_loader_error(l), "index 17 is poisoned"));
+      assert_non_null(strstr(fl_loader_error(l), "batch 8"));
+      errors++;
+      continue;
+    }
+    assert_int_equal(rc, 1);
+    assert_int_equal(fl_batch_seq(b), n);
+    fl_batch_release(b);
+  }
+  assert_int_equal(fl_loader_next(l, &b), 0);
+  assert_int_equal(errors, 1);
+  if (batched)
+    assert_true(d.counters->batch_calls >= 21);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+dataset_error_delivered_at_its_batch_then_iteration_goes_on(void **state)
+{
+  (void)state;
+  check_error_at_position(4, 0);
+  check_error_at_position(0, 0);
+  check_error_at_position(2, 1);
+}
+
+static void
+dataset_error_message_names_the_call_and_the_index(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 4, 16);
+  d.fail_index = 0;
+  fl_options_init(&opt);
+  opt.num_workers = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(fl_loader_next(l, &b), FL_EDATASET);
+  /* common.c sets a message; the library must have passed it on. */
+  assert_non_null(strstr(fl_loader_error(l), "get(index 0) failed"));
+  assert_int_equal(fl_loader_next(l, &b), 1);
+  fl_batch_release(b);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+early_destroy(fl_sharing sharing, int persistent, int reuse)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b[3];
+  flt_data d;
+  int i;
+
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 1000, 256);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 3;
+  opt.sharing = sharing;
+  opt.persistent_workers = persistent;
+  opt.reuse_segments = reuse;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (i = 0; i < 3; i++)
+    assert_int_equal(fl_loader_next(l, &b[i]), 1);
+  fl_batch_release(b[1]);
+  /* b[0] and b[2] are still held: destroy frees them too. */
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+early_destroy_leaves_no_process_name_or_fd(void **state)
+{
+  (void)state;
+  early_destroy(FL_SHARE_FILE_DESCRIPTOR, 0, 1);
+  early_destroy(FL_SHARE_FILE_SYSTEM, 0, 1);
+  early_destroy(FL_SHARE_FILE_DESCRIPTOR, 1, 0);
+  early_destroy(FL_SHARE_FILE_SYSTEM, 1, 0);
+}
+
+/* A begin before the epoch is over starts the next one clean. */
+static void
+restart(int persistent, fl_sharing sharing)
+{
+  const size_t len = 200;
+  unsigned char seen[200];
+  size_t *expect, k = 0, i;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  int n;
+
+  flt_baseline_take(&base);
+  expect = sequence(0, 0, 5, 2, len, 3);
+  flt_data_init(&d, &ds, len, 24);
+  fl_options_init(&opt);
+  opt.batch_size = 3;
+  opt.shuffle = 1;
+  opt.seed = 5;
+  opt.num_workers = 2;
+  opt.prefetch_factor = 3;
+  opt.persistent_workers = persistent;
+  opt.sharing = sharing;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; n < 5; n++) {
+    assert_int_equal(fl_loader_next(l, &b), 1);
+    fl_batch_release(b);
+  }
+  memset(seen, 0, sizeof(seen));
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+    assert_int_equal(fl_batch_seq(b), n);
+    check_batch(b, 24, seen, len);
+    for (i = 0; i < fl_batch_count(b); i++, k++)
+      assert_int_equal(fl_batch_indices(b)[i], expect[len + k]);
+    fl_batch_release(b);
+  }
+  assert_int_equal(k, len);
+  fl_loader_destroy(l);
+  free(expect);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+begin_mid_epoch_discards_stale_batches(void **state)
+{
+  (void)state;
+  restart(1, FL_SHARE_FILE_DESCRIPTOR);
+  restart(1, FL_SHARE_FILE_SYSTEM);
+  restart(0, FL_SHARE_FILE_DESCRIPTOR);
+  restart(0, FL_SHARE_FILE_SYSTEM);
+}
+
+/* PyTorch's test_in_order_index_ds / test_out_of_order_index_ds. */
+static void
+slow_index(int in_order, const size_t *want_idx, const unsigned *want_w)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  int n;
+
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 10, 16);
+  d.slow_index = 0;
+  d.slow_us = 600000;
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  opt.in_order = in_order;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+    assert_int_equal(fl_batch_indices(b)[0], want_idx[n]);
+    assert_int_equal(fl_batch_worker(b), want_w[n]);
+    fl_batch_release(b);
+  }
+  assert_int_equal(n, 10);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+slow_index_in_order_waits_as_arrival_does_not(void **state)
+{
+  const size_t io_idx[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const unsigned io_w[10] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+  const size_t oo_idx[10] = {1, 3, 4, 5, 6, 7, 8, 9, 0, 2};
+  const unsigned oo_w[10] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+
+  (void)state;
+  slow_index(1, io_idx, io_w);
+  slow_index(0, oo_idx, oo_w);
+}
+
+static void
+custom_indices_sampler_gives_those_indices_in_batches(void **state)
+{
+  const size_t idx[10] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  const size_t sizes[4] = {3, 3, 3, 1};
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t n, i, k = 0;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 20, 16);
+  fl_options_init(&opt);
+  opt.batch_size = 3;
+  opt.num_workers = 4;
+  opt.indices = idx;
+  opt.indices_len = 10;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_len(l), 4);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+    assert_int_equal(fl_batch_count(b), sizes[n]);
+    for (i = 0; i < fl_batch_count(b); i++)
+      assert_int_equal(fl_batch_indices(b)[i], idx[k++]);
+    fl_batch_release(b);
+  }
+  assert_int_equal(n, 4);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+drop_last_drops_the_short_batch(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t n;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 100, 16);
+  fl_options_init(&opt);
+  opt.batch_size = 7;
+  opt.drop_last = 1;
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_len(l), 14);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+    assert_int_equal(fl_batch_count(b), 7);
+    fl_batch_release(b);
+  }
+  assert_int_equal(n, 14);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+/* 65,536 indices do not fit a stock message (msgsize_max 8192). */
+static void
+batches_of_65536_samples_fit_stock_queue_limits(void **state)
+{
+  const size_t len = 140000, bs = 65536;
+  unsigned char *seen = calloc(len, 1);
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t n;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, len, 8);
+  fl_options_init(&opt);
+  opt.batch_size = bs;
+  opt.shuffle = 1;
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+    check_batch(b, 8, seen, len);
+    fl_batch_release(b);
+  }
+  assert_int_equal(n, 3);
+  fl_loader_destroy(l);
+  free(seen);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+/* More tasks than a stock queue holds (msg_max 10) wait in the backlog. */
+static void
+prefetch_deeper_than_the_queue_still_delivers_all(void **state)
+{
+  unsigned char seen[300];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  fl_stats st;
+  flt_data d;
+  size_t n;
+
+  (void)state;
+  flt_baseline_take(&base);
+  memset(seen, 0, sizeof(seen));
+  flt_data_init(&d, &ds, 300, 16);
+  fl_options_init(&opt);
+  opt.num_workers = 1;
+  opt.prefetch_factor = 25;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+    assert_int_equal(fl_batch_seq(b), n);
+    check_batch(b, 16, seen, 300);
+    fl_batch_release(b);
+  }
+  assert_int_equal(n, 300);
+  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(st.in_flight_peak, 25);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt(void **st)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  double t0;
+
+  (void)st;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 10, 16);
+  d.slow_index = 0;
+  d.slow_us = 5000000;
+  fl_options_init(&opt);
+  opt.num_workers = 1;
+  opt.timeout_ms = 200;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  t0 = now();
+  assert_int_equal(fl_loader_next(l, &b), FL_ETIMEDOUT);
+  assert_true(now() - t0 < 1.0);
+  assert_true(now() - t0 >= 0.19);
+  assert_non_null(strstr(fl_loader_error(l), "no batch from the workers"));
+  assert_non_null(strstr(fl_loader_error(l), "200 ms"));
+  t0 = now();
+  fl_loader_destroy(l);
+  assert_true(now() - t0 < 1.5);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+worker_death(int sig, const char *want)
+{
+  flt_baseline base;
+  struct rlimit nocore = {0, 0};
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  double t0;
+  int rc, n = 0;
+
+  flt_baseline_take(&base);
+  setrlimit(RLIMIT_CORE, &nocore);
+  flt_data_init(&d, &ds, 40, 16);
+  d.kill_index = 5;
+  d.kill_signal = sig;
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  opt.persistent_workers = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  t0 = now();
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    fl_batch_release(b);
+    n++;
+  }
+  assert_true(now() - t0 < 1.0);
+  assert_int_equal(rc, FL_EWORKER);
+  assert_true(n <= 5);
+  /* Worker 1 held index 5 (batch 5 of 1 sample, round-robin). */
+  assert_non_null(strstr(fl_loader_error(l), "worker 1 (pid "));
+  assert_non_null(strstr(fl_loader_error(l), want));
+  /* Sticky: the same error until destroy. */
+  assert_int_equal(fl_loader_next(l, &b), FL_EWORKER);
+  assert_int_equal(fl_loader_begin(l), FL_EWORKER);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+dead_worker_is_reported_with_pid_and_signal_or_status(void **state)
+{
+  (void)state;
+  worker_death(SIGKILL, "killed by signal 9 (SIGKILL");
+  worker_death(SIGSEGV, "SIGSEGV");
+  worker_death(SIGBUS, "shared memory");
+  worker_death(0, "exited unexpectedly with status 3");
+}
+
+static void
+no_reuse_gives_a_new_segment_per_batch_and_frees_it(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  fl_stats st;
+  flt_data d;
+  unsigned char seen[64];
+  size_t n;
+
+  (void)state;
+  flt_baseline_take(&base);
+  memset(seen, 0, sizeof(seen));
+  flt_data_init(&d, &ds, 64, 100);
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  opt.num_workers = 2;
+  opt.reuse_segments = 0;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+    check_batch(b, 100, seen, 64);
+    fl_batch_release(b);
+  }
+  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(st.segments, 0); /* each freed at its release */
+  assert_true(st.segments_peak <= 5);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+stats_count_held_batches_segments_and_fds(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b[3];
+  fl_stats st;
+  flt_data d;
+  int i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 100, 4096);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 2;
+  opt.persistent_workers = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (i = 0; i < 3; i++)
+    assert_int_equal(fl_loader_next(l, &b[i]), 1);
+  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(st.batches_held, 3);
+  assert_int_equal(st.batches_delivered, 3);
+  assert_true(st.segments >= 3);
+  assert_int_equal(st.bytes_mapped % 4096, 0);
+  assert_true(st.bytes_mapped >= st.segments * 4 * 4096);
+  /* Segment fds, sockets, pidfds, queues and the loop's own fd. */
+  assert_true(st.fds >= st.segments + 2);
+  assert_int_equal(flt_fd_count() - base.fds, (int)st.fds);
+  for (i = 0; i < 3; i++)
+    fl_batch_release(b[i]);
+  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(st.batches_held, 0);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+pin_memory_locks_segments_within_the_memlock_limit(void **state)
+{
+  unsigned char seen[64];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t n;
+
+  (void)state;
+  flt_baseline_take(&base);
+  memset(seen, 0, sizeof(seen));
+  flt_data_init(&d, &ds, 64, 64);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 2;
+  opt.pin_memory = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+    check_batch(b, 64, seen, 64);
+    fl_batch_release(b);
+  }
+  assert_int_equal(n, 16);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+int
+main(void)
+{
+#define M(share, ord, pers, nw)                                              \
+  cmocka_unit_test(matrix_##share##_##ord##_##pers##_w##nw)
+#define M_ALL(share)                                                         \
+  M(share, in_order, persistent, 0), M(share, in_order, persistent, 1),      \
+      M(share, in_order, persistent, 3), M(share, in_order, per_epoch, 0),   \
+      M(share, in_order, per_epoch, 1), M(share, in_order, per_epoch, 3),    \
+      M(share, arrival, persistent, 0), M(share, arrival, persistent, 1),    \
+      M(share, arrival, persistent, 3), M(share, arrival, per_epoch, 0),     \
+      M(share, arrival, per_epoch, 1), M(share, arrival, per_epoch, 3)
+  const struct CMUnitTest tests[] = {
+      M_ALL(FILE_DESCRIPTOR),
+      M_ALL(FILE_SYSTEM),
+      cmocka_unit_test(shuffle_same_seed_same_epochs_with_or_without_workers),
+      cmocka_unit_test(worker_seeds_distinct_reproducible_and_base_plus_id),
+      cmocka_unit_test(
+          dataset_error_delivered_at_its_batch_then_iteration_goes_on),
+      cmocka_unit_test(dataset_error_message_names_the_call_and_the_index),
+      cmocka_unit_test(early_destroy_leaves_no_process_name_or_fd),
+      cmocka_unit_test(begin_mid_epoch_discards_stale_batches),
+      cmocka_unit_test(slow_index_in_order_waits_as_arrival_does_not),
+      cmocka_unit_test(custom_indices_sampler_gives_those_indices_in_batches),
+      cmocka_unit_test(drop_last_drops_the_short_batch),
+      cmocka_unit_test(batches_of_65536_samples_fit_stock_queue_limits),
+      cmocka_unit_test(prefetch_deeper_than_the_queue_still_delivers_all),
+      cmocka_unit_test(
+          timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt),
+      cmocka_unit_test(dead_worker_is_reported_with_pid_and_signal_or_status),
+      cmocka_unit_test(no_reuse_gives_a_new_segment_per_batch_and_frees_it),
+      cmocka_unit_test(stats_count_held_batches_segments_and_fds),
+      cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
+  };
+
+  flt_warm_up();
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
