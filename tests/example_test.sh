@@ -5,8 +5,11 @@
 #   3  linked with the static library it exits 0 and prints what the page
 #      promises;
 #   4  examples/train_min exits 0, prints one loss line per epoch, and the
-#      last loss is lower than the first.
-# Cases 3 and 4 are skipped while the library or train_min is not built.
+#      last loss is lower than the first;
+#   5  the C program in README.md compiles, links and exits 0.
+# Cases 3 to 5 are skipped while the library or train_min is not built.
+# CC, CFLAGS and LDFLAGS come from make check, so that a sanitizer build
+# links its instrumented library with the same flags.
 
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
@@ -47,7 +50,7 @@ limited() {
   fi
 }
 
-echo "1..4"
+echo "1..5"
 
 # Case 1: write each literal block of EXAMPLES to $tmp/block.N, with the
 # roff escapes undone (\& dropped, \- to -, \e to a backslash).
@@ -86,7 +89,7 @@ fi
 # Case 2: it compiles cleanly.
 compiled=0
 if [ -f "$tmp/example.c" ] &&
-  $CC -std=gnu11 -Wall -Wextra -Werror -I"$top_srcdir/lib" \
+  $CC $CFLAGS -std=gnu11 -Wall -Wextra -Werror -I"$top_srcdir/lib" \
     -c "$tmp/example.c" -o "$tmp/example.o" >"$tmp/cc.out" 2>&1; then
   compiled=1
   ok "the forkload.3 example compiles with -Wall -Wextra -Werror"
@@ -102,7 +105,7 @@ if [ ! -f "$lib" ]; then
 elif [ "$compiled" -ne 1 ]; then
   not_ok "the forkload.3 example runs and prints its promised output"
   diag "it did not compile"
-elif ! $CC -o "$tmp/example" "$tmp/example.o" "$lib" \
+elif ! $CC $CFLAGS $LDFLAGS -o "$tmp/example" "$tmp/example.o" "$lib" \
   $(pkg-config --libs libuv) -lrt -lpthread -lm >"$tmp/ld.out" 2>&1; then
   not_ok "the forkload.3 example runs and prints its promised output"
   diag "it does not link:" "$(cat "$tmp/ld.out")"
@@ -141,6 +144,22 @@ else
     diag "exit status $rc; $verdict" "output:" "$(cat "$tmp/train.out")" \
       "standard error:" "$(cat "$tmp/train.err")"
   fi
+fi
+
+# Case 5: the README's program is real code.
+readme=$top_srcdir/README.md
+awk '/^```c$/ { f = 1; next } /^```$/ { f = 0 } f' "$readme" >"$tmp/readme.c"
+if [ ! -f "$lib" ]; then
+  skip "the README's program compiles and runs" "$lib is not built"
+elif [ -s "$tmp/readme.c" ] &&
+  $CC $CFLAGS $LDFLAGS -std=gnu11 -Wall -Wextra -Werror \
+    -I"$top_srcdir/lib" -o "$tmp/readme" "$tmp/readme.c" "$lib" \
+    $(pkg-config --libs libuv) -lrt -lpthread -lm >"$tmp/readme.out" 2>&1 &&
+  limited "$tmp/readme" >>"$tmp/readme.out" 2>&1; then
+  ok "the README's program compiles and runs"
+else
+  not_ok "the README's program compiles and runs"
+  diag "$(cat "$tmp/readme.out")"
 fi
 
 exit $failed
