@@ -26,6 +26,41 @@ now(void)
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* What most cases start from: a baseline, a dataset, default options. */
+typedef struct fx {
+  flt_baseline base;
+  flt_data d;
+  fl_dataset ds;
+  fl_options opt;
+  fl_loader *l;
+} fx;
+
+static void
+fx_init(fx *f, size_t len, size_t sample_bytes)
+{
+  flt_baseline_take(&f->base);
+  flt_data_init(&f->d, &f->ds, len, sample_bytes);
+  fl_options_init(&f->opt);
+  f->l = NULL;
+}
+
+/* Create the loader from f->opt and begin its first epoch. */
+static void
+fx_start(fx *f)
+{
+  assert_int_equal(fl_loader_create(&f->l, &f->ds, &f->opt), 0);
+  assert_int_equal(fl_loader_begin(f->l), 0);
+}
+
+/* Destroy, and prove that nothing is left. */
+static void
+fx_end(fx *f)
+{
+  fl_loader_destroy(f->l);
+  flt_data_free(&f->d);
+  flt_assert_clean(&f->base);
+}
+
 /* Check one batch's metadata and every sample's bytes. */
 static void
 check_batch(const fl_batch *b, size_t sample_bytes, unsigned char *seen,
@@ -280,32 +315,25 @@ worker_seeds_distinct_reproducible_and_base_plus_id(void **state)
 static void
 check_error_at_position(unsigned nw, int batched)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
   size_t n;
   int rc, errors = 0;
 
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 41, 16);
+  fx_init(&f, 41, 16);
   if (batched)
-    flt_data_batched(&ds);
-  d.fail_index = 17;
-  fl_options_init(&opt);
-  opt.batch_size = 2;
-  opt.num_workers = nw;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+    flt_data_batched(&f.ds);
+  f.d.fail_index = 17;
+  f.opt.batch_size = 2;
+  f.opt.num_workers = nw;
+  fx_start(&f);
   for (n = 0; n < 21; n++) {
-    rc = fl_loader_next(l, &b);
+    rc = fl_loader_next(f.l, &b);
     if (n == 8) {
       assert_int_equal(rc, FL_EDATASET);
       assert_null(b);
-      assert_non_null(strstr(fl_loader_error(l), "index 17 is poisoned"));
-      assert_non_null(strstr(fl_loader_error(l), "batch 8"));
+      assert_non_null(strstr(fl_loader_error(f.l), "index 17 is poisoned"));
+      assert_non_null(strstr(fl_loader_error(f.l), "batch 8"));
       errors++;
       continue;
     }
@@ -313,13 +341,11 @@ check_error_at_position(unsigned nw, int batched)
     assert_int_equal(fl_batch_seq(b), n);
     fl_batch_release(b);
   }
-  assert_int_equal(fl_loader_next(l, &b), 0);
+  assert_int_equal(fl_loader_next(f.l, &b), 0);
   assert_int_equal(errors, 1);
   if (batched)
-    assert_true(d.counters->batch_calls >= 21);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+    assert_true(f.d.counters->batch_calls >= 21);
+  fx_end(&f);
 }
 
 static void
@@ -334,59 +360,41 @@ dataset_error_delivered_at_its_batch_then_iteration_goes_on(void **state)
 static void
 dataset_error_message_names_the_call_and_the_index(void **state)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 4, 16);
-  d.fail_index = 0;
-  fl_options_init(&opt);
-  opt.num_workers = 1;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
-  assert_int_equal(fl_loader_next(l, &b), FL_EDATASET);
+  fx_init(&f, 4, 16);
+  f.d.fail_index = 0;
+  f.opt.num_workers = 1;
+  fx_start(&f);
+  assert_int_equal(fl_loader_next(f.l, &b), FL_EDATASET);
   /* common.c sets a message; the library must have passed it on. */
-  assert_non_null(strstr(fl_loader_error(l), "get(index 0) failed"));
-  assert_int_equal(fl_loader_next(l, &b), 1);
+  assert_non_null(strstr(fl_loader_error(f.l), "get(index 0) failed"));
+  assert_int_equal(fl_loader_next(f.l, &b), 1);
   fl_batch_release(b);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 static void
 early_destroy(fl_sharing sharing, int persistent, int reuse)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b[3];
-  flt_data d;
   int i;
 
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 1000, 256);
-  fl_options_init(&opt);
-  opt.batch_size = 4;
-  opt.num_workers = 3;
-  opt.sharing = sharing;
-  opt.persistent_workers = persistent;
-  opt.reuse_segments = reuse;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+  fx_init(&f, 1000, 256);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 3;
+  f.opt.sharing = sharing;
+  f.opt.persistent_workers = persistent;
+  f.opt.reuse_segments = reuse;
+  fx_start(&f);
   for (i = 0; i < 3; i++)
-    assert_int_equal(fl_loader_next(l, &b[i]), 1);
+    assert_int_equal(fl_loader_next(f.l, &b[i]), 1);
   fl_batch_release(b[1]);
   /* b[0] and b[2] are still held: destroy frees them too. */
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 static void
@@ -406,34 +414,27 @@ restart(int persistent, fl_sharing sharing)
   const size_t len = 200;
   unsigned char seen[200];
   size_t *expect, k = 0, i;
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
   int n;
 
-  flt_baseline_take(&base);
   expect = sequence(0, 0, 5, 2, len, 3);
-  flt_data_init(&d, &ds, len, 24);
-  fl_options_init(&opt);
-  opt.batch_size = 3;
-  opt.shuffle = 1;
-  opt.seed = 5;
-  opt.num_workers = 2;
-  opt.prefetch_factor = 3;
-  opt.persistent_workers = persistent;
-  opt.sharing = sharing;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+  fx_init(&f, len, 24);
+  f.opt.batch_size = 3;
+  f.opt.shuffle = 1;
+  f.opt.seed = 5;
+  f.opt.num_workers = 2;
+  f.opt.prefetch_factor = 3;
+  f.opt.persistent_workers = persistent;
+  f.opt.sharing = sharing;
+  fx_start(&f);
   for (n = 0; n < 5; n++) {
-    assert_int_equal(fl_loader_next(l, &b), 1);
+    assert_int_equal(fl_loader_next(f.l, &b), 1);
     fl_batch_release(b);
   }
   memset(seen, 0, sizeof(seen));
-  assert_int_equal(fl_loader_begin(l), 0);
-  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     assert_int_equal(fl_batch_seq(b), n);
     check_batch(b, 24, seen, len);
     for (i = 0; i < fl_batch_count(b); i++, k++)
@@ -441,10 +442,8 @@ restart(int persistent, fl_sharing sharing)
     fl_batch_release(b);
   }
   assert_int_equal(k, len);
-  fl_loader_destroy(l);
   free(expect);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 static void
@@ -461,32 +460,23 @@ begin_mid_epoch_discards_stale_batches(void **state)
 static void
 slow_index(int in_order, const size_t *want_idx, const unsigned *want_w)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
   int n;
 
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 10, 16);
-  d.slow_index = 0;
-  d.slow_us = 600000;
-  fl_options_init(&opt);
-  opt.num_workers = 2;
-  opt.in_order = in_order;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
-  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+  fx_init(&f, 10, 16);
+  f.d.slow_index = 0;
+  f.d.slow_us = 600000;
+  f.opt.num_workers = 2;
+  f.opt.in_order = in_order;
+  fx_start(&f);
+  for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     assert_int_equal(fl_batch_indices(b)[0], want_idx[n]);
     assert_int_equal(fl_batch_worker(b), want_w[n]);
     fl_batch_release(b);
   }
   assert_int_equal(n, 10);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 static void
@@ -507,66 +497,50 @@ custom_indices_sampler_gives_those_indices_in_batches(void **state)
 {
   const size_t idx[10] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   const size_t sizes[4] = {3, 3, 3, 1};
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
   size_t n, i, k = 0;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 20, 16);
-  fl_options_init(&opt);
-  opt.batch_size = 3;
-  opt.num_workers = 4;
-  opt.indices = idx;
-  opt.indices_len = 10;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_len(l), 4);
-  assert_int_equal(fl_loader_begin(l), 0);
-  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+  fx_init(&f, 20, 16);
+  f.opt.batch_size = 3;
+  f.opt.num_workers = 4;
+  f.opt.indices = idx;
+  f.opt.indices_len = 10;
+  assert_int_equal(fl_loader_create(&f.l, &f.ds, &f.opt), 0);
+  assert_int_equal(fl_loader_len(f.l), 4);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     assert_int_equal(fl_batch_count(b), sizes[n]);
     for (i = 0; i < fl_batch_count(b); i++)
       assert_int_equal(fl_batch_indices(b)[i], idx[k++]);
     fl_batch_release(b);
   }
   assert_int_equal(n, 4);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 static void
 drop_last_drops_the_short_batch(void **state)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
   size_t n;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 100, 16);
-  fl_options_init(&opt);
-  opt.batch_size = 7;
-  opt.drop_last = 1;
-  opt.num_workers = 2;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_len(l), 14);
-  assert_int_equal(fl_loader_begin(l), 0);
-  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+  fx_init(&f, 100, 16);
+  f.opt.batch_size = 7;
+  f.opt.drop_last = 1;
+  f.opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&f.l, &f.ds, &f.opt), 0);
+  assert_int_equal(fl_loader_len(f.l), 14);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     assert_int_equal(fl_batch_count(b), 7);
     fl_batch_release(b);
   }
   assert_int_equal(n, 14);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 /* 65,536 indices do not fit a stock message (msgsize_max 8192). */
@@ -575,32 +549,23 @@ batches_of_65536_samples_fit_stock_queue_limits(void **state)
 {
   const size_t len = 140000, bs = 65536;
   unsigned char *seen = calloc(len, 1);
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
   size_t n;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, len, 8);
-  fl_options_init(&opt);
-  opt.batch_size = bs;
-  opt.shuffle = 1;
-  opt.num_workers = 2;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
-  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+  fx_init(&f, len, 8);
+  f.opt.batch_size = bs;
+  f.opt.shuffle = 1;
+  f.opt.num_workers = 2;
+  fx_start(&f);
+  for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     check_batch(b, 8, seen, len);
     fl_batch_release(b);
   }
   assert_int_equal(n, 3);
-  fl_loader_destroy(l);
   free(seen);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 /* More tasks than a stock queue holds (msg_max 10) wait in the backlog. */
@@ -608,96 +573,73 @@ static void
 prefetch_deeper_than_the_queue_still_delivers_all(void **state)
 {
   unsigned char seen[300];
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
   fl_stats st;
-  flt_data d;
   size_t n;
 
   (void)state;
-  flt_baseline_take(&base);
   memset(seen, 0, sizeof(seen));
-  flt_data_init(&d, &ds, 300, 16);
-  fl_options_init(&opt);
-  opt.num_workers = 1;
-  opt.prefetch_factor = 25;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
-  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+  fx_init(&f, 300, 16);
+  f.opt.num_workers = 1;
+  f.opt.prefetch_factor = 25;
+  fx_start(&f);
+  for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     assert_int_equal(fl_batch_seq(b), n);
     check_batch(b, 16, seen, 300);
     fl_batch_release(b);
   }
   assert_int_equal(n, 300);
-  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_int_equal(st.in_flight_peak, 25);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 static void
 timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt(void **st)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
   double t0;
 
   (void)st;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 10, 16);
-  d.slow_index = 0;
-  d.slow_us = 5000000;
-  fl_options_init(&opt);
-  opt.num_workers = 1;
-  opt.timeout_ms = 200;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+  fx_init(&f, 10, 16);
+  f.d.slow_index = 0;
+  f.d.slow_us = 5000000;
+  f.opt.num_workers = 1;
+  f.opt.timeout_ms = 200;
+  fx_start(&f);
   t0 = now();
-  assert_int_equal(fl_loader_next(l, &b), FL_ETIMEDOUT);
+  assert_int_equal(fl_loader_next(f.l, &b), FL_ETIMEDOUT);
   assert_true(now() - t0 < 1.0);
   assert_true(now() - t0 >= 0.19);
-  assert_non_null(strstr(fl_loader_error(l), "no batch from the workers"));
-  assert_non_null(strstr(fl_loader_error(l), "200 ms"));
+  assert_non_null(strstr(fl_loader_error(f.l), "no batch from the workers"));
+  assert_non_null(strstr(fl_loader_error(f.l), "200 ms"));
   t0 = now();
-  fl_loader_destroy(l);
+  fl_loader_destroy(f.l);
   assert_true(now() - t0 < 1.5);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  flt_data_free(&f.d);
+  flt_assert_clean(&f.base);
 }
 
 static void
 worker_death(int sig, const char *want)
 {
-  flt_baseline base;
+  fx f;
   struct rlimit nocore = {0, 0};
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
   fl_batch *b;
-  flt_data d;
   double t0;
   int rc, n = 0;
 
-  flt_baseline_take(&base);
   setrlimit(RLIMIT_CORE, &nocore);
-  flt_data_init(&d, &ds, 40, 16);
-  d.kill_index = 5;
-  d.kill_signal = sig;
-  fl_options_init(&opt);
-  opt.num_workers = 2;
-  opt.persistent_workers = 1;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+  fx_init(&f, 40, 16);
+  f.d.kill_index = 5;
+  f.d.kill_signal = sig;
+  f.opt.num_workers = 2;
+  f.opt.persistent_workers = 1;
+  fx_start(&f);
   t0 = now();
-  while ((rc = fl_loader_next(l, &b)) == 1) {
+  while ((rc = fl_loader_next(f.l, &b)) == 1) {
     fl_batch_release(b);
     n++;
   }
@@ -705,14 +647,12 @@ worker_death(int sig, const char *want)
   assert_int_equal(rc, FL_EWORKER);
   assert_true(n <= 5);
   /* Worker 1 held index 5 (batch 5 of 1 sample, round-robin). */
-  assert_non_null(strstr(fl_loader_error(l), "worker 1 (pid "));
-  assert_non_null(strstr(fl_loader_error(l), want));
+  assert_non_null(strstr(fl_loader_error(f.l), "worker 1 (pid "));
+  assert_non_null(strstr(fl_loader_error(f.l), want));
   /* Sticky: the same error until destroy. */
-  assert_int_equal(fl_loader_next(l, &b), FL_EWORKER);
-  assert_int_equal(fl_loader_begin(l), FL_EWORKER);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  assert_int_equal(fl_loader_next(f.l, &b), FL_EWORKER);
+  assert_int_equal(fl_loader_begin(f.l), FL_EWORKER);
+  fx_end(&f);
 }
 
 static void
@@ -728,62 +668,46 @@ dead_worker_is_reported_with_pid_and_signal_or_status(void **state)
 static void
 no_reuse_gives_a_new_segment_per_batch_and_frees_it(void **state)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
   fl_stats st;
-  flt_data d;
   unsigned char seen[64];
   size_t n;
 
   (void)state;
-  flt_baseline_take(&base);
   memset(seen, 0, sizeof(seen));
-  flt_data_init(&d, &ds, 64, 100);
-  fl_options_init(&opt);
-  opt.batch_size = 2;
-  opt.num_workers = 2;
-  opt.reuse_segments = 0;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
-  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+  fx_init(&f, 64, 100);
+  f.opt.batch_size = 2;
+  f.opt.num_workers = 2;
+  f.opt.reuse_segments = 0;
+  fx_start(&f);
+  for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     check_batch(b, 100, seen, 64);
     fl_batch_release(b);
   }
-  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_int_equal(st.segments, 0); /* each freed at its release */
   assert_true(st.segments_peak <= 5);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 static void
 stats_count_held_batches_segments_and_fds(void **state)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b[3];
   fl_stats st;
-  flt_data d;
   int i;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 100, 4096);
-  fl_options_init(&opt);
-  opt.batch_size = 4;
-  opt.num_workers = 2;
-  opt.persistent_workers = 1;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+  fx_init(&f, 100, 4096);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 2;
+  f.opt.persistent_workers = 1;
+  fx_start(&f);
   for (i = 0; i < 3; i++)
-    assert_int_equal(fl_loader_next(l, &b[i]), 1);
-  assert_int_equal(fl_loader_stats(l, &st), 0);
+    assert_int_equal(fl_loader_next(f.l, &b[i]), 1);
+  assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_int_equal(st.batches_held, 3);
   assert_int_equal(st.batches_delivered, 3);
   assert_true(st.segments >= 3);
@@ -791,46 +715,35 @@ stats_count_held_batches_segments_and_fds(void **state)
   assert_true(st.bytes_mapped >= st.segments * 4 * 4096);
   /* Segment fds, sockets, pidfds, queues and the loop's own fd. */
   assert_true(st.fds >= st.segments + 2);
-  assert_int_equal(flt_fd_count() - base.fds, (int)st.fds);
+  assert_int_equal(flt_fd_count() - f.base.fds, (int)st.fds);
   for (i = 0; i < 3; i++)
     fl_batch_release(b[i]);
-  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_int_equal(st.batches_held, 0);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 static void
 pin_memory_locks_segments_within_the_memlock_limit(void **state)
 {
   unsigned char seen[64];
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  fx f;
   fl_batch *b;
-  flt_data d;
   size_t n;
 
   (void)state;
-  flt_baseline_take(&base);
   memset(seen, 0, sizeof(seen));
-  flt_data_init(&d, &ds, 64, 64);
-  fl_options_init(&opt);
-  opt.batch_size = 4;
-  opt.num_workers = 2;
-  opt.pin_memory = 1;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
-  for (n = 0; fl_loader_next(l, &b) == 1; n++) {
+  fx_init(&f, 64, 64);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 2;
+  f.opt.pin_memory = 1;
+  fx_start(&f);
+  for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     check_batch(b, 64, seen, 64);
     fl_batch_release(b);
   }
   assert_int_equal(n, 16);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  fx_end(&f);
 }
 
 int
