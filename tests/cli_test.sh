@@ -1,0 +1,164 @@
+#!/bin/sh
+# TAP test of forkload(1): runs the demo with --verify over small synthetic
+# datasets under each option that changes the data path, checks the JSON
+# counts, the one-line errors for bad input, and that no shared-memory
+# name outlives the runs.
+top_builddir=${top_builddir:-$(dirname "$0")/..}
+bin=$top_builddir/examples/forkload
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' HUP INT TERM
+n=0
+failed=0
+# A hung run fails its case instead of the whole script.
+limit=
+command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
+
+echo "1..30"
+
+pass() {
+  n=$((n + 1))
+  echo "ok $n - $1"
+}
+
+fail() {
+  n=$((n + 1))
+  failed=$((failed + 1))
+  echo "not ok $n - $1"
+  sed 's/^/# /' "$tmp/err"
+}
+
+check() {
+  if [ "$1" = 0 ]; then pass "$2"; else fail "$2"; fi
+}
+
+# field NAME: the value of NAME in the JSON object in $tmp/out.
+field() {
+  sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$tmp/out"
+}
+
+# forkload ARGS...: runs the binary, output in $tmp/out and $tmp/err.
+forkload() {
+  $limit "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+}
+
+# Names of the form forkload.PID.* whose owner is gone: what runs leaked.
+orphans() {
+  for f in "$1"/forkload*; do
+    [ -e "$f" ] || continue
+    pid=$(basename "$f" | cut -d. -f2)
+    case $pid in
+    '' | *[!0-9]*) echo "$f" ;;
+    *) kill -0 "$pid" 2>/dev/null || echo "$f" ;;
+    esac
+  done
+}
+
+orphans /dev/shm >"$tmp/shm.before"
+: >"$tmp/mq.before"
+[ -d /dev/mqueue ] && orphans /dev/mqueue >"$tmp/mq.before"
+
+# run_ok DESCRIPTION BATCHES SAMPLES ARGS...: a verified run over 2000
+# samples of 1024 bytes (batch size 64 unless ARGS say otherwise) exits 0
+# and its JSON counts BATCHES batches and SAMPLES samples.
+run_ok() {
+  desc=$1 batches=$2 samples=$3
+  shift 3
+  forkload run --verify --json --quiet --samples 2000 --sample-bytes 1024 "$@"
+  rc=$?
+  got="$(field batches) $(field samples) $(field verified)"
+  if [ "$rc" = 0 ] && [ "$got" = "$batches $samples true" ]; then
+    pass "$desc"
+  else
+    echo "# exit $rc, batches samples verified: $got" >>"$tmp/err"
+    fail "$desc"
+  fi
+}
+
+run_ok "fd sharing" 32 2000 --sharing fd
+cp "$tmp/out" "$tmp/fd.json"
+run_ok "fs sharing" 32 2000 --sharing fs
+cp "$tmp/out" "$tmp/fs.json"
+run_ok "fd, out of order" 32 2000 --out-of-order
+run_ok "fs, out of order" 32 2000 --sharing fs --out-of-order
+run_ok "fd, persistent workers, 2 epochs" 64 4000 --persistent --epochs 2
+run_ok "fs, persistent, out of order, 2 epochs" 64 4000 \
+  --sharing fs --persistent --out-of-order --epochs 2
+run_ok "no workers" 32 2000 --workers 0
+cp "$tmp/out" "$tmp/inline.json"
+run_ok "3 workers" 32 2000 --workers 3
+run_ok "2 shuffled epochs" 64 4000 --epochs 2 --shuffle --seed 7
+run_ok "drop_last drops the short batch" 31 1984 --drop-last
+run_ok "2 shuffled epochs with drop_last" 62 3968 \
+  --epochs 2 --shuffle --drop-last
+run_ok "batched fetch with a delay" 32 2000 --batched --delay-us 100
+run_ok "fd, a new segment per batch" 32 2000 --no-reuse
+run_ok "fs, a new segment per batch" 32 2000 --no-reuse --sharing fs
+# 10, 13, ..., 499: 164 indices.
+run_ok "custom sampler 10:500:3" 3 164 --indices 10:500:3
+run_ok "batch 7, prefetch 4, pin_memory, timeout, 3 workers" 286 2000 \
+  --batch-size 7 --prefetch 4 --pin-memory --timeout-ms 10000 --workers 3
+run_ok "samples of 7 bytes" 400 2000 --sample-bytes 7 --batch-size 5
+
+# The data path does not change the data.
+sum=$(sed -n 's/.*"checksum":\([0-9]*\).*/\1/p' "$tmp/fd.json")
+[ -n "$sum" ] &&
+  grep -q "\"checksum\":$sum}" "$tmp/fs.json" &&
+  grep -q "\"checksum\":$sum}" "$tmp/inline.json"
+check $? "fd, fs and no workers give the same checksum"
+
+forkload run --quiet --samples 200 --workers 2 --show-workers &&
+  [ "$(grep -c '^worker [01]: pid [0-9]* seed [0-9]*$' "$tmp/err")" = 2 ]
+check $? "--show-workers prints one line per worker"
+
+forkload run --quiet --samples 500 --sample-bytes 64 &&
+  grep -q '^batches  *8$' "$tmp/out" &&
+  grep -q '^samples  *500$' "$tmp/out"
+check $? "text summary"
+
+forkload -V && [ "$(cat "$tmp/out")" = "forkload 0.1.0" ]
+check $? "-V prints the version"
+
+forkload help && grep -q '^usage: forkload run' "$tmp/out" &&
+  [ ! -s "$tmp/err" ]
+check $? "help prints the usage on stdout"
+
+# bad DESCRIPTION PATTERN ARGS...: exit 2 and exactly one line on stderr,
+# matching PATTERN.
+bad() {
+  desc=$1 pattern=$2
+  shift 2
+  forkload "$@"
+  rc=$?
+  if [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+    grep -q -e "$pattern" "$tmp/err"; then
+    pass "$desc"
+  else
+    echo "# exit $rc" >>"$tmp/err"
+    fail "$desc"
+  fi
+}
+
+bad "--batch-size x" "^forkload: --batch-size: .*'x'" run --batch-size x
+bad "--sharing bogus" "^forkload: --sharing: .*'bogus'" run --sharing bogus
+bad "unknown option" "^forkload: .*'--frobnicate'" run --frobnicate
+bad "--batch-size without a value" "^forkload: --batch-size: missing" \
+  run --batch-size
+bad "--batch-size 0, refused by the library" "^forkload: .*batch_size" \
+  run --batch-size 0
+bad "a negative number" "^forkload: --samples: .*'-5'" run --samples -5
+bad "an overflowing number" "^forkload: --seed: " \
+  run --seed 18446744073709551616
+
+# No name a run made outlived it: comm lists those new since the start.
+orphans /dev/shm >"$tmp/shm.after"
+: >"$tmp/mq.after"
+[ -d /dev/mqueue ] && orphans /dev/mqueue >"$tmp/mq.after"
+{
+  comm -13 "$tmp/shm.before" "$tmp/shm.after"
+  comm -13 "$tmp/mq.before" "$tmp/mq.after"
+} >"$tmp/err"
+[ ! -s "$tmp/err" ]
+check $? "no forkload name is left in /dev/shm or /dev/mqueue"
+
+[ "$failed" = 0 ]
