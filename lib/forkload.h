@@ -108,22 +108,32 @@ typedef struct fl_stats {
 } fl_stats;
 
 FL_EXTERN void fl_options_init(fl_options *opt);
+/* 0, or a negative code with *out NULL and fl_loader_error(NULL) saying
+   why (per thread).  opt NULL means the defaults. */
 FL_EXTERN int fl_loader_create(fl_loader **out, const fl_dataset *ds,
                                const fl_options *opt);
-FL_EXTERN size_t fl_loader_len(const fl_loader *l);
+FL_EXTERN size_t fl_loader_len(const fl_loader *l); /* batches per epoch */
+/* Start an epoch, like iter(loader); one left unfinished is dropped. */
 FL_EXTERN int fl_loader_begin(fl_loader *l);
+/* 1 and a batch the caller owns until fl_batch_release; 0 (and *out NULL)
+   when the epoch is over; a negative code on error. */
 FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);
+/* The last error as a sentence; NULL l: why the last create failed. */
 FL_EXTERN const char *fl_loader_error(const fl_loader *l);
 FL_EXTERN int fl_loader_stats(const fl_loader *l, fl_stats *out);
+/* Stops and reaps the workers and frees every segment, held batches too.
+   NULL is a no-op. */
 FL_EXTERN void fl_loader_destroy(fl_loader *l);
 
+/* Sample i of a batch is at data + i * sample_bytes.  All of these stay
+   valid until fl_batch_release. */
 FL_EXTERN const void *fl_batch_data(const fl_batch *b);
 FL_EXTERN size_t fl_batch_count(const fl_batch *b);
 FL_EXTERN const size_t *fl_batch_indices(const fl_batch *b);
 FL_EXTERN const size_t *fl_batch_sizes(const fl_batch *b);
-FL_EXTERN uint64_t fl_batch_seq(const fl_batch *b);
+FL_EXTERN uint64_t fl_batch_seq(const fl_batch *b); /* from 0 each epoch */
 FL_EXTERN unsigned fl_batch_worker(const fl_batch *b);
-FL_EXTERN void fl_batch_release(fl_batch *b);
+FL_EXTERN void fl_batch_release(fl_batch *b); /* once; NULL is a no-op */
 
 typedef struct fl_worker_info {
   unsigned id, num_workers;

@@ -3,13 +3,13 @@
 # datasets under each option that changes the data path, checks the JSON
 # counts, the one-line errors for bad input, and that no shared-memory
 # name outlives the runs.
-top_builddir=${top_builddir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_builddir=${top_builddir:-$top_srcdir}
+. "$top_srcdir/tests/tap.sh"
 bin=$top_builddir/examples/forkload
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
-n=0
-failed=0
 # A hung run fails its case instead of the whole script.
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
@@ -17,14 +17,11 @@ command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 echo "1..30"
 
 pass() {
-  n=$((n + 1))
-  echo "ok $n - $1"
+  ok "$1"
 }
 
 fail() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n - $1"
+  not_ok "$1"
   sed 's/^/# /' "$tmp/err"
 }
 
@@ -161,4 +158,4 @@ orphans /dev/shm >"$tmp/shm.after"
 [ ! -s "$tmp/err" ]
 check $? "no forkload name is left in /dev/shm or /dev/mqueue"
 
-[ "$failed" = 0 ]
+exit $failed

@@ -23,24 +23,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/forkload-example.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 
-n=0
-failed=0
-ok() {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-not_ok() {
-  n=$((n + 1))
-  failed=1
-  echo "not ok $n - $1"
-}
-skip() {
-  n=$((n + 1))
-  echo "ok $n - $1 # SKIP $2"
-}
-diag() {
-  printf '%s\n' "$@" | sed 's/^/# /'
-}
+. "$top_srcdir/tests/tap.sh"
 # Runs a command under a time limit when timeout(1) is there.
 limited() {
   if command -v timeout >/dev/null 2>&1; then
