@@ -97,6 +97,11 @@ fl__slot_recycle(fl_loader *l, fl_batch *b)
   w->free = b;
 }
 
+/*
+ * Attach the segment a worker made for b: by fd (this takes the fd over,
+ * whatever happens) or by name.  On failure b stays unmapped, except when
+ * only pin_memory's mlock failed: then it is mapped, unpinned.
+ */
 int
 fl__slot_map(fl_loader *l, fl_batch *b, int fd)
 {
@@ -105,19 +110,19 @@ fl__slot_map(fl_loader *l, fl_batch *b, int fd)
 
   if (fd >= 0) {
     rc = fl__segment_attach_fd(&b->seg, fd, l->seg_size);
-    if (rc == 0)
-      rc = fl__fdtrack_add(fd);
+    if (rc != 0)
+      fl__close(fd);
+    else if ((rc = fl__fdtrack_add(fd)) != 0)
+      fl__segment_close(&b->seg);
   } else {
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
     rc = fl__segment_attach_name(&b->seg, name, l->seg_size);
   }
-  if (rc != 0) {
-    fl__segment_close(&b->seg);
+  if (rc != 0)
     return rc;
-  }
   fl__stats_segments(l, 1, (long)b->seg.size, fd >= 0 ? 1 : 0);
   if (l->opt.pin_memory && mlock(b->seg.base, b->seg.size) != 0)
-    return -errno; /* the segment stays mapped, unpinned */
+    return -errno;
   return 0;
 }
 

@@ -134,9 +134,6 @@ const char *fl__worker_error_text(void);
 /* workers/fetch.c, workers/collate.c */
 int fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
               void *data, size_t *sizes, char *err, size_t errlen);
-void fl__collate(void *base, const fl_loader *l, unsigned worker,
-                 uint64_t epoch, uint64_t seq, const size_t *indices,
-                 size_t n, size_t **sizes, void **data);
 int fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
              uint64_t seq, size_t offset, size_t count, char *err,
              size_t errlen);
@@ -221,7 +218,6 @@ struct fl_loader {
 
   int fatal;            /* sticky error, reported until destroy */
   fl_stats stats;
-  size_t base_fds;      /* sockets, pidfds, queues, loop */
   char err[FL__ERRMSG_MAX];
 };
 

@@ -100,12 +100,10 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
     b->status = fd_limit_error(l, b);
   } else if (r->flags & (FL__REPLY_FD | FL__REPLY_NAMED)) {
     rc = fl__slot_map(l, b, fd);
-    if (rc != 0 && b->seg.base == NULL && fd >= 0)
-      fl__close(fd);
     if (rc != 0 && b->status == 0) {
       b->status = rc;
       snprintf(b->msg, sizeof(b->msg),
-               rc == FL_ENOMEM || rc == FL_EAGAIN || rc == FL_EPERM
+               b->seg.base != NULL
                    ? "pin_memory: cannot lock a %zu-byte segment in memory "
                      "(RLIMIT_MEMLOCK too low?): raise `ulimit -l` or turn "
                      "pin_memory off"

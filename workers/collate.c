@@ -7,8 +7,8 @@
 
 #include "internal.h"
 
-void
-fl__collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
+static void
+collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
             uint64_t seq, const size_t *indices, size_t n, size_t **sizes,
             void **data)
 {
@@ -35,7 +35,7 @@ fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
   size_t *sizes;
   void *data;
 
-  fl__collate(base, l, worker, epoch, seq, l->order + offset, count, &sizes,
+  collate(base, l, worker, epoch, seq, l->order + offset, count, &sizes,
               &data);
   return fl__fetch(&l->ds, l->order + offset, count, data, sizes, err,
                    errlen);
