@@ -94,6 +94,10 @@ typedef struct fl_options {
   size_t indices_len;
   int reuse_segments;        /* default 1: refill released segments; 0: a
                                 new segment per batch, as PyTorch does */
+  int fd_in_dev_shm;         /* default 0: FL_SHARE_FILE_DESCRIPTOR makes
+                                segments with memfd_create, not charged to
+                                /dev/shm; 1: shm_open + shm_unlink in
+                                /dev/shm, as PyTorch does */
 } fl_options;
 
 typedef struct fl_stats {
@@ -147,6 +151,12 @@ FL_EXTERN void fl_worker_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
+   process is gone; cb, if set, hears of each.  Returns how many, or a
+   negative code.  fl_loader_create does this on its own. */
+typedef void (*fl_sweep_cb)(const char *name, long owner_pid, void *arg);
+FL_EXTERN int fl_shm_sweep(int dry_run, fl_sweep_cb cb, void *arg);
+
 FL_EXTERN const char *fl_strerror(int code);
 FL_EXTERN const char *fl_err_name(int code);
 

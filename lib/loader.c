@@ -291,6 +291,8 @@ fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
   rc = fl__options_check(ds, opt, create_error, sizeof(create_error));
   if (rc != 0)
     return rc;
+  /* What loaders killed mid-transfer left behind (their owners are gone). */
+  fl_shm_sweep(0, NULL, NULL);
   l = calloc(1, sizeof(*l));
   if (l == NULL) {
     snprintf(create_error, sizeof(create_error), "out of memory");

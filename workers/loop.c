@@ -84,18 +84,23 @@ fill(fl_loader *l, unsigned w, struct slot_table *slots,
   }
   if (t->flags & FL__TASK_NEW_SEGMENT) {
     slot_drop(slots, t->slot, l->seg_size);
-    if (named)
+    if (named || l->opt.fd_in_dev_shm)
       fl__segment_name(name, sizeof(name), l->owner, l->token, t->serial);
-    rc = fl__segment_create(&seg, named ? name : NULL, l->seg_size, err,
-                            errlen);
+    rc = fl__segment_create(&seg,
+                            named || l->opt.fd_in_dev_shm ? name : NULL,
+                            l->seg_size, err, errlen);
     if (rc != 0)
       return rc;
     *base = seg.base;
     *made = 1;
-    if (named)
+    if (named) {
       fl__close(seg.fd);
-    else
+    } else {
+      /* PyTorch's way: the name goes at once, the fd carries it. */
+      if (l->opt.fd_in_dev_shm)
+        shm_unlink(name);
       *fd = seg.fd;
+    }
   }
   if (*base == NULL) {
     strncpy(err, "task names a segment this worker does not have",
