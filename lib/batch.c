@@ -52,6 +52,8 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
   char name[64];
   uint32_t *grown;
 
+  if (b->state == FL__SLOT_REFETCH)
+    l->nrefetch--;
   if (b->seg.base != NULL) {
     fl__stats_segments(l, -1, -(long)b->seg.size, b->seg.fd >= 0 ? -1 : 0);
     if (b->seg.fd >= 0)

@@ -68,36 +68,90 @@ pick(fl_loader *l)
   return NULL; /* cannot happen while fewer than the window are out */
 }
 
-/* A segment for worker w to fill: one it holds, or a new one it must make. */
+/* A released segment of w's, mapped on both sides, or NULL. */
+static fl_batch *
+take_mapped_free(fl__worker *w)
+{
+  fl_batch **at, *b;
+
+  for (at = &w->free; (b = *at) != NULL; at = &b->next_free) {
+    if (b->seg.base != NULL) {
+      *at = b->next_free;
+      return b;
+    }
+  }
+  return NULL;
+}
+
+/* Flags for a task whose segment the worker must make anew. */
+static uint32_t
+fresh_flags(fl_loader *l, fl_batch *b)
+{
+  b->serial = ++l->serial; /* a new name: an old one may linger */
+  return FL__TASK_NEW_SEGMENT |
+         (l->opt.reuse_segments ? 0 : FL__TASK_ONE_SHOT);
+}
+
+/*
+ * A segment for worker w to fill: one it holds and we have mapped, else a
+ * free slot whose segment never reached us, else a new one, the last two
+ * made anew by the worker.
+ */
 static int
 slot_for(fl_loader *l, fl__worker *w, fl_batch **out, uint32_t *flags)
 {
-  fl_batch *b = w->free;
+  fl_batch *b = NULL;
   int rc;
 
-  *flags = l->opt.reuse_segments ? 0 : FL__TASK_ONE_SHOT;
-  if (b != NULL && l->opt.reuse_segments) {
+  if (l->opt.reuse_segments && (b = take_mapped_free(w)) != NULL) {
+    *flags = 0;
+    *out = b;
+    return 0;
+  }
+  if (l->opt.reuse_segments && (b = w->free) != NULL) {
     w->free = b->next_free;
+    *flags = fresh_flags(l, b);
     *out = b;
     return 0;
   }
   rc = fl__slot_new(l, w->id, &b);
   if (rc != 0)
     return fl__loader_fail(l, rc, "out of memory for a new segment record");
-  b->serial = ++l->serial;
-  *flags |= FL__TASK_NEW_SEGMENT;
+  *flags = fresh_flags(l, b);
   *out = b;
   return 0;
+}
+
+/* Ask worker w to fill batch seq into b's segment. */
+static int
+send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
+          uint32_t flags)
+{
+  struct fl__task t;
+  size_t offset, count;
+
+  fl__sampler_span(&l->sampler, seq, &offset, &count);
+  memset(&t, 0, sizeof(t));
+  t.version = FL__PROTOCOL_VERSION;
+  t.type = FL__TASK_FILL;
+  t.slot = b->slot;
+  t.epoch = l->epoch;
+  t.seq = seq;
+  t.offset = offset;
+  t.count = (uint32_t)count;
+  t.flags = flags;
+  t.serial = b->serial;
+  b->state = FL__SLOT_TASKED;
+  b->seq = seq;
+  return send_task(l, w, &t);
 }
 
 int
 fl__dispatch_fill(fl_loader *l)
 {
-  struct fl__task t;
   fl__worker *w;
   fl_batch *b = NULL;
-  size_t offset, count;
-  uint32_t flags;
+  uint32_t flags = 0;
   int rc;
 
   while (l->next_send < l->nbatches &&
@@ -106,22 +160,8 @@ fl__dispatch_fill(fl_loader *l)
     if (w == NULL)
       break;
     rc = slot_for(l, w, &b, &flags);
-    if (rc != 0)
-      return rc;
-    fl__sampler_span(&l->sampler, l->next_send, &offset, &count);
-    memset(&t, 0, sizeof(t));
-    t.version = FL__PROTOCOL_VERSION;
-    t.type = FL__TASK_FILL;
-    t.slot = b->slot;
-    t.epoch = l->epoch;
-    t.seq = l->next_send;
-    t.offset = offset;
-    t.count = (uint32_t)count;
-    t.flags = flags;
-    t.serial = b->serial;
-    b->state = FL__SLOT_TASKED;
-    b->seq = l->next_send;
-    rc = send_task(l, w, &t);
+    if (rc == 0)
+      rc = send_fill(l, w, b, l->next_send, flags);
     if (rc != 0)
       return rc;
     w->assigned++;
@@ -130,6 +170,51 @@ fl__dispatch_fill(fl_loader *l)
   l->stats.in_flight = (size_t)(l->next_send - l->delivered);
   if (l->stats.in_flight > l->stats.in_flight_peak)
     l->stats.in_flight_peak = l->stats.in_flight;
+  return 0;
+}
+
+/*
+ * Ask again for the batches lost for want of fds or shared memory, each
+ * from the worker that had it, into a segment it already holds where there
+ * is one: a full /dev/shm has no room for a new segment, and at the fd
+ * limit a new one could not reach us.  A slot whose segment the worker made
+ * but we never received joins the worker's free list unmapped, to be made
+ * anew when it is next used.
+ */
+int
+fl__dispatch_refetch(fl_loader *l)
+{
+  fl__worker *w;
+  fl_batch *b, *into;
+  uint64_t seq;
+  uint32_t flags = 0;
+  size_t i;
+  int rc;
+
+  for (i = 0; i < l->nslots && l->nrefetch > 0; i++) {
+    b = l->slots[i];
+    if (b == NULL || b->state != FL__SLOT_REFETCH)
+      continue;
+    w = &l->workers[b->worker];
+    seq = b->seq;
+    into = l->opt.reuse_segments ? take_mapped_free(w) : NULL;
+    if (into == NULL) {
+      into = b;
+      flags = fresh_flags(l, b);
+    }
+    l->nrefetch--;
+    if (into != b && b->orphaned) {
+      b->state = FL__SLOT_FREE;
+      b->next_free = w->free;
+      w->free = b;
+    } else if (into != b) {
+      b->state = FL__SLOT_FREE;
+      fl__slot_drop(l, b);
+    }
+    rc = send_fill(l, w, into, seq, into == b ? flags : 0);
+    if (rc != 0)
+      return rc;
+  }
   return 0;
 }
 

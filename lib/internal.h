@@ -99,7 +99,8 @@ enum fl__slot_state {
   FL__SLOT_FREE,   /* mapped on both sides, ready to refill */
   FL__SLOT_TASKED, /* named in a task not yet answered */
   FL__SLOT_READY,  /* answered, waiting in the reorder buffer */
-  FL__SLOT_HELD    /* handed to the consumer */
+  FL__SLOT_HELD,   /* handed to the consumer */
+  FL__SLOT_REFETCH /* lost for want of fds or shm: to be asked again */
 };
 
 struct fl_batch {
@@ -110,6 +111,7 @@ struct fl_batch {
   uint64_t gen;      /* the worker process generation that holds it */
   uint64_t serial;   /* names the segment under the file-system strategy */
   int state;
+  int orphaned;      /* the worker made a segment we never received */
   int status;        /* 0, or this batch's error */
   uint64_t seq;
   size_t count;
@@ -159,6 +161,7 @@ int fl__receive_drain(fl_loader *l, unsigned w);
 
 /* dispatch.c */
 int fl__dispatch_fill(fl_loader *l);
+int fl__dispatch_refetch(fl_loader *l);
 int fl__dispatch_flush(fl_loader *l, unsigned w);
 int fl__dispatch_withdraw(fl_loader *l, unsigned w);
 
@@ -210,6 +213,9 @@ struct fl_loader {
   size_t nspare;
   uint64_t serial;
   fl_batch *inline_free; /* num_workers == 0: refillable segments */
+  size_t nrefetch;      /* slots in FL__SLOT_REFETCH */
+  int lost_code;        /* why the last of them was lost */
+  char lost_msg[FL__ERRMSG_MAX];
 
   uv_loop_t loop;
   uv_timer_t timer;

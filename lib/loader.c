@@ -381,7 +381,8 @@ abandon_epoch(fl_loader *l)
                              fl_strerror(rc));
   }
   for (s = 0; s < l->nslots; s++) {
-    if (l->slots[s] != NULL && l->slots[s]->state == FL__SLOT_READY) {
+    if (l->slots[s] != NULL && (l->slots[s]->state == FL__SLOT_READY ||
+                                l->slots[s]->state == FL__SLOT_REFETCH)) {
       l->workers[l->slots[s]->worker].assigned--;
       fl__slot_recycle(l, l->slots[s]);
     }
@@ -480,6 +481,29 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
   return 1;
 }
 
+/*
+ * A batch kept for a refetch stands in the way: in order, it is the next
+ * one due; as they arrive, nothing else is on its way.  Waiting would not
+ * help: the consumer must release batches first.
+ */
+static int
+blocked_by_lost(fl_loader *l)
+{
+  unsigned i, busy = 0;
+  size_t s;
+
+  for (i = 0; i < l->opt.num_workers; i++)
+    busy += l->workers[i].sent + l->workers[i].backlog_len;
+  if (busy == 0)
+    return 1;
+  for (s = 0; l->opt.in_order && s < l->nslots; s++) {
+    if (l->slots[s] != NULL && l->slots[s]->state == FL__SLOT_REFETCH &&
+        l->slots[s]->seq == l->reorder.next_seq)
+      return 1;
+  }
+  return 0;
+}
+
 /* num_workers 0: fill the next batch here, in the calling process. */
 static int
 next_inline(fl_loader *l, fl_batch **out)
@@ -519,6 +543,7 @@ fl_loader_next(fl_loader *l, fl_batch **out)
 {
   double deadline;
   fl_batch *b;
+  int rc;
 
   if (out != NULL)
     *out = NULL;
@@ -537,10 +562,15 @@ fl_loader_next(fl_loader *l, fl_batch **out)
   if (l->opt.num_workers == 0)
     return next_inline(l, out);
   deadline = l->opt.timeout_ms ? now() + l->opt.timeout_ms / 1e3 : 0;
+  /* Batches lost for want of fds or shm: ask again, once per call. */
+  if (l->nrefetch > 0 && (rc = fl__dispatch_refetch(l)) != 0)
+    return rc;
   for (;;) {
     b = fl__reorder_pop(&l->reorder);
     if (b != NULL)
       return hand_out(l, b, out);
+    if (l->nrefetch > 0 && blocked_by_lost(l))
+      return fl__loader_set_error(l, l->lost_code, "%s", l->lost_msg);
     if (wait_once(l, deadline) == FL_ETIMEDOUT)
       return fl__loader_set_error(l, FL_ETIMEDOUT,
                                   "no batch from the workers in %u ms "

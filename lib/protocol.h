@@ -73,8 +73,11 @@ struct fl__reply {
 
 /*
  * Layout of a segment: a header, the batch's indices and sizes, then the
- * samples at a 64-byte aligned offset, sample i at data + i*sample_bytes.
+ * samples at a 64-byte aligned offset, sample i at data + i*sample_bytes,
+ * then a guard where the worker plants a canary to catch a get that
+ * writes past its sample.
  */
+#define FL__GUARD_BYTES 64
 #define FL__SEGMENT_MAGIC 0x666c7367u /* "flsg" */
 
 struct fl__segment_header {

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -34,21 +35,51 @@ fl__receive_start(fl_loader *l, unsigned wi)
   }
 }
 
-/* Why the kernel could not hand us a segment's fd. */
-static int
-fd_limit_error(fl_loader *l, fl_batch *b)
+/*
+ * A batch that could not reach us for want of fds or shared memory is not
+ * lost: fl_loader_next reports why and asks for it again on its next call,
+ * when the consumer may have released batches.
+ */
+static void
+keep_for_refetch(fl_loader *l, fl_batch *b, int code, const char *why)
 {
   struct rlimit rl;
+  char name[64];
 
   getrlimit(RLIMIT_NOFILE, &rl);
-  snprintf(b->msg, sizeof(b->msg),
-           "cannot receive the segment of batch %llu: this process is at "
-           "its open-file limit (RLIMIT_NOFILE %llu) while holding %zu "
-           "batches and %zu fds; raise `ulimit -n` or use "
-           "FL_SHARE_FILE_SYSTEM",
-           (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
-           l->stats.batches_held, l->stats.fds);
-  return FL_EMFILE;
+  if (l->opt.sharing == FL_SHARE_FILE_SYSTEM) {
+    fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
+    shm_unlink(name); /* may linger if we could not open it */
+  }
+  if (why == NULL)
+    snprintf(l->lost_msg, sizeof(l->lost_msg),
+             "cannot receive the segment of batch %llu: this process is at "
+             "its open-file limit (RLIMIT_NOFILE %llu) while holding %zu "
+             "batches and %zu fds; raise `ulimit -n` or use "
+             "FL_SHARE_FILE_SYSTEM. The batch is kept: release batches and "
+             "call fl_loader_next again",
+             (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
+             l->stats.batches_held, l->stats.fds);
+  else
+    snprintf(l->lost_msg, sizeof(l->lost_msg),
+             "batch %llu (worker %u): %s; this loader holds %zu bytes in "
+             "%zu segments, %zu batches handed out. The batch is kept: "
+             "release batches and call fl_loader_next again",
+             (unsigned long long)b->seq, b->worker, why,
+             l->stats.bytes_mapped, l->stats.segments,
+             l->stats.batches_held);
+  l->lost_code = code;
+  b->orphaned = why == NULL;
+  b->state = FL__SLOT_REFETCH;
+  l->nrefetch++;
+}
+
+/* A worker could not make a segment: out of shm, fds or memory. */
+static int
+resource_error(int status)
+{
+  return status == FL_ENOSPC || status == FL_EMFILE || status == FL_ENFILE ||
+         status == FL_ENOMEM;
 }
 
 /* The segment's header must describe the batch the reply announced. */
@@ -74,6 +105,7 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   fl_batch *b = NULL;
   int rc;
 
+
   if (r->slot < l->nslots)
     b = l->slots[r->slot];
   if (b == NULL || b->worker != w->id || b->state != FL__SLOT_TASKED ||
@@ -94,35 +126,44 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   b->msg[0] = '\0';
   if (r->status != 0)
     memcpy(b->msg, r->msg, sizeof(b->msg));
-  if ((r->flags & FL__REPLY_FD) && fd < 0)
-    truncated = 1;
-  if (truncated) {
-    b->status = fd_limit_error(l, b);
+  rc = 0;
+  if (truncated || ((r->flags & FL__REPLY_FD) && fd < 0)) {
+    rc = FL_EMFILE; /* the kernel dropped the fd: we are at our limit */
+    if (fd >= 0)
+      fl__close(fd);
   } else if (r->flags & (FL__REPLY_FD | FL__REPLY_NAMED)) {
     rc = fl__slot_map(l, b, fd);
-    if (rc != 0 && b->status == 0) {
-      b->status = rc;
-      snprintf(b->msg, sizeof(b->msg),
-               b->seg.base != NULL
-                   ? "pin_memory: cannot lock a %zu-byte segment in memory "
-                     "(RLIMIT_MEMLOCK too low?): raise `ulimit -l` or turn "
-                     "pin_memory off"
-                   : "cannot map a %zu-byte segment from a worker",
-               l->seg_size);
-    }
   } else if (fd >= 0) {
     fl__close(fd);
   }
-  if (b->seg.base != NULL && b->status == 0)
-    b->status = check_header(l, b, r);
-  if (b->seg.base != NULL)
-    fl__slot_view(l, b);
   if (r->epoch != l->epoch || !l->in_epoch) {
     /* Left over from an epoch the consumer cut short. */
     w->assigned--;
     fl__slot_recycle(l, b);
     return;
   }
+  if (rc == FL_EMFILE || rc == FL_ENFILE) {
+    keep_for_refetch(l, b, rc, NULL);
+    return;
+  }
+  if (b->seg.base == NULL && resource_error(r->status)) {
+    keep_for_refetch(l, b, r->status, b->msg);
+    return;
+  }
+  if (rc != 0 && b->status == 0) {
+    b->status = rc;
+    snprintf(b->msg, sizeof(b->msg),
+             b->seg.base != NULL
+                 ? "pin_memory: cannot lock a %zu-byte segment in memory "
+                   "(RLIMIT_MEMLOCK too low?): raise `ulimit -l` or turn "
+                   "pin_memory off"
+                 : "cannot map a %zu-byte segment from a worker",
+             l->seg_size);
+  }
+  if (b->seg.base != NULL && b->status == 0)
+    b->status = check_header(l, b, r);
+  if (b->seg.base != NULL)
+    fl__slot_view(l, b);
   b->state = FL__SLOT_READY;
   fl__reorder_put(&l->reorder, b);
 }

@@ -30,7 +30,7 @@ fl__segment_layout(size_t batch_size, size_t sample_bytes, size_t *size,
   meta = FL__ALIGN(meta, 64);
   if (sample_bytes > (SIZE_MAX / 4) / batch_size)
     return FL_EINVAL;
-  data = batch_size * sample_bytes;
+  data = batch_size * sample_bytes + FL__GUARD_BYTES;
   if (data > SIZE_MAX / 4 - meta)
     return FL_EINVAL;
   *size = FL__ALIGN(meta + data, page);

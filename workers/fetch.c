@@ -3,6 +3,7 @@
  * batch) straight into the segment, and check what it reports.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -28,35 +29,68 @@ oversized(char *err, size_t errlen, const char *what, size_t index,
   return FL_EDATASET;
 }
 
+/*
+ * A canary right after the room a call may write: a contiguous overrun
+ * starts there, so it cannot go unnoticed (the segment's guard holds the
+ * last one).
+ */
+static const uint64_t canary = 0x5a17c0ffee0dd5a1ull;
+
+static void
+plant(unsigned char *at)
+{
+  memcpy(at, &canary, sizeof(canary));
+}
+
+static int
+trampled(const unsigned char *at)
+{
+  return memcmp(at, &canary, sizeof(canary)) != 0;
+}
+
+static int
+overran(char *err, size_t errlen, const char *what, size_t index,
+        size_t room)
+{
+  snprintf(err, errlen,
+           "%s(index %zu) wrote past its room of %zu bytes (sample_bytes)",
+           what, index, room);
+  return FL_EDATASET;
+}
+
 int
 fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n, void *data,
           size_t *sizes, char *err, size_t errlen)
 {
   unsigned char *dst = data;
-  size_t i;
+  size_t i, sb = ds->sample_bytes;
   int rc;
 
   fl__worker_error_clear();
   for (i = 0; i < n; i++)
-    sizes[i] = ds->sample_bytes;
+    sizes[i] = sb;
   if (ds->get_batch != NULL) {
+    plant(dst + n * sb);
     rc = ds->get_batch(ds->ctx, indices, n, data, sizes);
     if (rc != 0)
       return failed(err, errlen, "get_batch", n ? indices[0] : 0, rc);
+    if (trampled(dst + n * sb))
+      return overran(err, errlen, "get_batch", indices[n - 1], n * sb);
     for (i = 0; i < n; i++) {
-      if (sizes[i] > ds->sample_bytes)
-        return oversized(err, errlen, "get_batch", indices[i], sizes[i],
-                         ds->sample_bytes);
+      if (sizes[i] > sb)
+        return oversized(err, errlen, "get_batch", indices[i], sizes[i], sb);
     }
     return 0;
   }
   for (i = 0; i < n; i++) {
-    rc = ds->get(ds->ctx, indices[i], dst + i * ds->sample_bytes, &sizes[i]);
+    plant(dst + (i + 1) * sb);
+    rc = ds->get(ds->ctx, indices[i], dst + i * sb, &sizes[i]);
     if (rc != 0)
       return failed(err, errlen, "get", indices[i], rc);
-    if (sizes[i] > ds->sample_bytes)
-      return oversized(err, errlen, "get", indices[i], sizes[i],
-                       ds->sample_bytes);
+    if (trampled(dst + (i + 1) * sb))
+      return overran(err, errlen, "get", indices[i], sb);
+    if (sizes[i] > sb)
+      return oversized(err, errlen, "get", indices[i], sizes[i], sb);
   }
   return 0;
 }

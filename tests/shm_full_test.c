@@ -1,0 +1,189 @@
+/*
+ * A full /dev/shm, as in a container's 64 MB one, made small: each case
+ * runs in a child with a private mount namespace and a 1 MiB tmpfs over
+ * /dev/shm.  The loader must fail with a clean FL_ENOSPC (never a SIGBUS in
+ * a worker), keep the batch it could not make, deliver it once segments
+ * come free, and leave nothing behind.  Needs root and unshare(CLONE_NEWNS):
+ * elsewhere the whole program is skipped with the reason.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define SMALL_SHM "size=1m"
+#define SAMPLE (64 * 1024)
+
+/* In the child: a private namespace with a small /dev/shm, or why not. */
+static int
+small_shm(char *why, size_t len)
+{
+  if (unshare(CLONE_NEWNS) != 0) {
+    snprintf(why, len, "unshare(CLONE_NEWNS): %s", strerror(errno));
+    return -1;
+  }
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", "/dev/shm", "tmpfs", 0, SMALL_SHM) != 0) {
+    snprintf(why, len, "mounting a tmpfs over /dev/shm: %s",
+             strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/*
+ * Hold batches until the loader fails; the failure must be FL_ENOSPC with
+ * the promised message (want_full), or none at all while holding more than
+ * /dev/shm's size (memfd, which /dev/shm does not pay for).
+ */
+static int
+fill_until_full(fl_sharing sharing, int in_dev_shm, int want_full,
+                char *why, size_t len)
+{
+  fl_batch *held[64];
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  fl_stats st;
+  flt_data d;
+  size_t n = 0, i;
+  int rc;
+
+  flt_data_init(&d, &ds, 400, SAMPLE);
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  opt.num_workers = 2;
+  opt.persistent_workers = 1;
+  opt.sharing = sharing;
+  opt.fd_in_dev_shm = in_dev_shm;
+  if ((rc = fl_loader_create(&l, &ds, &opt)) != 0 ||
+      (rc = fl_loader_begin(l)) != 0) {
+    snprintf(why, len, "create/begin: %s", fl_strerror(rc));
+    return 1;
+  }
+  while (n < 24 && (rc = fl_loader_next(l, &b)) == 1)
+    held[n++] = b;
+  fl_loader_stats(l, &st);
+  if (!want_full) {
+    if (rc != 1 || st.bytes_mapped <= 2 * 1024 * 1024) {
+      snprintf(why, len, "memfd: rc %d (%s) after %zu batches, %zu bytes",
+               rc, fl_loader_error(l), n, st.bytes_mapped);
+      return 2;
+    }
+  } else if (rc != FL_ENOSPC ||
+             strstr(fl_loader_error(l), "/dev/shm is full") == NULL ||
+             strstr(fl_loader_error(l), "this loader holds") == NULL) {
+    snprintf(why, len, "after %zu batches: %s: %s", n, fl_err_name(rc),
+             fl_loader_error(l));
+    return 3;
+  }
+  for (i = 0; i < n; i++)
+    fl_batch_release(held[i]);
+  /* The batch that did not fit comes now, in its place. */
+  rc = fl_loader_next(l, &b);
+  if (rc != 1 || fl_batch_seq(b) != n) {
+    snprintf(why, len, "after release: rc %d, seq %llu, want %zu: %s", rc,
+             rc == 1 ? (unsigned long long)fl_batch_seq(b) : 0ull, n,
+             fl_loader_error(l));
+    return 4;
+  }
+  fl_batch_release(b);
+  fl_loader_destroy(l);
+  if (flt_shm_count() != 0 || flt_child_count() != 0) {
+    snprintf(why, len, "left behind: %d names, %d processes",
+             flt_shm_count(), flt_child_count());
+    return 5;
+  }
+  return 0;
+}
+
+/* Run a check in a namespaced child; fail with its reason. */
+static void
+in_small_shm(fl_sharing sharing, int in_dev_shm, int want_full)
+{
+  char why[512] = "";
+  flt_baseline base;
+  ssize_t got;
+  pid_t pid;
+  int p[2], status, rc;
+
+  flt_baseline_take(&base);
+  assert_int_equal(pipe(p), 0);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(p[0]);
+    rc = small_shm(why, sizeof(why));
+    if (rc == 0)
+      rc = fill_until_full(sharing, in_dev_shm, want_full, why, sizeof(why));
+    if (write(p[1], why, strlen(why)) < 0)
+      rc = 9;
+    _exit(rc == 0 ? 0 : 10 + rc);
+  }
+  close(p[1]);
+  got = read(p[0], why, sizeof(why) - 1);
+  why[got > 0 ? got : 0] = '\0';
+  close(p[0]);
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("status %d: %s", status, why);
+  flt_assert_clean(&base);
+}
+
+static void
+file_system_strategy_into_full_dev_shm_gives_enospc_not_sigbus(void **s)
+{
+  (void)s;
+  in_small_shm(FL_SHARE_FILE_SYSTEM, 0, 1);
+}
+
+static void
+fd_strategy_in_dev_shm_as_pytorch_gives_enospc_not_sigbus(void **s)
+{
+  (void)s;
+  in_small_shm(FL_SHARE_FILE_DESCRIPTOR, 1, 1);
+}
+
+static void
+fd_strategy_memfd_is_not_charged_to_dev_shm(void **s)
+{
+  (void)s;
+  in_small_shm(FL_SHARE_FILE_DESCRIPTOR, 0, 0);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(
+          file_system_strategy_into_full_dev_shm_gives_enospc_not_sigbus),
+      cmocka_unit_test(
+          fd_strategy_in_dev_shm_as_pytorch_gives_enospc_not_sigbus),
+      cmocka_unit_test(fd_strategy_memfd_is_not_charged_to_dev_shm),
+  };
+  char why[256] = "";
+  pid_t pid;
+  int status;
+
+  /* Can this machine give us a namespace at all? */
+  pid = fork();
+  if (pid == 0)
+    _exit(small_shm(why, sizeof(why)) == 0 ? 0 : 1);
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0)
+    flt_skip_all("needs root and a private mount namespace "
+                 "(unshare -m) to mount a small tmpfs over /dev/shm");
+  flt_warm_up();
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
