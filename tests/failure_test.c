@@ -312,6 +312,67 @@ killed_parent_takes_its_workers_down_promptly(void **state)
   parent_killed(1); /* forked from a thread: the socket hangs up */
 }
 
+static void
+reap_everything(int sig)
+{
+  int saved = errno;
+
+  (void)sig;
+  while (waitpid(-1, NULL, WNOHANG) > 0)
+    ;
+  errno = saved;
+}
+
+/*
+ * A host program that reaps every child in its own SIGCHLD handler, or
+ * ignores SIGCHLD, takes the worker's exit status; the pidfd still tells
+ * the loader that the worker is gone, and it says so instead of hanging.
+ */
+static void
+host_that_reaps(void (*handler)(int))
+{
+  struct sigaction sa, old;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  double t0;
+  int rc;
+
+  flt_baseline_take(&base);
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = handler;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGCHLD, &sa, &old);
+  flt_data_init(&d, &ds, 40, 16);
+  d.kill_index = 5;
+  d.kill_signal = SIGKILL;
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  t0 = now();
+  while ((rc = fl_loader_next(l, &b)) == 1)
+    fl_batch_release(b);
+  assert_int_equal(rc, FL_EWORKER);
+  assert_true(now() - t0 < 1.0);
+  assert_non_null(strstr(fl_loader_error(l), "worker 1 (pid "));
+  fl_loader_destroy(l);
+  sigaction(SIGCHLD, &old, NULL);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+host_reaping_children_itself_does_not_hide_a_dead_worker(void **state)
+{
+  (void)state;
+  host_that_reaps(reap_everything);
+  host_that_reaps(SIG_IGN);
+}
+
 static pid_t
 dead_pid(void)
 {
@@ -400,6 +461,8 @@ main(void)
           fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release,
           restore_fd_limit),
       cmocka_unit_test(killed_parent_takes_its_workers_down_promptly),
+      cmocka_unit_test(
+          host_reaping_children_itself_does_not_hide_a_dead_worker),
       cmocka_unit_test(names_of_dead_owners_are_swept_and_no_others),
   };
 
