@@ -5,6 +5,8 @@
 #ifndef FORKLOAD_CLI_H
 #define FORKLOAD_CLI_H
 
+#include <getopt.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,6 +15,10 @@
 /* forkload.c */
 void usage(int status) __attribute__((noreturn));
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *cli_loader_error(const fl_loader *l, int rc);
+/* Makes room for one more element in *v, which holds n of size bytes:
+   0, or -1 when out of memory (*v is then unchanged). */
+int cli_grow(void **v, size_t n, size_t size);
 
 /* synthetic.c: the dataset and the checks of what a loader delivers. */
 struct synth {
@@ -69,7 +75,76 @@ void progress_draw(struct progress *p, unsigned epoch, unsigned epochs,
                    size_t done, size_t total, const struct tally *t);
 void progress_clear(struct progress *p);
 
-/* run.c */
+/* options.c: the options of the dataset and the loader, which run and
+   exhaust share, take the values below OPT_OWN. */
+enum {
+  OPT_SAMPLES = 256, /* past every short option */
+  OPT_SAMPLE_BYTES,
+  OPT_DELAY_US,
+  OPT_BATCHED,
+  OPT_INDICES,
+  OPT_BATCH_SIZE,
+  OPT_SHUFFLE,
+  OPT_SEED,
+  OPT_DROP_LAST,
+  OPT_WORKERS,
+  OPT_PREFETCH,
+  OPT_PERSISTENT,
+  OPT_OUT_OF_ORDER,
+  OPT_PIN_MEMORY,
+  OPT_TIMEOUT_MS,
+  OPT_NO_REUSE,
+  OPT_FD_IN_DEV_SHM,
+  OPT_SHOW_WORKERS,
+  OPT_OWN /* a subcommand's own options from here on */
+};
+
+struct load_args {
+  fl_options opt;
+  struct synth data;
+  struct synth_span span; /* what the sampler gives, before any shuffle */
+  const char *indices;    /* --indices as given, or NULL */
+  int batched;
+  size_t *index_list;     /* the span as opt.indices, made by load_dataset */
+};
+
+/* Takes a subcommand's own option c (arg NULL when it has no value):
+   returns 0, or -1 having said what is wrong. */
+typedef int (*cli_own_fn)(int c, const char *arg, void *ctx);
+
+/* Parses argv: the shared options into *a (unless a is NULL: then none
+   are taken), and own's through fn.  0, or -1 having printed one line. */
+int cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
+              const struct option *own, cli_own_fn fn, void *ctx);
+int cli_uint(int val, const char *s, uint64_t min, uint64_t max,
+             uint64_t *out);
+int cli_sharing(int val, const char *s, fl_sharing *out);
+int load_dataset(struct load_args *a, fl_dataset *ds);
+void load_args_free(struct load_args *a);
+
+/* signals.c: the signal that asked to stop, or 0. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_catch_signals(void);
+
+/* census.c: what a loader might leave behind in this process. */
+struct census {
+  int *fds; /* open fds, ascending */
+  size_t nfds;
+  char **names; /* forkload names in /dev/shm */
+  size_t nnames;
+};
+
+int census_take(struct census *c);
+void census_free(struct census *c);
+size_t census_new_names(const struct census *before,
+                        const struct census *after, char *list, size_t len);
+size_t census_new_fds(const struct census *before,
+                      const struct census *after, char *list, size_t len);
+size_t census_children(double wait_seconds, char *list, size_t len);
+
+/* run.c, exhaust.c, cleanup.c: the subcommands. */
 int run_main(int argc, char **argv);
+int exhaust_main(int argc, char **argv);
+int cleanup_main(int argc, char **argv);
 
 #endif /* FORKLOAD_CLI_H */

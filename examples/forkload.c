@@ -1,6 +1,7 @@
 /*
  * forkload(1), the command-line demo of the library: main() picks the
- * subcommand, usage() and cli_error() speak for all of them.
+ * subcommand; usage(), cli_error() and the small helpers below serve all
+ * of them.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,19 +17,24 @@ usage(int status)
 
   fputs(
     "usage: forkload run [options]\n"
+    "       forkload exhaust --strategy fd|fs [options]\n"
+    "       forkload cleanup [--dry-run]\n"
     "       forkload help | -h | -V\n"
     "\n"
-    "Loads a synthetic dataset through forked workers and shared memory,\n"
-    "as a training loop would, and reports how fast it went.\n"
+    "run loads a synthetic dataset through forked workers and shared\n"
+    "memory, as a training loop would, and reports how fast it went.\n"
+    "exhaust holds every batch until the loader runs out of fds or shared\n"
+    "memory, reports the error, and checks that nothing is left behind.\n"
+    "cleanup removes the /dev/shm segments of forkload parents that died.\n"
     "\n"
-    "dataset:\n"
+    "dataset (run, exhaust):\n"
     "  --samples N           samples in the dataset (50000)\n"
     "  --sample-bytes B      bytes per sample (12288: 3x32x32 float32)\n"
     "  --delay-us U          sleep U us in the worker per sample (0)\n"
     "  --batched             fetch a whole batch per call; the delay is\n"
     "                        then slept once per batch\n"
     "  --indices S:E[:STEP]  load only indices S, S+STEP, ... below E\n"
-    "loader:\n"
+    "loader (run, exhaust):\n"
     "  --batch-size N        samples per batch (64)\n"
     "  --shuffle             shuffle every epoch\n"
     "  --seed N              seed of the shuffle and the workers (0)\n"
@@ -39,17 +45,27 @@ usage(int status)
     "  --out-of-order        hand out batches as they arrive\n"
     "  --pin-memory          mlock batch memory in the parent\n"
     "  --timeout-ms N        fail when a batch takes longer (0: never)\n"
-    "  --sharing fd|fs       pass fds, or name segments in /dev/shm (fd)\n"
     "  --no-reuse            a new segment per batch, as PyTorch does\n"
+    "  --fd-in-dev-shm       fd sharing makes its segments in /dev/shm,\n"
+    "                        as PyTorch does, not with memfd_create\n"
     "  --show-workers        print each worker's id, pid and seed\n"
     "run:\n"
+    "  --sharing fd|fs       pass fds, or name segments in /dev/shm (fd)\n"
     "  --epochs N            epochs over the same loader (1)\n"
     "  --verify              check every sample against its index\n"
     "  --json                print the summary as one JSON object\n"
     "  --quiet               no progress line\n"
+    "exhaust (workers are always persistent):\n"
+    "  --strategy fd|fs      the sharing strategy to run out of\n"
+    "  --hold N|all          stop after N batches held (all)\n"
+    "  --fd-limit N          lower the soft RLIMIT_NOFILE to N first\n"
+    "  --json                print the result as one JSON object\n"
+    "cleanup:\n"
+    "  --dry-run             only list what would be removed\n"
     "\n"
     "Exit status: 0 on success, 1 when loading fails, 2 on bad options,\n"
-    "128 + the signal when interrupted.\n",
+    "128 + the signal when interrupted.  exhaust exits 0 when its loader\n"
+    "left nothing behind, whatever error stopped it, and 1 if it did.\n",
     f);
   exit(status);
 }
@@ -66,6 +82,30 @@ cli_error(const char *fmt, ...)
   va_end(ap);
 }
 
+/* The loader's last error as its user reads it; fl_loader_error(NULL)
+   holds why fl_loader_create failed. */
+const char *
+cli_loader_error(const fl_loader *l, int rc)
+{
+  const char *msg = fl_loader_error(l);
+
+  return msg != NULL && *msg != '\0' ? msg : fl_strerror(rc);
+}
+
+int
+cli_grow(void **v, size_t n, size_t size)
+{
+  void *p;
+
+  if (n & (n - 1)) /* room is made when n reaches a power of two */
+    return 0;
+  p = realloc(*v, (n ? 2 * n : 1) * size);
+  if (p == NULL)
+    return -1;
+  *v = p;
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -76,6 +116,10 @@ main(int argc, char **argv)
   cmd = argv[1];
   if (strcmp(cmd, "run") == 0)
     return run_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "exhaust") == 0)
+    return exhaust_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "cleanup") == 0)
+    return cleanup_main(argc - 1, argv + 1);
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 ||
       strcmp(cmd, "--help") == 0)
     usage(0);

@@ -1,0 +1,48 @@
+/*
+ * `forkload cleanup`: removes the segments that forkload parents killed
+ * while a batch was in transit left in /dev/shm.  fl_shm_sweep picks them:
+ * only names of forkload's own form whose owner process is gone.
+ */
+#include <stdio.h>
+
+#include "cli.h"
+
+enum { OPT_DRY_RUN = OPT_OWN };
+
+static const struct option options[] = {
+  {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+  {NULL, 0, NULL, 0}
+};
+
+static int
+cleanup_option(int c, const char *arg, void *ctx)
+{
+  (void)arg;
+  if (c == OPT_DRY_RUN)
+    *(int *)ctx = 1;
+  return 0;
+}
+
+static void
+on_segment(const char *name, long owner_pid, void *arg)
+{
+  printf("%s /dev/shm/%s (owner pid %ld is gone)\n",
+         *(const int *)arg ? "would remove" : "removed", name, owner_pid);
+}
+
+int
+cleanup_main(int argc, char **argv)
+{
+  int dry_run = 0, n;
+
+  if (cli_parse("cleanup", argc, argv, NULL, options, cleanup_option,
+                &dry_run) < 0)
+    return 2;
+  n = fl_shm_sweep(dry_run, on_segment, &dry_run);
+  if (n < 0) {
+    cli_error("cleanup: cannot sweep /dev/shm: %s", fl_strerror(n));
+    return 1;
+  }
+  printf("%d segment(s) %s\n", n, dry_run ? "would be removed" : "removed");
+  return 0;
+}

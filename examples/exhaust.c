@@ -1,0 +1,401 @@
+/*
+ * `forkload exhaust`, the exhaustion study: hold every batch a loader hands
+ * out, epoch after epoch, until it runs out of fds or shared memory; show
+ * the error as a library user sees it; after an fd shortage, check that
+ * releasing the batches lets the loader go on; then destroy the loader and
+ * check that it left no name in /dev/shm, no open fd and no process.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cli.h"
+
+/* A loader needs a socket and a pidfd per worker, its event loop's few
+   fds and room to receive: below this many free fds it cannot start. */
+#define START_FDS 16
+
+struct exhaust_args {
+  struct load_args load;
+  size_t hold;       /* stop after this many batches; 0: never */
+  uint64_t fd_limit; /* lower the soft RLIMIT_NOFILE to this; 0: keep it */
+  int strategy_set, json;
+};
+
+/* What the study found. */
+struct study {
+  fl_batch **held;
+  size_t nheld;
+  unsigned epochs;     /* begun */
+  fl_stats st;         /* when the holding stopped */
+  int rc;              /* what stopped it; 0: --hold, or an interrupt */
+  char error[1024];    /* fl_loader_error then */
+  int recovered;       /* -1: not tried */
+  char recovery[1200];
+  struct rlimit limit;
+  size_t fds_at_start;
+  size_t left_names, left_fds, left_children;
+  char names[1024], fds[1024], children[1024];
+};
+
+enum {
+  OPT_STRATEGY = OPT_OWN,
+  OPT_HOLD,
+  OPT_FD_LIMIT,
+  OPT_JSON
+};
+
+/* exhaust's own options; the dataset's and the loader's are in
+   options.c. */
+static const struct option options[] = {
+  {"strategy", required_argument, NULL, OPT_STRATEGY},
+  {"hold", required_argument, NULL, OPT_HOLD},
+  {"fd-limit", required_argument, NULL, OPT_FD_LIMIT},
+  {"json", no_argument, NULL, OPT_JSON},
+  {NULL, 0, NULL, 0}
+};
+
+static int
+exhaust_option(int c, const char *arg, void *ctx)
+{
+  struct exhaust_args *a = ctx;
+  uint64_t v = 0;
+  int rc = 0;
+
+  switch (c) {
+  case OPT_STRATEGY:
+    rc = cli_sharing(c, arg, &a->load.opt.sharing);
+    a->strategy_set = 1;
+    break;
+  case OPT_HOLD:
+    if (strcmp(arg, "all") != 0)
+      rc = cli_uint(c, arg, 1, SIZE_MAX, &v);
+    a->hold = v;
+    break;
+  case OPT_FD_LIMIT:
+    rc = cli_uint(c, arg, 1, RLIM_INFINITY - 1, &v);
+    a->fd_limit = v;
+    break;
+  case OPT_JSON:
+    a->json = 1;
+    break;
+  }
+  return rc;
+}
+
+/* Returns 0, or the exit status having said why the limit cannot be. */
+static int
+lower_fd_limit(uint64_t n, struct study *s)
+{
+  if (n < s->fds_at_start + START_FDS) {
+    cli_error("--fd-limit: %" PRIu64 " leaves no room: %zu fds are open "
+              "and a loader needs about %d more to start", n,
+              s->fds_at_start, START_FDS);
+    return 2;
+  }
+  if (n > s->limit.rlim_max) {
+    cli_error("--fd-limit: %" PRIu64 " is above the hard limit %llu", n,
+              (unsigned long long)s->limit.rlim_max);
+    return 2;
+  }
+  s->limit.rlim_cur = n;
+  if (setrlimit(RLIMIT_NOFILE, &s->limit) != 0) {
+    cli_error("--fd-limit: cannot set RLIMIT_NOFILE to %" PRIu64 ": %s", n,
+              strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+/*
+ * libuv opens a pipe with its first loop and keeps it for the life of the
+ * process (its signal lock: 2 fds).  A throwaway loader made before the
+ * census puts it there, so that the check counts what the study's loader
+ * left, not libuv's once-only state.  Returns 0, or -1 having said why.
+ */
+static int
+warm_up(void)
+{
+  struct synth one = {1, 1, 0};
+  fl_dataset ds;
+  fl_options opt;
+  fl_loader *l;
+  int rc;
+
+  synth_dataset(&one, 0, &ds);
+  fl_options_init(&opt);
+  opt.num_workers = 0; /* a loop, and nothing else */
+  if ((rc = fl_loader_create(&l, &ds, &opt)) < 0) {
+    cli_error("exhaust: %s", cli_loader_error(NULL, rc));
+    return -1;
+  }
+  fl_loader_destroy(l);
+  return 0;
+}
+
+/* Holds batches until an error, --hold or an interrupt stops it.  Returns
+   0, or 1 when this program, not the loader, failed. */
+static int
+hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
+{
+  fl_batch *b;
+  int rc, failed = 0;
+
+  rc = fl_loader_begin(l);
+  s->epochs += rc == 0;
+  while (rc >= 0 && (a->hold == 0 || s->nheld < a->hold) &&
+         !cli_interrupted && !failed) {
+    b = NULL;
+    rc = fl_loader_next(l, &b);
+    if (rc == 0) {
+      /* Held batches stay valid across epochs: go on holding. */
+      rc = fl_loader_begin(l);
+      s->epochs += rc == 0;
+    } else if (rc > 0 &&
+               cli_grow((void **)&s->held, s->nheld, sizeof *s->held) < 0) {
+      fl_batch_release(b);
+      cli_error("exhaust: out of memory to hold batch %zu", s->nheld + 1);
+      failed = 1;
+    } else if (rc > 0) {
+      s->held[s->nheld++] = b;
+    }
+  }
+  s->rc = rc < 0 ? rc : 0;
+  if (rc < 0)
+    snprintf(s->error, sizeof s->error, "%s", cli_loader_error(l, rc));
+  else if (cli_interrupted)
+    snprintf(s->error, sizeof s->error, "none: interrupted with %zu "
+             "batches held", s->nheld);
+  else
+    snprintf(s->error, sizeof s->error, "none: %zu batches held",
+             s->nheld);
+  return failed;
+}
+
+/* Short of fds or of /dev/shm, the loader keeps the batch it could not
+   deliver: once the batches are released it must fetch it again. */
+static void
+recover(fl_loader *l, struct study *s)
+{
+  fl_batch *b = NULL;
+  size_t i;
+  int rc;
+
+  for (i = 0; i < s->nheld; i++)
+    fl_batch_release(s->held[i]);
+  rc = fl_loader_next(l, &b);
+  s->recovered = rc > 0;
+  if (rc > 0)
+    snprintf(s->recovery, sizeof s->recovery,
+             "after releasing %zu batches: fl_loader_next delivered batch "
+             "%" PRIu64, s->nheld, fl_batch_seq(b));
+  else if (rc == 0)
+    snprintf(s->recovery, sizeof s->recovery,
+             "after releasing %zu batches: fl_loader_next ended the epoch "
+             "instead of delivering the lost batch", s->nheld);
+  else
+    snprintf(s->recovery, sizeof s->recovery,
+             "after releasing %zu batches: %s (%d): %s", s->nheld,
+             fl_err_name(rc), rc, cli_loader_error(l, rc));
+  fl_batch_release(b);
+}
+
+/* Compares the census after destroy with the one before create.  Returns
+   0 when nothing was left behind. */
+static int
+check(const struct census *before, struct study *s, int json)
+{
+  struct census after;
+  int rc;
+
+  s->left_children = census_children(1.0, s->children, sizeof s->children);
+  rc = census_take(&after);
+  if (rc < 0) {
+    cli_error("exhaust: cannot take stock of fds and /dev/shm: %s",
+              strerror(-rc));
+    return -1;
+  }
+  s->left_names = census_new_names(before, &after, s->names,
+                                   sizeof s->names);
+  s->left_fds = census_new_fds(before, &after, s->fds, sizeof s->fds);
+  census_free(&after);
+  /* The JSON object has no room for the details: they go to stderr. */
+  if (json && s->left_names)
+    cli_error("left behind in /dev/shm: %s", s->names);
+  if (json && s->left_fds)
+    cli_error("left behind: %s", s->fds);
+  if (json && s->left_children)
+    cli_error("left behind: %s", s->children);
+  return s->left_names || s->left_fds || s->left_children ? -1 : 0;
+}
+
+static const char *
+backend(const fl_options *o)
+{
+  return o->sharing == FL_SHARE_FILE_DESCRIPTOR && !o->fd_in_dev_shm
+             ? "memfd"
+             : "/dev/shm";
+}
+
+static void
+print_check(const char *label, size_t left, const char *what)
+{
+  if (left == 0)
+    printf("%-12s ok\n", label);
+  else
+    printf("%-12s LEFT BEHIND: %s\n", label, what);
+}
+
+static void
+print_text(const struct exhaust_args *a, const struct study *s)
+{
+  const fl_options *o = &a->load.opt;
+
+  printf("strategy     %s (%s)\n",
+         o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o));
+  printf("loader       %zu samples of %zu bytes, batch_size %zu, "
+         "%u worker(s), prefetch %u%s\n", a->load.data.samples,
+         a->load.data.sample_bytes, o->batch_size, o->num_workers,
+         o->prefetch_factor, o->reuse_segments ? "" : ", no_reuse");
+  printf("fd limit     %llu (soft RLIMIT_NOFILE), %zu fds open before "
+         "create\n", (unsigned long long)s->limit.rlim_cur,
+         s->fds_at_start);
+  printf("held         %zu batches in %u epoch(s)\n", s->nheld, s->epochs);
+  printf("fds          %zu held by the loader\n", s->st.fds);
+  printf("mapped       %zu bytes\n", s->st.bytes_mapped);
+  printf("segments     %zu\n", s->st.segments);
+  if (s->rc < 0)
+    printf("error        %s (%d): %s\n", fl_err_name(s->rc), s->rc,
+           s->error);
+  else
+    printf("error        %s\n", s->error);
+  if (s->recovered >= 0)
+    printf("recovery     %s\n", s->recovery);
+  print_check("shm names", s->left_names, s->names);
+  print_check("open fds", s->left_fds, s->fds);
+  print_check("children", s->left_children, s->children);
+}
+
+/* Prints s as a JSON string, or null. */
+static void
+json_string(const char *s)
+{
+  if (s == NULL) {
+    fputs("null", stdout);
+    return;
+  }
+  putchar('"');
+  for (; *s != '\0'; s++) {
+    if (*s == '"' || *s == '\\')
+      printf("\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      printf("\\u%04x", (unsigned char)*s);
+    else
+      putchar(*s);
+  }
+  putchar('"');
+}
+
+static const char *
+truth(int v)
+{
+  return v ? "true" : "false";
+}
+
+static void
+print_json(const struct exhaust_args *a, const struct study *s)
+{
+  const fl_options *o = &a->load.opt;
+
+  printf("{\"strategy\":\"%s\",\"backend\":\"%s\",\"batches_held\":%zu"
+         ",\"fds\":%zu,\"bytes_mapped\":%zu,\"segments\":%zu"
+         ",\"error_name\":",
+         o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o),
+         s->nheld, s->st.fds, s->st.bytes_mapped, s->st.segments);
+  json_string(s->rc < 0 ? fl_err_name(s->rc) : NULL);
+  printf(",\"error_code\":%d,\"error_message\":", s->rc);
+  json_string(s->rc < 0 ? s->error : NULL);
+  printf(",\"recovered\":%s,\"shm_clean\":%s,\"fds_clean\":%s"
+         ",\"children_clean\":%s}\n",
+         s->recovered < 0 ? "null" : truth(s->recovered),
+         truth(s->left_names == 0), truth(s->left_fds == 0),
+         truth(s->left_children == 0));
+}
+
+int
+exhaust_main(int argc, char **argv)
+{
+  struct exhaust_args a = {0};
+  struct study s = {.recovered = -1};
+  struct census before = {0};
+  fl_dataset ds;
+  fl_loader *l = NULL;
+  int rc, status = 1;
+
+  if (cli_parse("exhaust", argc, argv, &a.load, options, exhaust_option,
+                &a) < 0)
+    return 2;
+  if (!a.strategy_set) {
+    cli_error("exhaust: --strategy fd|fs is required");
+    return 2;
+  }
+  /* In-process loading shares nothing: it would only use up memory. */
+  if (a.load.opt.num_workers == 0) {
+    cli_error("exhaust: --workers 0 shares no memory: nothing to exhaust");
+    return 2;
+  }
+  /* Epochs must go on while their batches are held. */
+  a.load.opt.persistent_workers = 1;
+  if (load_dataset(&a.load, &ds) < 0 || warm_up() < 0)
+    goto out;
+  if ((rc = census_take(&before)) < 0) {
+    cli_error("exhaust: cannot take stock of fds and /dev/shm: %s",
+              strerror(-rc));
+    goto out;
+  }
+  s.fds_at_start = before.nfds;
+  getrlimit(RLIMIT_NOFILE, &s.limit);
+  if (a.fd_limit != 0 && (rc = lower_fd_limit(a.fd_limit, &s)) != 0) {
+    status = rc;
+    goto out;
+  }
+  cli_catch_signals();
+  if ((rc = fl_loader_create(&l, &ds, &a.load.opt)) < 0) {
+    cli_error("%s", cli_loader_error(NULL, rc));
+    /* The library checks the options: what it refuses is bad input. */
+    status = rc == FL_EINVAL ? 2 : 1;
+    goto out;
+  }
+  if (fl_loader_len(l) == 0) {
+    cli_error("exhaust: an epoch has no batch to hold (--drop-last with "
+              "fewer samples than --batch-size)");
+    status = 2;
+    goto out;
+  }
+  status = hold(l, &a, &s);
+  fl_loader_stats(l, &s.st);
+  if (s.rc == FL_EMFILE || s.rc == FL_ENOSPC) {
+    recover(l, &s);
+    if (!s.recovered)
+      status = 1;
+  }
+  fl_loader_destroy(l);
+  l = NULL;
+  if (check(&before, &s, a.json) < 0)
+    status = 1;
+  if (a.json)
+    print_json(&a, &s);
+  else
+    print_text(&a, &s);
+  if (cli_interrupted)
+    status = 128 + cli_interrupted;
+out:
+  fl_loader_destroy(l);
+  census_free(&before);
+  free(s.held);
+  load_args_free(&a.load);
+  return status;
+}

@@ -1,0 +1,307 @@
+/*
+ * The option parsing the subcommands share: whole numbers, one-line
+ * messages for bad input, and the dataset and loader options that `run`
+ * and `exhaust` both take, so that one flag means one thing in both.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Room for the shared options and any subcommand's own. */
+#define MAX_OPTIONS 48
+
+static const struct option load_options[] = {
+  {"samples", required_argument, NULL, OPT_SAMPLES},
+  {"sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES},
+  {"delay-us", required_argument, NULL, OPT_DELAY_US},
+  {"batched", no_argument, NULL, OPT_BATCHED},
+  {"indices", required_argument, NULL, OPT_INDICES},
+  {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+  {"shuffle", no_argument, NULL, OPT_SHUFFLE},
+  {"seed", required_argument, NULL, OPT_SEED},
+  {"drop-last", no_argument, NULL, OPT_DROP_LAST},
+  {"workers", required_argument, NULL, OPT_WORKERS},
+  {"prefetch", required_argument, NULL, OPT_PREFETCH},
+  {"persistent", no_argument, NULL, OPT_PERSISTENT},
+  {"out-of-order", no_argument, NULL, OPT_OUT_OF_ORDER},
+  {"pin-memory", no_argument, NULL, OPT_PIN_MEMORY},
+  {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
+  {"no-reuse", no_argument, NULL, OPT_NO_REUSE},
+  {"fd-in-dev-shm", no_argument, NULL, OPT_FD_IN_DEV_SHM},
+  {"show-workers", no_argument, NULL, OPT_SHOW_WORKERS},
+  {NULL, 0, NULL, 0}
+};
+
+/* The table getopt_long reads: the shared options, when the subcommand
+   takes them, then its own, then --help. */
+static struct option table[MAX_OPTIONS];
+
+static const char *
+option_name(int val)
+{
+  const struct option *o;
+
+  for (o = table; o->name != NULL; o++)
+    if (o->val == val)
+      return o->name;
+  return NULL;
+}
+
+/* strtoull alone would take a sign or leading spaces: a digit must come
+   first.  Returns 0, -1 when there is no number, -2 when it overflows. */
+static int
+scan_uint(const char *s, char **end, uint64_t *out)
+{
+  if (*s < '0' || *s > '9')
+    return -1;
+  errno = 0;
+  *out = strtoull(s, end, 10);
+  return errno == ERANGE ? -2 : 0;
+}
+
+int
+cli_uint(int val, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+  char *end;
+  int rc = scan_uint(s, &end, out);
+
+  if (rc == -1 || (rc == 0 && *end != '\0')) {
+    cli_error("--%s: expected a %s integer, got '%s'", option_name(val),
+              min > 0 ? "positive" : "non-negative", s);
+    return -1;
+  }
+  if (rc == -2 || *out < min || *out > max) {
+    cli_error("--%s: expected an integer from %" PRIu64 " to %" PRIu64
+              ", got '%s'", option_name(val), min, max, s);
+    return -1;
+  }
+  return 0;
+}
+
+int
+cli_sharing(int val, const char *s, fl_sharing *out)
+{
+  if (strcmp(s, "fd") == 0)
+    *out = FL_SHARE_FILE_DESCRIPTOR;
+  else if (strcmp(s, "fs") == 0)
+    *out = FL_SHARE_FILE_SYSTEM;
+  else {
+    cli_error("--%s: expected 'fd' or 'fs', got '%s'", option_name(val), s);
+    return -1;
+  }
+  return 0;
+}
+
+/* START:END[:STEP] gives START, START+STEP, ... while below END. */
+static int
+parse_span(const char *s, struct synth_span *sp)
+{
+  uint64_t first, last, step = 1;
+  char *p;
+
+  if (scan_uint(s, &p, &first) != 0 || *p != ':' ||
+      scan_uint(p + 1, &p, &last) != 0 ||
+      (*p == ':' && scan_uint(p + 1, &p, &step) != 0) || *p != '\0' ||
+      first >= last || step == 0) {
+    cli_error("--indices: expected START:END[:STEP] with START < END and "
+              "STEP > 0, got '%s'", s);
+    return -1;
+  }
+  sp->first = first;
+  sp->step = step;
+  sp->count = (last - first - 1) / step + 1;
+  return 0;
+}
+
+/* The defaults: CIFAR-10 in batches of 64 through 2 workers. */
+static void
+load_defaults(struct load_args *a)
+{
+  *a = (struct load_args){0};
+  fl_options_init(&a->opt);
+  a->opt.batch_size = 64;
+  a->opt.num_workers = 2;
+  a->data.samples = 50000;
+  a->data.sample_bytes = 3 * 32 * 32 * sizeof(float);
+}
+
+/* Applies shared option c.  Returns 0, or -1 having said why not. */
+static int
+load_option(struct load_args *a, int c, const char *arg)
+{
+  uint64_t v = 0;
+  int rc = 0;
+
+  switch (c) {
+  case OPT_SAMPLES:
+    rc = cli_uint(c, arg, 1, SIZE_MAX, &v);
+    a->data.samples = v;
+    break;
+  case OPT_SAMPLE_BYTES:
+    rc = cli_uint(c, arg, 1, SIZE_MAX, &v);
+    a->data.sample_bytes = v;
+    break;
+  case OPT_DELAY_US:
+    rc = cli_uint(c, arg, 0, UINT_MAX, &v);
+    a->data.delay_us = v;
+    break;
+  case OPT_BATCHED:
+    a->batched = 1;
+    break;
+  case OPT_INDICES:
+    rc = parse_span(arg, &a->span);
+    a->indices = arg;
+    break;
+  /* Zero goes through where the library has the say on it. */
+  case OPT_BATCH_SIZE:
+    rc = cli_uint(c, arg, 0, SIZE_MAX, &v);
+    a->opt.batch_size = v;
+    break;
+  case OPT_SHUFFLE:
+    a->opt.shuffle = 1;
+    break;
+  case OPT_SEED:
+    rc = cli_uint(c, arg, 0, UINT64_MAX, &v);
+    a->opt.seed = v;
+    break;
+  case OPT_DROP_LAST:
+    a->opt.drop_last = 1;
+    break;
+  case OPT_WORKERS:
+    rc = cli_uint(c, arg, 0, UINT_MAX, &v);
+    a->opt.num_workers = v;
+    break;
+  case OPT_PREFETCH:
+    rc = cli_uint(c, arg, 0, UINT_MAX, &v);
+    a->opt.prefetch_factor = v;
+    break;
+  case OPT_PERSISTENT:
+    a->opt.persistent_workers = 1;
+    break;
+  case OPT_OUT_OF_ORDER:
+    a->opt.in_order = 0;
+    break;
+  case OPT_PIN_MEMORY:
+    a->opt.pin_memory = 1;
+    break;
+  case OPT_TIMEOUT_MS:
+    rc = cli_uint(c, arg, 0, UINT_MAX, &v);
+    a->opt.timeout_ms = v;
+    break;
+  case OPT_NO_REUSE:
+    a->opt.reuse_segments = 0;
+    break;
+  case OPT_FD_IN_DEV_SHM:
+    a->opt.fd_in_dev_shm = 1;
+    break;
+  case OPT_SHOW_WORKERS:
+    a->opt.worker_init = synth_worker_init;
+    break;
+  }
+  return rc;
+}
+
+/* Lays out the table: the shared options (if a), own, then --help. */
+static void
+build_table(const struct load_args *a, const struct option *own)
+{
+  static const struct option help = {"help", no_argument, NULL, 'h'};
+  size_t n = 0;
+
+  for (; a != NULL && load_options[n].name != NULL; n++)
+    table[n] = load_options[n];
+  for (; own->name != NULL && n < MAX_OPTIONS - 2; own++)
+    table[n++] = *own;
+  table[n++] = help;
+  table[n] = (struct option){NULL, 0, NULL, 0};
+}
+
+static void
+bad_option(char **argv)
+{
+  const char *name = optopt != 0 ? option_name(optopt) : NULL;
+
+  if (name != NULL)
+    cli_error("--%s: takes no value", name);
+  else if (optopt != 0)
+    cli_error("unknown option '-%c'", optopt);
+  else
+    cli_error("unknown or ambiguous option '%s'", argv[optind - 1]);
+}
+
+int
+cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
+          const struct option *own, cli_own_fn fn, void *ctx)
+{
+  int c, rc;
+
+  if (a != NULL)
+    load_defaults(a);
+  build_table(a, own);
+  opterr = 0; /* our own one-line messages, not getopt's */
+  while ((c = getopt_long(argc, argv, ":h", table, NULL)) != -1) {
+    if (c == 'h')
+      usage(0);
+    if (c == ':') {
+      cli_error("--%s: missing value", option_name(optopt));
+      return -1;
+    }
+    if (c == '?') {
+      bad_option(argv);
+      return -1;
+    }
+    rc = c < OPT_OWN ? load_option(a, c, optarg) : fn(c, optarg, ctx);
+    if (rc < 0)
+      return -1;
+  }
+  if (optind < argc) {
+    cli_error("%s: unexpected argument '%s'", cmd, argv[optind]);
+    return -1;
+  }
+  if (a == NULL)
+    return 0;
+  if (a->indices == NULL)
+    a->span = (struct synth_span){0, 1, a->data.samples};
+  /* Checked here so that a wild range is never built into an array. */
+  if (a->span.first + (a->span.count - 1) * a->span.step >=
+      a->data.samples) {
+    cli_error("--indices: %s goes past the %zu samples", a->indices,
+              a->data.samples);
+    return -1;
+  }
+  return 0;
+}
+
+int
+load_dataset(struct load_args *a, fl_dataset *ds)
+{
+  const struct synth_span *sp = &a->span;
+  size_t k;
+
+  synth_dataset(&a->data, a->batched, ds);
+  if (a->indices == NULL)
+    return 0;
+  a->index_list = calloc(sp->count, sizeof *a->index_list);
+  if (a->index_list == NULL) {
+    cli_error("--indices: %s", fl_strerror(FL_ENOMEM));
+    return -1;
+  }
+  for (k = 0; k < sp->count; k++)
+    a->index_list[k] = sp->first + k * sp->step;
+  a->opt.indices = a->index_list;
+  a->opt.indices_len = sp->count;
+  return 0;
+}
+
+void
+load_args_free(struct load_args *a)
+{
+  free(a->index_list);
+  a->index_list = NULL;
+}
