@@ -158,6 +158,7 @@ void fl__workers_stop(fl_loader *l);
 /* receive.c */
 void fl__receive_start(fl_loader *l, unsigned w);
 int fl__receive_drain(fl_loader *l, unsigned w);
+int fl__receive_lost_error(fl_loader *l, const fl_batch *b);
 
 /* dispatch.c */
 int fl__dispatch_fill(fl_loader *l);
@@ -214,8 +215,6 @@ struct fl_loader {
   uint64_t serial;
   fl_batch *inline_free; /* num_workers == 0: refillable segments */
   size_t nrefetch;      /* slots in FL__SLOT_REFETCH */
-  int lost_code;        /* why the last of them was lost */
-  char lost_msg[FL__ERRMSG_MAX];
 
   uv_loop_t loop;
   uv_timer_t timer;

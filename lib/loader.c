@@ -482,26 +482,29 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
 }
 
 /*
- * A batch kept for a refetch stands in the way: in order, it is the next
- * one due; as they arrive, nothing else is on its way.  Waiting would not
- * help: the consumer must release batches first.
+ * The batch kept for a refetch that stands in the way, or NULL: in order,
+ * the one due next; as they arrive, the first of them when nothing else is
+ * on its way.  Waiting would not help: the consumer must release first.
  */
-static int
-blocked_by_lost(fl_loader *l)
+static const fl_batch *
+blocking_lost(fl_loader *l)
 {
+  const fl_batch *first = NULL, *b;
   unsigned i, busy = 0;
   size_t s;
 
   for (i = 0; i < l->opt.num_workers; i++)
     busy += l->workers[i].sent + l->workers[i].backlog_len;
-  if (busy == 0)
-    return 1;
-  for (s = 0; l->opt.in_order && s < l->nslots; s++) {
-    if (l->slots[s] != NULL && l->slots[s]->state == FL__SLOT_REFETCH &&
-        l->slots[s]->seq == l->reorder.next_seq)
-      return 1;
+  for (s = 0; s < l->nslots; s++) {
+    b = l->slots[s];
+    if (b == NULL || b->state != FL__SLOT_REFETCH)
+      continue;
+    if (l->opt.in_order && b->seq == l->reorder.next_seq)
+      return b;
+    if (first == NULL || b->seq < first->seq)
+      first = b;
   }
-  return 0;
+  return busy == 0 ? first : NULL;
 }
 
 /* num_workers 0: fill the next batch here, in the calling process. */
@@ -541,6 +544,7 @@ next_inline(fl_loader *l, fl_batch **out)
 int
 fl_loader_next(fl_loader *l, fl_batch **out)
 {
+  const fl_batch *lost;
   double deadline;
   fl_batch *b;
   int rc;
@@ -569,8 +573,8 @@ fl_loader_next(fl_loader *l, fl_batch **out)
     b = fl__reorder_pop(&l->reorder);
     if (b != NULL)
       return hand_out(l, b, out);
-    if (l->nrefetch > 0 && blocked_by_lost(l))
-      return fl__loader_set_error(l, l->lost_code, "%s", l->lost_msg);
+    if (l->nrefetch > 0 && (lost = blocking_lost(l)) != NULL)
+      return fl__receive_lost_error(l, lost);
     if (wait_once(l, deadline) == FL_ETIMEDOUT)
       return fl__loader_set_error(l, FL_ETIMEDOUT,
                                   "no batch from the workers in %u ms "

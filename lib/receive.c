@@ -37,41 +37,57 @@ fl__receive_start(fl_loader *l, unsigned wi)
 
 /*
  * A batch that could not reach us for want of fds or shared memory is not
- * lost: fl_loader_next reports why and asks for it again on its next call,
- * when the consumer may have released batches.
+ * lost: fl_loader_next reports why (fl__receive_lost_error) and asks for it
+ * again on its next call, when the consumer may have released batches.
  */
 static void
-keep_for_refetch(fl_loader *l, fl_batch *b, int code, const char *why)
+keep_for_refetch(fl_loader *l, fl_batch *b, int code, int orphaned)
 {
-  struct rlimit rl;
   char name[64];
 
-  getrlimit(RLIMIT_NOFILE, &rl);
   if (l->opt.sharing == FL_SHARE_FILE_SYSTEM) {
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
     shm_unlink(name); /* may linger if we could not open it */
   }
-  if (why == NULL)
-    snprintf(l->lost_msg, sizeof(l->lost_msg),
-             "cannot receive the segment of batch %llu: this process is at "
-             "its open-file limit (RLIMIT_NOFILE %llu) while holding %zu "
-             "batches and %zu fds; raise `ulimit -n` or use "
-             "FL_SHARE_FILE_SYSTEM. The batch is kept: release batches and "
-             "call fl_loader_next again",
-             (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
-             l->stats.batches_held, l->stats.fds);
-  else
-    snprintf(l->lost_msg, sizeof(l->lost_msg),
-             "batch %llu (worker %u): %s; this loader holds %zu bytes in "
-             "%zu segments, %zu batches handed out. The batch is kept: "
-             "release batches and call fl_loader_next again",
-             (unsigned long long)b->seq, b->worker, why,
-             l->stats.bytes_mapped, l->stats.segments,
-             l->stats.batches_held);
-  l->lost_code = code;
-  b->orphaned = why == NULL;
+  b->status = code;
+  b->orphaned = orphaned;
   b->state = FL__SLOT_REFETCH;
   l->nrefetch++;
+}
+
+/* The error for a batch kept for a refetch, with what the loader holds. */
+int
+fl__receive_lost_error(fl_loader *l, const fl_batch *b)
+{
+  struct rlimit rl;
+  const char *remedy;
+
+  if (b->orphaned) {
+    getrlimit(RLIMIT_NOFILE, &rl);
+    return fl__loader_set_error(
+        l, b->status,
+        "cannot receive the segment of batch %llu: this process is at its "
+        "open-file limit (RLIMIT_NOFILE %llu) while holding %zu batches and "
+        "%zu fds; raise `ulimit -n` or use FL_SHARE_FILE_SYSTEM. The batch "
+        "is kept: release batches and call fl_loader_next again",
+        (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
+        l->stats.batches_held, l->stats.fds);
+  }
+  if (b->status != FL_ENOSPC)
+    remedy = "";
+  else if (l->opt.sharing == FL_SHARE_FILE_SYSTEM)
+    remedy = "; enlarge /dev/shm (docker --shm-size) or use "
+             "FL_SHARE_FILE_DESCRIPTOR";
+  else
+    remedy = "; enlarge /dev/shm (docker --shm-size) or turn "
+             "fd_in_dev_shm off: memfd segments are not charged to it";
+  return fl__loader_set_error(
+      l, b->status,
+      "batch %llu (worker %u): %s%s; this loader holds %zu bytes in %zu "
+      "segments, %zu batches handed out. The batch is kept: release "
+      "batches and call fl_loader_next again",
+      (unsigned long long)b->seq, b->worker, b->msg, remedy,
+      l->stats.bytes_mapped, l->stats.segments, l->stats.batches_held);
 }
 
 /* A worker could not make a segment: out of shm, fds or memory. */
@@ -143,11 +159,11 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
     return;
   }
   if (rc == FL_EMFILE || rc == FL_ENFILE) {
-    keep_for_refetch(l, b, rc, NULL);
+    keep_for_refetch(l, b, rc, 1);
     return;
   }
   if (b->seg.base == NULL && resource_error(r->status)) {
-    keep_for_refetch(l, b, r->status, b->msg);
+    keep_for_refetch(l, b, r->status, 0);
     return;
   }
   if (rc != 0 && b->status == 0) {

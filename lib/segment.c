@@ -74,10 +74,9 @@ explain_reserve(char *err, size_t errlen, const char *name, size_t size,
   }
   snprintf(err, errlen,
            "/dev/shm is full: cannot reserve %zu bytes for a batch segment "
-           "(/dev/shm holds %llu MB, %llu MB free); enlarge it "
-           "(docker --shm-size) or use FL_SHARE_FILE_DESCRIPTOR", size,
-           (unsigned long long)vfs.f_blocks * vfs.f_frsize / 1000000,
-           (unsigned long long)vfs.f_bavail * vfs.f_frsize / 1000000);
+           "(/dev/shm holds %.1f MB, %.1f MB free)", size,
+           (double)vfs.f_blocks * vfs.f_frsize / 1e6,
+           (double)vfs.f_bavail * vfs.f_frsize / 1e6);
 }
 
 int

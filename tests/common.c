@@ -41,7 +41,11 @@ flt_fd_count(void)
 int
 flt_shm_count(void)
 {
-  return count_dir("/dev/shm", "forkload");
+  char prefix[64];
+
+  /* Only this process's names: tests run in parallel under make -j. */
+  snprintf(prefix, sizeof(prefix), "forkload.%ld.", (long)getpid());
+  return count_dir("/dev/shm", prefix);
 }
 
 int

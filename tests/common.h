@@ -18,7 +18,7 @@
 
 /* Open fds of this process. */
 int flt_fd_count(void);
-/* Entries in /dev/shm whose name starts with "forkload". */
+/* Entries in /dev/shm named for segments this process owns. */
 int flt_shm_count(void);
 /* Live or zombie children of this process. */
 int flt_child_count(void);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Checks the manual pages, with TAP output:
 #   1-2  mandoc -Tlint -W warning finds nothing in forkload.1 and forkload.3;
-#   3    every long option of `forkload run` (its getopt_long table in
-#        examples/run.c) appears in the rendered forkload.1;
+#   3    every long option of the CLI (the getopt_long tables in
+#        examples/*.c) appears in the rendered forkload.1;
 #   4    every FL_EXTERN function of lib/forkload.h appears in forkload.3
 #        as .Fn, .Fo or .Nm.
 # Exits 77 (skip) when mandoc is not installed.
@@ -11,7 +11,6 @@ top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 man1=$top_srcdir/man/forkload.1
 man3=$top_srcdir/man/forkload.3
 header=$top_srcdir/lib/forkload.h
-run_c=$top_srcdir/examples/run.c
 
 if ! command -v mandoc >/dev/null 2>&1; then
   echo "1..0 # SKIP mandoc is not installed"
@@ -40,7 +39,7 @@ done
 
 # Case 3: the CLI's long options, from lines such as
 #   {"batch-size", required_argument, NULL, 'b'},
-options=$(tr '{' '\n' <"$run_c" 2>/dev/null |
+options=$(cat "$top_srcdir"/examples/*.c 2>/dev/null | tr '{' '\n' |
   grep -E '^ *"[a-z][a-z0-9-]*" *, *(no_argument|required_argument|optional_argument|[012]) *,' |
   sed 's/^ *"\([^"]*\)".*/\1/')
 
@@ -53,10 +52,10 @@ for opt in $options; do
     missing="$missing --$opt"
 done
 if [ -n "$text" ] && [ -n "$options" ] && [ -z "$missing" ]; then
-  ok "forkload.1 documents every option of forkload run"
+  ok "forkload.1 documents every option of the CLI"
 else
-  not_ok "forkload.1 documents every option of forkload run"
-  diag "missing:${missing:- (forkload.1 did not render, or no getopt_long table in $run_c)}"
+  not_ok "forkload.1 documents every option of the CLI"
+  diag "missing:${missing:- (forkload.1 did not render, or no getopt_long table in examples/*.c)}"
 fi
 
 # Case 4: the public functions.
