@@ -248,3 +248,12 @@ flt_warm_up(void)
     fl_loader_destroy(l);
   flt_data_free(&d);
 }
+
+double
+flt_now(void)
+{
+  struct timespec t;
+
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}

@@ -40,6 +40,9 @@ void flt_assert_clean(const flt_baseline *b);
  */
 void flt_warm_up(void);
 
+/* Monotonic seconds. */
+double flt_now(void);
+
 /* Print a TAP "skip all" plan with the reason and exit 77. */
 void flt_skip_all(const char *fmt, ...)
     __attribute__((noreturn, format(printf, 1, 2)));

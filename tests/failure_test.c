@@ -25,15 +25,6 @@
 
 #include "common.h"
 
-static double
-now(void)
-{
-  struct timespec t;
-
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 /* Sample 3 writes 9 bytes past its room, or claims 9 bytes too many. */
 static int
 overrun_get(void *ctx, size_t i, void *dst, size_t *nbytes)
@@ -283,8 +274,8 @@ parent_killed(int from_thread)
   assert_true(w[0] > 0 && w[1] > 0);
   kill(parent, SIGKILL);
   assert_int_equal(waitpid(parent, NULL, 0), parent);
-  t0 = now();
-  for (left = 2; left > 0 && now() - t0 < 2.0;) {
+  t0 = flt_now();
+  for (left = 2; left > 0 && flt_now() - t0 < 2.0;) {
     for (i = 0, left = 0; i < 2; i++) {
       if (w[i] != 0 && waitpid(w[i], NULL, WNOHANG) == w[i])
         w[i] = 0;
@@ -293,7 +284,7 @@ parent_killed(int from_thread)
     usleep(1000);
   }
   assert_int_equal(left, 0);
-  assert_true(now() - t0 < 0.5);
+  assert_true(flt_now() - t0 < 0.5);
   prctl(PR_SET_CHILD_SUBREAPER, 0);
   flt_data_free(&p.d);
   /*
@@ -353,11 +344,11 @@ host_that_reaps(void (*handler)(int))
   opt.num_workers = 2;
   assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
   assert_int_equal(fl_loader_begin(l), 0);
-  t0 = now();
+  t0 = flt_now();
   while ((rc = fl_loader_next(l, &b)) == 1)
     fl_batch_release(b);
   assert_int_equal(rc, FL_EWORKER);
-  assert_true(now() - t0 < 1.0);
+  assert_true(flt_now() - t0 < 1.0);
   assert_non_null(strstr(fl_loader_error(l), "worker 1 (pid "));
   fl_loader_destroy(l);
   sigaction(SIGCHLD, &old, NULL);

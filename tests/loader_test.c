@@ -17,15 +17,6 @@
 
 #include "common.h"
 
-static double
-now(void)
-{
-  struct timespec t;
-
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 /* What most cases start from: a baseline, a dataset, default options. */
 typedef struct fx {
   flt_baseline base;
@@ -609,15 +600,15 @@ timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt(void **st)
   f.opt.num_workers = 1;
   f.opt.timeout_ms = 200;
   fx_start(&f);
-  t0 = now();
+  t0 = flt_now();
   assert_int_equal(fl_loader_next(f.l, &b), FL_ETIMEDOUT);
-  assert_true(now() - t0 < 1.0);
-  assert_true(now() - t0 >= 0.19);
+  assert_true(flt_now() - t0 < 1.0);
+  assert_true(flt_now() - t0 >= 0.19);
   assert_non_null(strstr(fl_loader_error(f.l), "no batch from the workers"));
   assert_non_null(strstr(fl_loader_error(f.l), "200 ms"));
-  t0 = now();
+  t0 = flt_now();
   fl_loader_destroy(f.l);
-  assert_true(now() - t0 < 1.5);
+  assert_true(flt_now() - t0 < 1.5);
   flt_data_free(&f.d);
   flt_assert_clean(&f.base);
 }
@@ -638,12 +629,12 @@ worker_death(int sig, const char *want)
   f.opt.num_workers = 2;
   f.opt.persistent_workers = 1;
   fx_start(&f);
-  t0 = now();
+  t0 = flt_now();
   while ((rc = fl_loader_next(f.l, &b)) == 1) {
     fl_batch_release(b);
     n++;
   }
-  assert_true(now() - t0 < 1.0);
+  assert_true(flt_now() - t0 < 1.0);
   assert_int_equal(rc, FL_EWORKER);
   assert_true(n <= 5);
   /* Worker 1 held index 5 (batch 5 of 1 sample, round-robin). */

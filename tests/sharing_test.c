@@ -33,15 +33,6 @@
 
 static size_t page;
 
-static double
-now(void)
-{
-  struct timespec t;
-
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void
 sleep_ms(long ms)
 {
@@ -58,7 +49,7 @@ sleep_ms(long ms)
 static int
 wait_child(pid_t pid, long timeout_ms)
 {
-  double deadline = now() + timeout_ms / 1e3;
+  double deadline = flt_now() + timeout_ms / 1e3;
   int status;
   pid_t r;
 
@@ -67,7 +58,7 @@ wait_child(pid_t pid, long timeout_ms)
     if (r == pid)
       break;
     assert_int_equal(r, 0);
-    if (now() > deadline) {
+    if (flt_now() > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       fail_msg("child %ld did not exit within %ld ms", (long)pid,
@@ -746,10 +737,10 @@ index_queue_recv_returns_zero_promptly_when_parent_end_closes(void **state)
   close(sv[1]);
   sleep_ms(100); /* let the child settle into poll */
   assert_int_equal(waitpid(pid, &status, WNOHANG), 0); /* still waiting */
-  t0 = now();
+  t0 = flt_now();
   close(sv[0]);
   assert_int_equal(wait_child(pid, 3000), 0);
-  took = now() - t0;
+  took = flt_now() - t0;
   if (took > 0.5)
     fail_msg("the worker took %.3f s to see its parent's end close", took);
   mq_close((mqd_t)mq);
