@@ -1,0 +1,569 @@
+/*
+ * make bench: forkload beside PyTorch's DataLoader, same workloads, same
+ * machine, same run.  Each round runs a workload with forkload, then with
+ * PyTorch (tests/bench/torch_side.py, when `import torch` works); the table
+ * gives medians, the ratio, and PASS/FAIL against the targets of the
+ * performance issue.  The machine's warm memset bandwidth is measured in
+ * the same run, to put forkload's MB/s in proportion.  --smoke runs tiny
+ * sizes and no PyTorch, so that CI can keep this program from rotting.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "forkload.h"
+
+#define MAX_ROUNDS 9
+
+static int smoke;
+static int rounds = 3;
+static const char *torch_script = "tests/bench/torch_side.py";
+static int have_torch;
+
+static double
+now(void)
+{
+  struct timespec t;
+
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void
+sleep_us(unsigned us)
+{
+  struct timespec t = {us / 1000000, (long)(us % 1000000) * 1000};
+
+  while (nanosleep(&t, &t) != 0 && errno == EINTR)
+    ;
+}
+
+static void
+spin_us(double us)
+{
+  double end = now() + us / 1e6;
+
+  while (now() < end)
+    ;
+}
+
+static void
+die(const char *what, fl_loader *l, int rc)
+{
+  fprintf(stderr, "bench: %s: %s\n", what,
+          l != NULL ? fl_loader_error(l) : fl_strerror(rc));
+  exit(1);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+
+  return (x > y) - (x < y);
+}
+
+static double
+median(double *v, int n)
+{
+  qsort(v, (size_t)n, sizeof(*v), cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The datasets: each mirrors its twin in torch_side.py. */
+struct data {
+  size_t floats;         /* per sample */
+  const float *src;      /* bandwidth: a decoded image to copy */
+  unsigned delay_us;     /* per sample, or per batch with get_batch */
+  unsigned slow_us;      /* head-of-line: worker 0's per-sample delay */
+};
+
+static void
+fill(const struct data *d, size_t i, float *dst)
+{
+  size_t k;
+
+  if (d->src != NULL) {
+    memcpy(dst, d->src, d->floats * sizeof(float));
+    return;
+  }
+  for (k = 0; k < d->floats; k++)
+    dst[k] = (float)(i % 251);
+}
+
+static int
+get(void *ctx, size_t i, void *dst, size_t *nbytes)
+{
+  const struct data *d = ctx;
+  const fl_worker_info *w = fl_get_worker_info();
+
+  if (d->slow_us != 0 && w != NULL)
+    sleep_us(w->id == 0 ? d->slow_us : d->delay_us);
+  else if (d->delay_us != 0)
+    sleep_us(d->delay_us);
+  fill(d, i, dst);
+  *nbytes = d->floats * sizeof(float);
+  return 0;
+}
+
+static int
+get_batch(void *ctx, const size_t *idx, size_t n, void *dst, size_t *nbytes)
+{
+  const struct data *d = ctx;
+  size_t i;
+
+  sleep_us(d->delay_us); /* one read for the whole batch */
+  for (i = 0; i < n; i++) {
+    fill(d, idx[i], (float *)dst + i * d->floats);
+    nbytes[i] = d->floats * sizeof(float);
+  }
+  return 0;
+}
+
+static fl_loader *
+make(struct data *d, size_t len, int batched, fl_options *opt)
+{
+  fl_dataset ds = {0};
+  fl_loader *l = NULL;
+  int rc;
+
+  ds.ctx = d;
+  ds.len = len;
+  ds.sample_bytes = d->floats * sizeof(float);
+  if (batched)
+    ds.get_batch = get_batch;
+  else
+    ds.get = get;
+  rc = fl_loader_create(&l, &ds, opt);
+  if (rc != 0)
+    die("create", NULL, rc);
+  return l;
+}
+
+static void
+default_opt(fl_options *opt, size_t bs, unsigned workers)
+{
+  fl_options_init(opt);
+  opt->batch_size = bs;
+  opt->num_workers = workers;
+  opt->prefetch_factor = 2;
+  opt->persistent_workers = 1;
+}
+
+/*
+ * One epoch as a trainer consumes it: read one value of each sample.
+ * spin_before: busy time between batches (0: none).  lat: when not NULL,
+ * the duration of each fl_loader_next call, in microseconds.
+ */
+static size_t
+epoch(fl_loader *l, size_t floats, double spin_before, double *lat,
+      size_t *nlat, double *sum, uint64_t *bytes)
+{
+  fl_batch *b;
+  double t0;
+  size_t n = 0, i;
+  int rc;
+
+  if ((rc = fl_loader_begin(l)) != 0)
+    die("begin", l, rc);
+  for (;;) {
+    if (spin_before > 0)
+      spin_us(spin_before);
+    t0 = now();
+    rc = fl_loader_next(l, &b);
+    if (rc == 0)
+      break;
+    if (rc < 0)
+      die("next", l, rc);
+    if (lat != NULL)
+      lat[(*nlat)++] = (now() - t0) * 1e6;
+    for (i = 0; i < fl_batch_count(b); i++)
+      *sum += ((const float *)fl_batch_data(b))[i * floats];
+    *bytes += fl_batch_count(b) * floats * sizeof(float);
+    fl_batch_release(b);
+    n++;
+  }
+  return n;
+}
+
+/* A measurement: up to four named values. */
+struct result {
+  double v[4];
+  int unsupported;
+};
+
+/* Workload 1: per-batch overhead on 1 KiB samples. */
+static void
+fl_overhead(struct result *r)
+{
+  struct data d = {256, NULL, 0, 0};
+  size_t len = smoke ? 6400 : 128000, n = 0, nlat = 0;
+  double sum = 0, t0, *lat;
+  uint64_t bytes = 0;
+  fl_options opt;
+  fl_loader *l;
+
+  default_opt(&opt, 64, 2);
+  l = make(&d, len, 0, &opt);
+  lat = calloc(len / 64 + 1, sizeof(*lat));
+  epoch(l, 256, 0, NULL, NULL, &sum, &bytes); /* warm-up */
+  t0 = now();
+  n += epoch(l, 256, 0, NULL, NULL, &sum, &bytes);
+  n += epoch(l, 256, 0, NULL, NULL, &sum, &bytes);
+  r->v[0] = (double)n / (now() - t0);
+  /* Latency when the batch is ready: the consumer is the slow side. */
+  epoch(l, 256, 300, lat, &nlat, &sum, &bytes);
+  qsort(lat + 10, nlat - 10, sizeof(*lat), cmp_double);
+  r->v[1] = lat[10 + (nlat - 10) / 2];
+  r->v[2] = lat[10 + (size_t)((nlat - 10) * 0.99)];
+  free(lat);
+  fl_loader_destroy(l);
+}
+
+/* Workload 2: bandwidth, 3x224x224 float32 samples, batch 32. */
+static void
+fl_bandwidth(struct result *r, size_t *peak, size_t *bound)
+{
+  const size_t floats = 3 * 224 * 224, bs = 32;
+  size_t len = smoke ? 64 : 2048, i;
+  float *src = malloc(floats * sizeof(float));
+  struct data d = {floats, src, 0, 0};
+  uint64_t bytes = 0;
+  double sum = 0, t0;
+  fl_options opt;
+  fl_loader *l;
+  fl_stats st;
+
+  for (i = 0; i < floats; i++)
+    src[i] = (float)rand() / (float)RAND_MAX;
+  default_opt(&opt, bs, 2);
+  l = make(&d, len, 0, &opt);
+  t0 = now();
+  epoch(l, floats, 0, NULL, NULL, &sum, &bytes);
+  r->v[1] = (double)bytes / 1e6 / (now() - t0); /* cold */
+  bytes = 0;
+  t0 = now();
+  epoch(l, floats, 0, NULL, NULL, &sum, &bytes);
+  epoch(l, floats, 0, NULL, NULL, &sum, &bytes);
+  r->v[0] = (double)bytes / 1e6 / (now() - t0);
+  fl_loader_stats(l, &st);
+  *peak = st.bytes_mapped_peak;
+  /* The bound: (prefetch x workers + held) batches, in whole pages. */
+  *bound = (opt.prefetch_factor * opt.num_workers + 1) *
+           ((bs * floats * sizeof(float) + 4095) / 4096 * 4096);
+  fl_loader_destroy(l);
+  free(src);
+}
+
+/* Workload 3: the seed tutorial, 5 ms per sample (or per batch). */
+static void
+fl_tutorial(const char *config, struct result *r)
+{
+  struct data d = {16, NULL, 5000, 0};
+  size_t len = smoke ? 64 : 512, e, epochs = smoke ? 1 : 10;
+  uint64_t bytes = 0;
+  double sum = 0, t0;
+  fl_options opt;
+  fl_loader *l;
+
+  default_opt(&opt, 32, config[1] == '0' ? 0 : 4);
+  opt.shuffle = 1;
+  opt.persistent_workers = strcmp(config, "w4") != 0;
+  l = make(&d, len, strcmp(config, "w4b") == 0, &opt);
+  t0 = now();
+  for (e = 0; e < epochs; e++)
+    epoch(l, 16, 0, NULL, NULL, &sum, &bytes);
+  r->v[0] = now() - t0;
+  fl_loader_destroy(l);
+}
+
+/* Workload 4: head-of-line, worker 0 ten times slower per sample. */
+static void
+fl_hol(int in_order, struct result *r)
+{
+  struct data d = {16, NULL, 100, 1000};
+  size_t len = smoke ? 160 : 1600, n;
+  uint64_t bytes = 0;
+  double sum = 0, t0;
+  fl_options opt;
+  fl_loader *l;
+
+  default_opt(&opt, 8, 2);
+  opt.in_order = in_order;
+  l = make(&d, len, 0, &opt);
+  epoch(l, 16, 0, NULL, NULL, &sum, &bytes);
+  t0 = now();
+  n = epoch(l, 16, 0, NULL, NULL, &sum, &bytes);
+  r->v[0] = (double)n / (now() - t0);
+  fl_loader_destroy(l);
+}
+
+/*
+ * What one worker alone delivers with a per-sample delay: the reference
+ * for head-of-line, measured rather than computed, since sleeps overshoot.
+ */
+static double
+fl_one_worker(unsigned delay_us)
+{
+  struct data d = {16, NULL, delay_us, 0};
+  size_t len = smoke ? 80 : 800, n;
+  uint64_t bytes = 0;
+  double sum = 0, t0;
+  fl_options opt;
+  fl_loader *l;
+
+  default_opt(&opt, 8, 1);
+  l = make(&d, len, 0, &opt);
+  t0 = now();
+  n = epoch(l, 16, 0, NULL, NULL, &sum, &bytes);
+  fl_loader_destroy(l);
+  return (double)n / (now() - t0);
+}
+
+/* Workload 5: from fl_loader_create to the first batch. */
+static void
+fl_startup(struct result *r)
+{
+  struct data d = {256, NULL, 0, 0};
+  fl_options opt;
+  fl_loader *l;
+  fl_batch *b;
+  double t0 = now();
+  int rc;
+
+  default_opt(&opt, 64, 2);
+  l = make(&d, 6400, 0, &opt);
+  if ((rc = fl_loader_begin(l)) != 0 || (rc = fl_loader_next(l, &b)) != 1)
+    die("first batch", l, rc);
+  r->v[0] = (now() - t0) * 1e3;
+  fl_batch_release(b);
+  fl_loader_destroy(l);
+}
+
+/* The machine's warm memset bandwidth, MB/s: the ceiling for a batch. */
+static double
+memset_mb_per_s(void)
+{
+  size_t size = (smoke ? 16 : 256) << 20;
+  unsigned char *buf = malloc(size);
+  double best = 0, t0, t;
+  int i;
+
+  memset(buf, 1, size); /* fault every page in first */
+  for (i = 0; i < 5; i++) {
+    t0 = now();
+    memset(buf, i, size);
+    __asm__ __volatile__("" : : "r"(buf) : "memory");
+    t = now() - t0;
+    if (size / t / 1e6 > best)
+      best = (double)size / t / 1e6;
+  }
+  free(buf);
+  return best;
+}
+
+/* Run torch_side.py; read the named keys from its one line of JSON. */
+static int
+torch_run(const char *args, const char **keys, int nkeys, struct result *r)
+{
+  char cmd[512], line[2048], *p;
+  FILE *f;
+  int i, ok = 0;
+
+  snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s%s", torch_script, args,
+           smoke ? " --smoke" : "");
+  f = popen(cmd, "r");
+  if (f == NULL)
+    return -1;
+  if (fgets(line, sizeof(line), f) != NULL) {
+    ok = 1;
+    r->unsupported = strstr(line, "\"unsupported\": true") != NULL ||
+                     strstr(line, "\"unsupported\":true") != NULL;
+    for (i = 0; i < nkeys; i++) {
+      char key[64];
+
+      snprintf(key, sizeof(key), "\"%s\"", keys[i]);
+      p = strstr(line, key);
+      if (p == NULL || (p = strchr(p, ':')) == NULL)
+        r->v[i] = -1;
+      else
+        r->v[i] = strtod(p + 1, NULL);
+    }
+  }
+  if (pclose(f) != 0 || !ok) {
+    fprintf(stderr, "bench: %s failed\n", cmd);
+    return -1;
+  }
+  return 0;
+}
+
+/* A row of the table: medians of forkload's and PyTorch's rounds. */
+struct row {
+  const char *name, *metric;
+  double fl[MAX_ROUNDS], pt[MAX_ROUNDS];
+  int nfl, npt, unsupported;
+};
+
+static void
+print_row(struct row *w, const char *target, int pass)
+{
+  if (smoke)
+    pass = -1; /* tiny sizes: no verdict means anything */
+  double f = median(w->fl, w->nfl);
+  double p = w->npt > 0 ? median(w->pt, w->npt) : 0;
+  char pt[32] = "-", ratio[32] = "-";
+
+  if (w->unsupported)
+    snprintf(pt, sizeof(pt), "n/a");
+  else if (w->npt > 0) {
+    snprintf(pt, sizeof(pt), "%.1f", p);
+    snprintf(ratio, sizeof(ratio), "%.2fx", f / p);
+  }
+  printf("%-22s %-14s %12.1f %12s %9s  %-26s %s\n", w->name, w->metric, f, pt,
+         ratio, target, pass < 0 ? "-" : pass ? "PASS" : "FAIL");
+}
+
+int
+main(int argc, char **argv)
+{
+  static const char *tut[] = {"w0", "w4", "w4p", "w4b"};
+  static const char *bpk[] = {"batches_per_s", "next_p50_us", "next_p99_us"};
+  static const char *bwk[] = {"mb_per_s", "cold_mb_per_s"};
+  static const char *sk[] = {"seconds"};
+  static const char *fbk[] = {"first_batch_ms"};
+  struct row ovh = {.name = "overhead", .metric = "batches/s"},
+             p50 = {.name = "  next() p50", .metric = "us"},
+             p99 = {.name = "  next() p99", .metric = "us"},
+             bw = {.name = "bandwidth", .metric = "MB/s"},
+             cold = {.name = "  cold epoch", .metric = "MB/s"}, tr[4], hol[2],
+             start = {.name = "startup", .metric = "ms to batch 1"};
+  struct result r;
+  size_t peak = 0, bound = 0;
+  double mem, ideal[4], fast_alone, f, p;
+  char args[64], target[64];
+  int i, k, pass;
+
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--smoke") == 0)
+      smoke = 1;
+    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+      rounds = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--torch-script") == 0 && i + 1 < argc)
+      torch_script = argv[++i];
+    else {
+      fprintf(stderr, "usage: bench [--smoke] [--rounds N] "
+                      "[--torch-script PATH]\n");
+      return 2;
+    }
+  }
+  if (rounds < 1 || rounds > MAX_ROUNDS)
+    rounds = 3;
+  if (smoke)
+    rounds = 1;
+  have_torch = !smoke &&
+               system("/usr/bin/python3 -c 'import torch' 2>/dev/null") == 0;
+  memset(tr, 0, sizeof(tr));
+  memset(hol, 0, sizeof(hol));
+  for (k = 0; k < 4; k++) {
+    tr[k].name = k == 0 ? "tutorial w0" : k == 1 ? "tutorial w4"
+                 : k == 2 ? "tutorial w4 persist" : "tutorial w4 get_batch";
+    tr[k].metric = "seconds";
+  }
+  hol[0].name = "head-of-line in order";
+  hol[1].name = "head-of-line arrival";
+  hol[0].metric = hol[1].metric = "batches/s";
+  fprintf(stderr, "bench: %d round(s), PyTorch %s\n", rounds,
+          have_torch ? "found" : "not found: forkload only");
+  mem = memset_mb_per_s();
+  for (i = 0; i < rounds; i++) {
+    fprintf(stderr, "bench: round %d\n", i + 1);
+    fl_overhead(&r);
+    ovh.fl[ovh.nfl++] = r.v[0];
+    p50.fl[p50.nfl++] = r.v[1];
+    p99.fl[p99.nfl++] = r.v[2];
+    if (have_torch && torch_run("overhead", bpk, 3, &r) == 0) {
+      ovh.pt[ovh.npt++] = r.v[0];
+      p50.pt[p50.npt++] = r.v[1];
+      p99.pt[p99.npt++] = r.v[2];
+    }
+    fl_bandwidth(&r, &peak, &bound);
+    bw.fl[bw.nfl++] = r.v[0];
+    cold.fl[cold.nfl++] = r.v[1];
+    if (have_torch && torch_run("bandwidth", bwk, 2, &r) == 0) {
+      bw.pt[bw.npt++] = r.v[0];
+      cold.pt[cold.npt++] = r.v[1];
+    }
+    /* The 0-worker tutorial takes 26 s a side: once is enough. */
+    for (k = i == 0 ? 0 : 1; k < 4; k++) {
+      fl_tutorial(tut[k], &r);
+      tr[k].fl[tr[k].nfl++] = r.v[0];
+      snprintf(args, sizeof(args), "tutorial %s", tut[k]);
+      if (have_torch && torch_run(args, sk, 1, &r) == 0)
+        tr[k].pt[tr[k].npt++] = r.v[0];
+    }
+    for (k = 0; k < 2; k++) {
+      fl_hol(k == 0, &r);
+      hol[k].fl[hol[k].nfl++] = r.v[0];
+      snprintf(args, sizeof(args), "hol %s", k == 0 ? "in" : "out");
+      if (have_torch && torch_run(args, bpk, 1, &r) == 0) {
+        if (r.unsupported)
+          hol[k].unsupported = 1;
+        else
+          hol[k].pt[hol[k].npt++] = r.v[0];
+      }
+    }
+    fl_startup(&r);
+    start.fl[start.nfl++] = r.v[0];
+    if (have_torch && torch_run("startup", fbk, 1, &r) == 0)
+      start.pt[start.npt++] = r.v[0];
+  }
+
+  printf("\nforkload vs PyTorch DataLoader, medians of %d round(s)%s\n",
+         rounds, smoke ? " (smoke sizes: figures are not comparable)" : "");
+  printf("warm memset bandwidth of this machine: %.0f MB/s\n\n", mem);
+  printf("%-22s %-14s %12s %12s %9s  %-26s %s\n", "workload", "metric",
+         "forkload", "pytorch", "ratio", "target", "verdict");
+  f = median(ovh.fl, ovh.nfl);
+  p = ovh.npt ? median(ovh.pt, ovh.npt) : 0;
+  pass = ovh.npt ? f >= 50 * p : -1;
+  print_row(&ovh, ">= 50x PyTorch", pass);
+  print_row(&p50, "", -1);
+  print_row(&p99, "", -1);
+  f = median(bw.fl, bw.nfl);
+  p = bw.npt ? median(bw.pt, bw.npt) : 0;
+  snprintf(target, sizeof(target), ">= 5x PyTorch, >= %.0f", 0.4 * mem);
+  pass = f >= 0.4 * mem && (bw.npt == 0 || f >= 5 * p);
+  print_row(&bw, target, pass);
+  print_row(&cold, "", -1);
+  /* Ideal: sleep-bound, 5 ms per sample spread over 4 workers. */
+  ideal[0] = (smoke ? 64 : 512) * 0.005 * (smoke ? 1 : 10);
+  ideal[1] = ideal[2] = ideal[0] / 4;
+  ideal[3] = (smoke ? 2 : 16) * 0.005 / 4 * (smoke ? 1 : 10);
+  for (k = 0; k < 4; k++) {
+    f = median(tr[k].fl, tr[k].nfl);
+    snprintf(target, sizeof(target), k ? "<= 1.1 x ideal %.2f s"
+                                       : "ideal %.2f s", ideal[k]);
+    print_row(&tr[k], target, k ? f <= 1.1 * ideal[k] : -1);
+  }
+  for (k = 1; k < 4; k++)
+    printf("  %-22s speedup over 0 workers: forkload %.1fx\n", tr[k].name,
+           median(tr[0].fl, tr[0].nfl) / median(tr[k].fl, tr[k].nfl));
+  /* The fast worker alone, plus the slow one's share, as measured. */
+  fast_alone = fl_one_worker(100) + fl_one_worker(1000);
+  print_row(&hol[0], "", -1);
+  snprintf(target, sizeof(target), ">= 0.9 x %.0f", fast_alone);
+  f = median(hol[1].fl, hol[1].nfl);
+  print_row(&hol[1], target, f >= 0.9 * fast_alone);
+  print_row(&start, "", -1);
+  printf("%-22s %-14s %12.1f %12s %9s  %-26s %s\n", "memory peak", "MB",
+         peak / 1e6, "-", "-", "<= (2x2+1) batches",
+         smoke ? "-" : peak <= bound ? "PASS" : "FAIL");
+  printf("\n(bound %.1f MB: (prefetch 2 x 2 workers + 1 held) batches of "
+         "%zu bytes, in pages)\n",
+         bound / 1e6, (size_t)32 * 602112);
+  return 0;
+}
