@@ -1,0 +1,360 @@
+"""PyTorch side of the forkload vs. DataLoader benchmark.
+
+tests/bench/bench.c runs this script as a subprocess, once per measurement:
+
+    /usr/bin/python3 tests/bench/torch_side.py WORKLOAD [CONFIG] [--smoke]
+
+WORKLOAD is one of overhead, bandwidth, tutorial (CONFIG w0, w4, w4p or
+w4b), hol (CONFIG in or out) and startup.  Each workload mirrors the C side
+exactly: same sample count and size, batch size, workers, prefetch factor,
+persistence and per-sample delay.  The consumer reads the first value of
+every sample into a checksum, which is checked against its known value so
+that neither side can win by not touching the data.
+
+The result is exactly one line of JSON on stdout; exit status 0.  On any
+failure a message goes to stderr and the exit status is 1.  --smoke shrinks
+every size so that a run takes about a second (only to check the script).
+Uses the default fork start method and file_descriptor sharing strategy.
+"""
+
+import argparse
+import inspect
+import json
+import math
+import sys
+import time
+import warnings
+
+import torch
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data._utils import fetch
+
+SAMPLE_3x224 = 3 * 224 * 224 * 4  # bytes in one bandwidth sample
+LATENCY_SPIN_S = 300e-6  # busy-wait before each timed next() call
+LATENCY_SKIP = 10  # next() calls left out at the start of that epoch
+
+
+class BenchError(Exception):
+    """A measurement ran but gave a wrong result."""
+
+
+# ---------------------------------------------------------------- datasets
+
+
+class ModuloDataset(Dataset):
+    """N samples of 256 float32 (1 KiB), every value i % 251 (overhead)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.full((256,), float(i % 251))
+
+
+class CloneDataset(Dataset):
+    """N samples of shape (3, 224, 224), each a full copy of one source."""
+
+    def __init__(self, n):
+        self.n = n
+        self.src = torch.rand(3, 224, 224)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.src.clone()
+
+
+class SleepyDataset(Dataset):
+    """N samples of 16 float32 equal to i, each after a 5 ms sleep."""
+
+    def __init__(self, n, size=16):
+        self.n = n
+        self.size = size
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(0.005)
+        return torch.full((self.size,), float(i))
+
+
+class BatchedSleepyDataset(SleepyDataset):
+    """Like SleepyDataset, but a whole batch costs a single 5 ms sleep.
+
+    The python3-torch 1.13 of Debian 12 already has the __getitems__ hook
+    in torch/utils/data/_utils/fetch.py (_MapDatasetFetcher calls it with
+    the batch's index list when auto-collation is on; upstream only got it
+    in 2.0), so this uses it directly rather than emulating it with a
+    BatchSampler and batch_size=None.  main() checks that the hook is there.
+    """
+
+    def __getitems__(self, indices):
+        time.sleep(0.005)
+        return [torch.full((self.size,), float(i)) for i in indices]
+
+
+class HolDataset(Dataset):
+    """16-float samples; worker 0 takes 1 ms a sample, the others 0.1 ms."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        info = get_worker_info()
+        time.sleep(0.001 if info is not None and info.id == 0 else 0.0001)
+        return torch.full((16,), float(i))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def first_values(batch):
+    """The first value of every sample in the batch, as a 1-D view."""
+    return batch.reshape(batch.shape[0], -1)[:, 0]
+
+
+def run_epoch(loader):
+    """Iterate one epoch; return (batches, samples, checksum)."""
+    batches = samples = 0
+    checksum = 0.0
+    for batch in loader:
+        checksum += first_values(batch).sum().item()
+        batches += 1
+        samples += batch.shape[0]
+    return batches, samples, checksum
+
+
+def timed_epochs(loader, epochs):
+    """Run epochs; return (seconds, batches, samples, checksum)."""
+    batches = samples = 0
+    checksum = 0.0
+    start = time.perf_counter()
+    for _ in range(epochs):
+        b, s, c = run_epoch(loader)
+        batches += b
+        samples += s
+        checksum += c
+    return time.perf_counter() - start, batches, samples, checksum
+
+
+def spin(seconds):
+    """Busy-wait, so that the workers get ahead without a sleep's jitter."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def next_latencies_us(loader):
+    """One epoch; return (per-next() times in us, checksum).
+
+    Before each next() the consumer spins for LATENCY_SPIN_S; only the
+    next() call itself is timed.  The first LATENCY_SKIP calls are dropped.
+    """
+    times = []
+    checksum = 0.0
+    it = iter(loader)
+    while True:
+        spin(LATENCY_SPIN_S)
+        t0 = time.perf_counter()
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
+        times.append((time.perf_counter() - t0) * 1e6)
+        checksum += first_values(batch).sum().item()
+    del it
+    return times[LATENCY_SKIP:], checksum
+
+
+def percentile(values, p):
+    """Nearest-rank percentile p (0-100] of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def check(name, got, want, rel=0.0):
+    """Raise BenchError unless got equals want (within rel, if given)."""
+    if abs(got - want) > rel * abs(want):
+        raise BenchError("%s: checksum %r, expected %r" % (name, got, want))
+
+
+def fetcher_calls_getitems():
+    """Whether this torch's map-style fetcher uses Dataset.__getitems__."""
+    source = inspect.getsource(fetch._MapDatasetFetcher.fetch)
+    return "__getitems__" in source
+
+
+def make_loader(dataset, batch_size, workers, persistent=False, **kw):
+    """A DataLoader; prefetch_factor 2 is only passed when workers > 0."""
+    if workers > 0:
+        kw.update(prefetch_factor=2, persistent_workers=persistent)
+    return DataLoader(dataset, batch_size=batch_size, num_workers=workers,
+                      **kw)
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def bench_overhead(smoke, config):
+    """Per-batch cost of tiny samples: throughput and next() latency."""
+    n = 6400 if smoke else 128000
+    loader = make_loader(ModuloDataset(n), 64, 2, persistent=True)
+    epoch_sum = float(sum(i % 251 for i in range(n)))
+
+    check("warm-up", run_epoch(loader)[2], epoch_sum)
+    seconds, batches, _, checksum = timed_epochs(loader, 2)
+    check("timed", checksum, 2 * epoch_sum)
+    times, checksum = next_latencies_us(loader)
+    check("latency", checksum, epoch_sum)
+    del loader
+    return {"workload": "overhead",
+            "batches_per_s": round(batches / seconds, 1),
+            "next_p50_us": round(percentile(times, 50), 1),
+            "next_p99_us": round(percentile(times, 99), 1),
+            "batches": batches}
+
+
+def bench_bandwidth(smoke, config):
+    """Large samples, each fully written by the worker: MB/s delivered."""
+    n = 64 if smoke else 2048
+    dataset = CloneDataset(n)
+    loader = make_loader(dataset, 32, 2, persistent=True)
+    first = dataset.src[0, 0, 0].item()
+
+    cold_s, _, cold_samples, checksum = timed_epochs(loader, 1)
+    check("cold", checksum, n * first, rel=1e-5)
+    seconds, batches, samples, checksum = timed_epochs(loader, 2)
+    check("warm", checksum, 2 * n * first, rel=1e-5)
+    del loader
+    return {"workload": "bandwidth",
+            "mb_per_s": round(samples * SAMPLE_3x224 / 1e6 / seconds, 1),
+            "cold_mb_per_s": round(cold_samples * SAMPLE_3x224 / 1e6
+                                   / cold_s, 1),
+            "batches_per_s": round(batches / seconds, 1)}
+
+
+TUTORIAL_CONFIGS = {
+    # config: (workers, persistent, dataset class)
+    "w0": (0, False, SleepyDataset),
+    "w4": (4, False, SleepyDataset),
+    "w4p": (4, True, SleepyDataset),
+    "w4b": (4, True, BatchedSleepyDataset),
+}
+
+
+def bench_tutorial(smoke, config):
+    """The tutorial's slow dataset, shuffled, over 10 epochs."""
+    if config not in TUTORIAL_CONFIGS:
+        raise ValueError("tutorial needs one of %s"
+                         % ", ".join(sorted(TUTORIAL_CONFIGS)))
+    n, epochs = (64, 1) if smoke else (512, 10)
+    workers, persistent, cls = TUTORIAL_CONFIGS[config]
+    if cls is BatchedSleepyDataset and not fetcher_calls_getitems():
+        raise RuntimeError("this torch's fetcher ignores __getitems__")
+    generator = torch.Generator()
+    generator.manual_seed(0)
+    loader = make_loader(cls(n), 32, workers, persistent=persistent,
+                         shuffle=True, generator=generator)
+
+    seconds, _, _, checksum = timed_epochs(loader, epochs)
+    check("tutorial", checksum, float(epochs * n * (n - 1) // 2))
+    del loader
+    return {"workload": "tutorial", "config": config,
+            "seconds": round(seconds, 4), "epochs": epochs}
+
+
+def bench_hol(smoke, config):
+    """Head-of-line blocking behind one slow worker."""
+    if config not in ("in", "out"):
+        raise ValueError("hol needs in or out")
+    if config == "out":
+        # DataLoader's in_order argument only exists from PyTorch 2.6; the
+        # 1.13 of Debian 12 always delivers batches in order, so there is
+        # nothing to measure there.
+        return {"workload": "hol", "config": "out", "unsupported": True}
+    n = 160 if smoke else 1600
+    loader = make_loader(HolDataset(n), 8, 2, persistent=True)
+    epoch_sum = float(n * (n - 1) // 2)
+
+    check("warm-up", run_epoch(loader)[2], epoch_sum)
+    seconds, batches, _, checksum = timed_epochs(loader, 1)
+    check("timed", checksum, epoch_sum)
+    del loader
+    return {"workload": "hol", "config": "in",
+            "batches_per_s": round(batches / seconds, 1)}
+
+
+def bench_startup(smoke, config):
+    """From constructing the DataLoader to holding its first batch."""
+    n = 6400
+    dataset = ModuloDataset(n)
+    start = time.perf_counter()
+    loader = make_loader(dataset, 64, 2)
+    it = iter(loader)
+    batch = next(it)
+    ms = (time.perf_counter() - start) * 1e3
+    check("first batch", first_values(batch).sum().item(),
+          float(sum(range(64))))
+    del batch, it, loader
+    return {"workload": "startup", "first_batch_ms": round(ms, 3)}
+
+
+WORKLOADS = {
+    "overhead": bench_overhead,
+    "bandwidth": bench_bandwidth,
+    "tutorial": bench_tutorial,
+    "hol": bench_hol,
+    "startup": bench_startup,
+}
+
+
+# ---------------------------------------------------------------- main
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but exiting 1 (not 2) on a usage error."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(1, "%s: error: %s\n" % (self.prog, message))
+
+
+def parse_args(argv):
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", choices=sorted(WORKLOADS))
+    parser.add_argument("config", nargs="?", default=None,
+                        help="tutorial: w0, w4, w4p, w4b; hol: in, out")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes, only to check that it runs")
+    return parser.parse_args(argv)
+
+
+def main(argv):
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    # The tutorial's 4 workers on a small machine are deliberate.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    try:
+        if args.config is not None and args.workload not in ("tutorial",
+                                                             "hol"):
+            raise ValueError("takes no config argument")
+        result = WORKLOADS[args.workload](args.smoke, args.config)
+    except Exception as exc:  # noqa: BLE001 - any failure is reported
+        print("torch_side.py %s: %s: %s"
+              % (args.workload, type(exc).__name__, exc), file=sys.stderr)
+        return 1
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
