@@ -95,17 +95,7 @@ fl__slot_recycle(fl_loader *l, fl_batch *b)
     fl__slot_drop(l, b); /* the process that could refill it is gone */
     return;
   }
-  /*
-   * Its fd has done its work: the mapping is what we refill.  A batch the
-   * consumer holds keeps an fd, as in PyTorch, but one released gives it
-   * back, so a consumer at the fd limit recovers by releasing.
-   */
-  if (b->seg.fd >= 0) {
-    fl__fdtrack_del(b->seg.fd);
-    fl__close(b->seg.fd);
-    b->seg.fd = -1;
-    fl__stats_fds(l, -1);
-  }
+  /* Its fd stays: it lends the segment to another worker (dispatch.c). */
   b->next_free = w->free;
   w->free = b;
 }

@@ -68,14 +68,31 @@ pick(fl_loader *l)
   return NULL; /* cannot happen while fewer than the window are out */
 }
 
-/* A released segment of w's, mapped on both sides, or NULL. */
+/* Whether worker id has mapped b (ids from 64 on are never assumed to). */
+static int
+maps(const fl_batch *b, unsigned id)
+{
+  return id < 64 && (b->mapped_by >> id) & 1;
+}
+
+enum take { TAKE_OWN, TAKE_MAPPED, TAKE_LENDABLE };
+
+/*
+ * Take from worker o's free list the first segment we have mapped that is:
+ * o's own (TAKE_OWN), already mapped by worker w too (TAKE_MAPPED), or one
+ * we hold the fd of, to lend to w (TAKE_LENDABLE).
+ */
 static fl_batch *
-take_mapped_free(fl__worker *w)
+take_free(fl__worker *o, unsigned w, enum take how)
 {
   fl_batch **at, *b;
+  int ok;
 
-  for (at = &w->free; (b = *at) != NULL; at = &b->next_free) {
-    if (b->seg.base != NULL) {
+  for (at = &o->free; (b = *at) != NULL; at = &b->next_free) {
+    ok = b->seg.base != NULL &&
+         (how == TAKE_OWN || (how == TAKE_MAPPED ? maps(b, w)
+                                                 : b->seg.fd >= 0));
+    if (ok) {
       *at = b->next_free;
       return b;
     }
@@ -83,10 +100,39 @@ take_mapped_free(fl__worker *w)
   return NULL;
 }
 
+/*
+ * A released segment for worker w to refill: its own, or one idle at
+ * another worker that w has mapped before, or, under the fd strategy, one
+ * lent to w now with its fd.  Lending keeps the segments at the prefetch
+ * window plus the batches held (with strict round-robin, each worker would
+ * otherwise keep one idle), and a worker keeps what it once mapped, so
+ * after the first epoch segments change hands with no grant and no fault.
+ */
+static fl_batch *
+reuse_for(fl_loader *l, fl__worker *w, uint32_t *flags)
+{
+  unsigned i, n = l->opt.num_workers;
+  fl_batch *b = take_free(w, w->id, TAKE_OWN);
+
+  for (i = 1; b == NULL && i < n; i++)
+    b = take_free(&l->workers[(w->id + i) % n], w->id, TAKE_MAPPED);
+  for (i = 1; b == NULL && i < n; i++) {
+    if ((b = take_free(&l->workers[(w->id + i) % n], w->id, TAKE_LENDABLE)))
+      b->lent = 1;
+  }
+  if (b == NULL)
+    return NULL;
+  b->worker = w->id;
+  b->gen = w->gen;
+  *flags = b->lent ? FL__TASK_GRANTED : 0;
+  return b;
+}
+
 /* Flags for a task whose segment the worker must make anew. */
 static uint32_t
 fresh_flags(fl_loader *l, fl_batch *b)
 {
+  b->mapped_by = 0;
   b->serial = ++l->serial; /* a new name: an old one may linger */
   return FL__TASK_NEW_SEGMENT |
          (l->opt.reuse_segments ? 0 : FL__TASK_ONE_SHOT);
@@ -103,8 +149,7 @@ slot_for(fl_loader *l, fl__worker *w, fl_batch **out, uint32_t *flags)
   fl_batch *b = NULL;
   int rc;
 
-  if (l->opt.reuse_segments && (b = take_mapped_free(w)) != NULL) {
-    *flags = 0;
+  if (l->opt.reuse_segments && (b = reuse_for(l, w, flags)) != NULL) {
     *out = b;
     return 0;
   }
@@ -129,6 +174,7 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
 {
   struct fl__task t;
   size_t offset, count;
+  int rc;
 
   fl__sampler_span(&l->sampler, seq, &offset, &count);
   memset(&t, 0, sizeof(t));
@@ -140,6 +186,15 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
   t.offset = offset;
   t.count = (uint32_t)count;
   t.flags = flags;
+  if (flags & FL__TASK_GRANTED) {
+    /* The fd goes first: the worker reads it when it takes the task. */
+    b->serial = ++l->serial;
+    rc = fl__channel_grant(w->sock, b->slot, b->serial, b->seg.fd);
+    /* A worker that just died: its exit notice says so, with its cause. */
+    if (rc != 0 && rc != -EPIPE && rc != -ECONNRESET)
+      return fl__loader_fail(l, rc, "cannot lend a segment to worker %u: %s",
+                             w->id, fl_strerror(rc));
+  }
   t.serial = b->serial;
   b->state = FL__SLOT_TASKED;
   b->seq = seq;
@@ -197,7 +252,7 @@ fl__dispatch_refetch(fl_loader *l)
       continue;
     w = &l->workers[b->worker];
     seq = b->seq;
-    into = l->opt.reuse_segments ? take_mapped_free(w) : NULL;
+    into = l->opt.reuse_segments ? reuse_for(l, w, &flags) : NULL;
     if (into == NULL) {
       into = b;
       flags = fresh_flags(l, b);
@@ -211,7 +266,7 @@ fl__dispatch_refetch(fl_loader *l)
       b->state = FL__SLOT_FREE;
       fl__slot_drop(l, b);
     }
-    rc = send_fill(l, w, into, seq, into == b ? flags : 0);
+    rc = send_fill(l, w, into, seq, flags);
     if (rc != 0)
       return rc;
   }

@@ -119,13 +119,14 @@ fl__index_queue_recv(int mq, int parent_sock, pid_t parent,
       return -errno;
     p[0].fd = mq;
     p[0].events = POLLIN;
+    /* Only a hang-up: grants may wait there, read with their tasks. */
     p[1].fd = parent_sock;
-    p[1].events = POLLIN;
+    p[1].events = POLLRDHUP;
     rc = poll(p, 2, FL__PARENT_CHECK_MS);
     if (rc < 0 && errno != EINTR)
       return -errno;
-    if (rc > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
-      return 0; /* the parent never writes here: this is its exit */
+    if (rc > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+      return 0; /* the parent closed its end: it is gone */
     if (getppid() != parent)
       return 0;
   }

@@ -48,6 +48,8 @@ int fl__index_queue_recv(int mq, int parent_sock, pid_t parent,
 /* channel.c */
 int fl__channel_send(int sock, const struct fl__reply *r, int fd);
 int fl__channel_recv(int sock, struct fl__reply *r, int *fd);
+int fl__channel_grant(int sock, uint32_t slot, uint64_t serial, int fd);
+int fl__channel_take_grant(int sock, uint64_t serial);
 
 /* segment.c */
 typedef struct fl__segment {
@@ -112,6 +114,8 @@ struct fl_batch {
   uint64_t serial;   /* names the segment under the file-system strategy */
   int state;
   int orphaned;      /* the worker made a segment we never received */
+  int lent;          /* lent to `worker`, which may not have mapped it */
+  uint64_t mapped_by; /* workers (ids below 64) known to map it */
   int status;        /* 0, or this batch's error */
   uint64_t seq;
   size_t count;

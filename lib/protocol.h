@@ -1,11 +1,12 @@
 /*
  * The wire protocol between the parent and its workers.
  *
- * Parent to worker: fixed-size tasks on the worker's POSIX message queue.
- * Worker to parent: fixed-size replies on a SOCK_SEQPACKET socketpair, with
- * the segment's fd attached (SCM_RIGHTS) the first time a segment travels
- * under the fd strategy.  Batch contents never travel: they are written in
- * place into the segment named by the task.
+ * Parent to worker: fixed-size tasks on the worker's POSIX message queue,
+ * and, on the socket, a grant with an fd when a task names a segment lent
+ * from another worker.  Worker to parent: fixed-size replies on a
+ * SOCK_SEQPACKET socketpair, with the segment's fd attached (SCM_RIGHTS)
+ * the first time a segment travels under the fd strategy.  Batch contents
+ * never travel: they are written in place into the segment the task names.
  *
  * Each task gets exactly one reply, so the parent always knows what is
  * outstanding.  At a new epoch it withdraws unstarted tasks from the queue
@@ -19,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 1
+#define FL__PROTOCOL_VERSION 2
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -46,6 +47,20 @@ struct fl__task {
 #define FL__TASK_NEW_SEGMENT 0x1u
 /* The worker drops `slot` after replying (reuse_segments is off). */
 #define FL__TASK_ONE_SHOT 0x2u
+/* The segment for `slot` is lent to this worker: its fd waits on the
+   socket in a grant with this task's serial. */
+#define FL__TASK_GRANTED 0x4u
+
+/*
+ * Parent to worker, on the socket, with the segment's fd: a segment made by
+ * another worker and idle there, lent so that no new one need be made.
+ */
+struct fl__grant {
+  uint16_t version;
+  uint16_t reserved;
+  uint32_t slot;
+  uint64_t serial; /* the task's */
+};
 
 enum fl__reply_type {
   FL__REPLY_BATCH = 1 /* `slot` holds batch `seq`, or status < 0 */

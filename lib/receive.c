@@ -136,6 +136,10 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   }
   w->sent--;
   fl__dispatch_flush(l, w->id);
+  /* Whatever was lent, or made, the worker maps it now. */
+  b->lent = 0;
+  if (w->id < 64)
+    b->mapped_by |= 1ull << w->id;
   b->seq = r->seq;
   b->count = r->count;
   b->status = r->status;
@@ -195,7 +199,8 @@ fl__receive_drain(fl_loader *l, unsigned wi)
     rc = fl__channel_recv(w->sock, &r, &fd);
     if (rc == FL_EAGAIN)
       return 0;
-    if (rc == 0) {
+    /* A worker that died with grants unread resets instead of closing. */
+    if (rc == 0 || rc == -ECONNRESET) {
       sock_closed(l, wi);
       return 0;
     }

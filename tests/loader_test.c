@@ -714,6 +714,47 @@ stats_count_held_batches_segments_and_fds(void **state)
   fx_end(&f);
 }
 
+/*
+ * The memory bound of the performance issue: never more segments than
+ * prefetch_factor * num_workers + the batches held.  With strict
+ * round-robin each worker would keep one idle; under the fd strategy an
+ * idle segment is lent to the worker that needs one instead.
+ */
+static void
+segments(unsigned nw)
+{
+  fx f;
+  fl_batch *b;
+  fl_stats st;
+  int e;
+
+  fx_init(&f, 600, 4096);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = nw;
+  f.opt.persistent_workers = 1;
+  fx_start(&f);
+  for (e = 0; e < 3; e++) {
+    if (e > 0)
+      assert_int_equal(fl_loader_begin(f.l), 0);
+    while (fl_loader_next(f.l, &b) == 1) {
+      assert_true(flt_sample_ok(fl_batch_data(b), 4096,
+                                fl_batch_indices(b)[0]));
+      fl_batch_release(b);
+    }
+  }
+  assert_int_equal(fl_loader_stats(f.l, &st), 0);
+  assert_true(st.segments_peak <= 2 * nw + 1);
+  fx_end(&f);
+}
+
+static void
+segments_stay_within_the_window_plus_held_by_lending(void **state)
+{
+  (void)state;
+  segments(2);
+  segments(3);
+}
+
 static void
 pin_memory_locks_segments_within_the_memlock_limit(void **state)
 {
@@ -769,6 +810,7 @@ main(void)
       cmocka_unit_test(dead_worker_is_reported_with_pid_and_signal_or_status),
       cmocka_unit_test(no_reuse_gives_a_new_segment_per_batch_and_frees_it),
       cmocka_unit_test(stats_count_held_batches_segments_and_fds),
+      cmocka_unit_test(segments_stay_within_the_window_plus_held_by_lending),
       cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
   };
 
