@@ -161,6 +161,7 @@ void fl__workers_stop(fl_loader *l);
 
 /* receive.c */
 void fl__receive_start(fl_loader *l, unsigned w);
+int fl__receive_one(fl_loader *l, unsigned w);
 int fl__receive_drain(fl_loader *l, unsigned w);
 int fl__receive_lost_error(fl_loader *l, const fl_batch *b);
 

@@ -575,6 +575,17 @@ fl_loader_next(fl_loader *l, fl_batch **out)
       return hand_out(l, b, out);
     if (l->nrefetch > 0 && (lost = blocking_lost(l)) != NULL)
       return fl__receive_lost_error(l, lost);
+    /*
+     * In order, one worker owes the next batch: read its socket first, so
+     * that a batch already there costs one recvmsg and no epoll_wait.
+     */
+    if (l->opt.in_order &&
+        (rc = fl__receive_one(l, (unsigned)(l->reorder.next_seq %
+                                            l->opt.num_workers))) != 0) {
+      if (rc < 0)
+        return rc;
+      continue;
+    }
     if (wait_once(l, deadline) == FL_ETIMEDOUT)
       return fl__loader_set_error(l, FL_ETIMEDOUT,
                                   "no batch from the workers in %u ms "

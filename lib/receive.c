@@ -188,30 +188,42 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   fl__reorder_put(&l->reorder, b);
 }
 
+/*
+ * Take one reply of worker wi, if one waits: 1 when one was taken, 0 when
+ * none waits (or the worker's end closed), or a negative code.
+ */
 int
-fl__receive_drain(fl_loader *l, unsigned wi)
+fl__receive_one(fl_loader *l, unsigned wi)
 {
   fl__worker *w = &l->workers[wi];
   struct fl__reply r;
   int fd, rc;
 
-  while (w->sock >= 0) {
-    rc = fl__channel_recv(w->sock, &r, &fd);
-    if (rc == FL_EAGAIN)
-      return 0;
-    /* A worker that died with grants unread resets instead of closing. */
-    if (rc == 0 || rc == -ECONNRESET) {
-      sock_closed(l, wi);
-      return 0;
-    }
-    if (rc < 0 && rc != FL_EMFILE)
-      return fl__loader_fail(l, rc, "cannot read worker %u's reply: %s",
-                             wi, fl_strerror(rc));
-    take(l, w, &r, fd, rc == FL_EMFILE);
-    if (l->fatal)
-      return l->fatal;
+  if (w->sock < 0)
+    return 0;
+  rc = fl__channel_recv(w->sock, &r, &fd);
+  if (rc == FL_EAGAIN)
+    return 0;
+  /* A worker that died with grants unread resets instead of closing. */
+  if (rc == 0 || rc == -ECONNRESET) {
+    sock_closed(l, wi);
+    return 0;
   }
-  return 0;
+  if (rc < 0 && rc != FL_EMFILE)
+    return fl__loader_fail(l, rc, "cannot read worker %u's reply: %s", wi,
+                           fl_strerror(rc));
+  take(l, w, &r, fd, rc == FL_EMFILE);
+  return l->fatal ? l->fatal : 1;
+}
+
+int
+fl__receive_drain(fl_loader *l, unsigned wi)
+{
+  int rc;
+
+  while ((rc = fl__receive_one(l, wi)) == 1)
+    ;
+  return rc;
 }
 
 static void

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -755,6 +756,69 @@ segments_stay_within_the_window_plus_held_by_lending(void **state)
   segments(3);
 }
 
+/* Minor page faults of a process so far (field 10 of /proc/PID/stat). */
+static unsigned long
+minor_faults(long pid)
+{
+  char path[64], buf[1024], *p;
+  unsigned long flt = 0;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  f = fopen(path, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(buf, sizeof(buf), f));
+  fclose(f);
+  p = strrchr(buf, ')');
+  assert_non_null(p);
+  assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %lu", &flt),
+                   1);
+  return flt;
+}
+
+static unsigned long
+faults_of_all(const fx *f)
+{
+  return minor_faults(getpid()) + minor_faults(f->d.counters->init_pid[0]) +
+         minor_faults(f->d.counters->init_pid[1]);
+}
+
+/*
+ * Segments are refilled, not made anew: once warm, the parent and the
+ * workers take no page faults for batch memory (a new 64-page segment per
+ * batch would take at least 64 a batch).
+ */
+static void
+steady_state_refills_segments_without_page_faults(void **state)
+{
+  unsigned long before = 0;
+  fl_batch *b;
+  size_t n = 0;
+  fx f;
+  int e;
+
+  (void)state;
+  fx_init(&f, 640, 16384);
+  f.opt.batch_size = 16;
+  f.opt.num_workers = 2;
+  f.opt.persistent_workers = 1;
+  f.opt.worker_init = flt_worker_init;
+  f.opt.worker_init_arg = &f.d;
+  assert_int_equal(fl_loader_create(&f.l, &f.ds, &f.opt), 0);
+  for (e = 0; e < 5; e++) {
+    if (e == 2)
+      before = faults_of_all(&f);
+    assert_int_equal(fl_loader_begin(f.l), 0);
+    while (fl_loader_next(f.l, &b) == 1) {
+      n += e >= 2;
+      fl_batch_release(b);
+    }
+  }
+  assert_int_equal(n, 3 * 40);
+  assert_true(faults_of_all(&f) - before < n);
+  fx_end(&f);
+}
+
 static void
 pin_memory_locks_segments_within_the_memlock_limit(void **state)
 {
@@ -811,6 +875,7 @@ main(void)
       cmocka_unit_test(no_reuse_gives_a_new_segment_per_batch_and_frees_it),
       cmocka_unit_test(stats_count_held_batches_segments_and_fds),
       cmocka_unit_test(segments_stay_within_the_window_plus_held_by_lending),
+      cmocka_unit_test(steady_state_refills_segments_without_page_faults),
       cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
   };
 

@@ -4,6 +4,8 @@
  * names, and reply, until the parent says stop or goes away.  Every way
  * out is _exit: a worker never runs the host program's atexit handlers.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -66,8 +68,32 @@ slot_drop(struct slot_table *t, uint32_t slot, size_t size)
  * Fill one task; returns the reply status.  *made says whether a segment
  * the task asked for now exists, *fd is its fd under the fd strategy.
  */
+/* Map the segment another worker made, lent to us for this task. */
 static int
-fill(fl_loader *l, unsigned w, struct slot_table *slots,
+take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
+          char *err, size_t errlen)
+{
+  void *m;
+  int fd;
+
+  fd = fl__channel_take_grant(sock, t->serial);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot take the segment lent for batch %llu: %s",
+             (unsigned long long)t->seq, fl_strerror(fd));
+    return fd;
+  }
+  m = mmap(NULL, l->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  fl__close(fd);
+  if (m == MAP_FAILED) {
+    snprintf(err, errlen, "cannot map a lent segment: %s", strerror(errno));
+    return -errno;
+  }
+  *base = m;
+  return 0;
+}
+
+static int
+fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
      const struct fl__task *t, int *fd, int *made, char *err, size_t errlen)
 {
   char name[64];
@@ -82,7 +108,12 @@ fill(fl_loader *l, unsigned w, struct slot_table *slots,
     strncpy(err, "out of memory in the worker", errlen - 1);
     return FL_ENOMEM;
   }
-  if (t->flags & FL__TASK_NEW_SEGMENT) {
+  if (t->flags & FL__TASK_GRANTED) {
+    slot_drop(slots, t->slot, l->seg_size);
+    rc = take_lent(l, sock, base, t, err, errlen);
+    if (rc != 0)
+      return rc;
+  } else if (t->flags & FL__TASK_NEW_SEGMENT) {
     slot_drop(slots, t->slot, l->seg_size);
     if (named || l->opt.fd_in_dev_shm)
       fl__segment_name(name, sizeof(name), l->owner, l->token, t->serial);
@@ -130,7 +161,7 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
     if (t.type == FL__TASK_STOP)
       _exit(0);
     err[0] = '\0';
-    status = fill(l, w, &slots, &t, &fd, &made, err, sizeof(err));
+    status = fill(l, w, sock, &slots, &t, &fd, &made, err, sizeof(err));
     /* A new segment's fd goes with the reply even when the fill failed. */
     rc = fl__reply_batch(sock, w, &t, status, err, fd, made && named);
     if (fd >= 0)
