@@ -51,21 +51,29 @@ fl__dispatch_flush(fl_loader *l, unsigned wi)
   return 0;
 }
 
+/*
+ * In order, the next worker in the cycle (for a map-style dataset, batch i
+ * goes to worker i mod N); as they arrive, the next one with room.  Workers
+ * whose stream is over (iterable datasets) take no more tasks.
+ */
 static fl__worker *
 pick(fl_loader *l)
 {
   unsigned n = l->opt.num_workers, i, k;
 
-  if (l->opt.in_order)
+  if (l->opt.in_order && !l->iterable)
     return &l->workers[l->next_send % n];
   for (k = 0; k < n; k++) {
     i = (l->rr + k) % n;
-    if (l->workers[i].assigned < l->opt.prefetch_factor) {
+    if (l->workers[i].ended)
+      continue;
+    if (l->opt.in_order ||
+        l->workers[i].assigned < l->opt.prefetch_factor) {
       l->rr = (i + 1) % n;
       return &l->workers[i];
     }
   }
-  return NULL; /* cannot happen while fewer than the window are out */
+  return NULL; /* all streams over, or (as they arrive) none with room */
 }
 
 /* Whether worker id has mapped b (ids from 64 on are never assumed to). */
@@ -176,7 +184,12 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
   size_t offset, count;
   int rc;
 
-  fl__sampler_span(&l->sampler, seq, &offset, &count);
+  if (l->iterable) {
+    offset = 0;
+    count = l->opt.batch_size; /* at most: the stream decides */
+  } else {
+    fl__sampler_span(&l->sampler, seq, &offset, &count);
+  }
   memset(&t, 0, sizeof(t));
   t.version = FL__PROTOCOL_VERSION;
   t.type = FL__TASK_FILL;
@@ -209,7 +222,7 @@ fl__dispatch_fill(fl_loader *l)
   uint32_t flags = 0;
   int rc;
 
-  while (l->next_send < l->nbatches &&
+  while ((l->iterable ? l->active > 0 : l->next_send < l->nbatches) &&
          l->next_send - l->delivered < l->window) {
     w = pick(l);
     if (w == NULL)
@@ -230,21 +243,23 @@ fl__dispatch_fill(fl_loader *l)
 
 /*
  * Ask again for the batches lost for want of fds or shared memory, each
- * from the worker that had it, into a segment it already holds where there
+ * from the worker that had it, into a segment we already hold where there
  * is one: a full /dev/shm has no room for a new segment, and at the fd
- * limit a new one could not reach us.  A slot whose segment the worker made
+ * limit a new one could not reach us.  Unless reuse_only, where there is
+ * none the worker makes one anew.  A slot whose segment the worker made
  * but we never received joins the worker's free list unmapped, to be made
- * anew when it is next used.
+ * anew when it is next used.  Returns how many were asked again, or a
+ * negative code.
  */
 int
-fl__dispatch_refetch(fl_loader *l)
+fl__dispatch_refetch(fl_loader *l, int reuse_only)
 {
   fl__worker *w;
   fl_batch *b, *into;
   uint64_t seq;
   uint32_t flags = 0;
   size_t i;
-  int rc;
+  int rc, n = 0;
 
   for (i = 0; i < l->nslots && l->nrefetch > 0; i++) {
     b = l->slots[i];
@@ -253,6 +268,8 @@ fl__dispatch_refetch(fl_loader *l)
     w = &l->workers[b->worker];
     seq = b->seq;
     into = l->opt.reuse_segments ? reuse_for(l, w, &flags) : NULL;
+    if (into == NULL && reuse_only)
+      continue;
     if (into == NULL) {
       into = b;
       flags = fresh_flags(l, b);
@@ -269,8 +286,9 @@ fl__dispatch_refetch(fl_loader *l)
     rc = send_fill(l, w, into, seq, flags);
     if (rc != 0)
       return rc;
+    n++;
   }
-  return 0;
+  return n;
 }
 
 static void

@@ -73,6 +73,28 @@ typedef struct fl_dataset {
                    size_t *nbytes);
 } fl_dataset;
 
+typedef struct fl_worker_info {
+  unsigned id, num_workers;
+  uint64_t seed;
+  const fl_dataset *dataset;
+} fl_worker_info;
+
+/*
+ * An iterable-style dataset, as PyTorch's IterableDataset: each worker
+ * reads its own stream, sharded by the dataset itself from
+ * fl_get_worker_info().
+ */
+typedef struct fl_iterable {
+  void *ctx;
+  size_t sample_bytes;
+  /* In each worker, at each epoch's start. */
+  int (*open)(void *ctx, const fl_worker_info *w);
+  /* 1: a sample written (*nbytes: sample_bytes on entry, bytes written on
+     return), 0: stream over, <0: error. */
+  int (*next)(void *ctx, void *dst, size_t *nbytes);
+  void (*close)(void *ctx);
+} fl_iterable;
+
 typedef enum { FL_SHARE_FILE_DESCRIPTOR, FL_SHARE_FILE_SYSTEM } fl_sharing;
 
 typedef struct fl_options {
@@ -116,13 +138,20 @@ FL_EXTERN void fl_options_init(fl_options *opt);
    why (per thread).  opt NULL means the defaults. */
 FL_EXTERN int fl_loader_create(fl_loader **out, const fl_dataset *ds,
                                const fl_options *opt);
-FL_EXTERN size_t fl_loader_len(const fl_loader *l); /* batches per epoch */
+/* Like fl_loader_create, for an iterable-style dataset: shuffle and
+   indices do not apply and are refused. */
+FL_EXTERN int fl_loader_create_iterable(fl_loader **out,
+                                        const fl_iterable *it,
+                                        const fl_options *opt);
+/* Batches per epoch; 0 for an iterable dataset, whose length is unknown. */
+FL_EXTERN size_t fl_loader_len(const fl_loader *l);
 /* Start an epoch, like iter(loader); one left unfinished is dropped. */
 FL_EXTERN int fl_loader_begin(fl_loader *l);
 /* 1 and a batch the caller owns until fl_batch_release; 0 (and *out NULL)
    when the epoch is over; a negative code on error. */
 FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);
-/* The last error as a sentence; NULL l: why the last create failed. */
+/* The last error as a sentence; NULL l: why the last fl_loader_create*
+   or fl_dataset_* call of this thread failed. */
 FL_EXTERN const char *fl_loader_error(const fl_loader *l);
 FL_EXTERN int fl_loader_stats(const fl_loader *l, fl_stats *out);
 /* Stops and reaps the workers and frees every segment, held batches too.
@@ -139,11 +168,6 @@ FL_EXTERN uint64_t fl_batch_seq(const fl_batch *b); /* from 0 each epoch */
 FL_EXTERN unsigned fl_batch_worker(const fl_batch *b);
 FL_EXTERN void fl_batch_release(fl_batch *b); /* once; NULL is a no-op */
 
-typedef struct fl_worker_info {
-  unsigned id, num_workers;
-  uint64_t seed;
-  const fl_dataset *dataset;
-} fl_worker_info;
 
 FL_EXTERN const fl_worker_info *fl_get_worker_info(void);
 FL_EXTERN void fl_worker_error(const char *fmt, ...)

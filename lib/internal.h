@@ -114,6 +114,7 @@ struct fl_batch {
   uint64_t serial;   /* names the segment under the file-system strategy */
   int state;
   int orphaned;      /* the worker made a segment we never received */
+  int end;           /* iterable: no batch, the worker's stream is over */
   int lent;          /* lent to `worker`, which may not have mapped it */
   uint64_t mapped_by; /* workers (ids below 64) known to map it */
   int status;        /* 0, or this batch's error */
@@ -143,10 +144,30 @@ int fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
 int fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
              uint64_t seq, size_t offset, size_t count, char *err,
              size_t errlen);
+int fl__fetch_stream(const fl_iterable *it, size_t bs, void *data,
+                     size_t *sizes, size_t *count, int *over, char *err,
+                     size_t errlen);
+int fl__fill_stream(const fl_loader *l, void *base, unsigned worker,
+                    uint64_t epoch, uint64_t seq, size_t first,
+                    size_t *count, int *over, char *err, size_t errlen);
+
+/* An iterable dataset's stream, in a worker or in the caller. */
+struct fl__stream {
+  uint64_t epoch; /* the epoch it was opened for */
+  int opened;     /* open() succeeded: close() is owed */
+  int over;       /* next() said so, or open() failed */
+  size_t pos;     /* samples read this epoch */
+};
+#define FL__STREAM_INIT {UINT64_MAX, 0, 0, 0}
+int fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
+                    unsigned worker, uint64_t epoch, uint64_t seq,
+                    size_t *count, int *end, char *err, size_t errlen);
+void fl__stream_close(const fl_loader *l, struct fl__stream *st);
 
 /* workers/reply.c */
 int fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
-                    int status, const char *msg, int fd, int named);
+                    size_t count, int status, const char *msg, int fd,
+                    uint32_t flags);
 
 /* workers/loop.c */
 void fl__worker_main(fl_loader *l, unsigned w, int sock)
@@ -167,7 +188,7 @@ int fl__receive_lost_error(fl_loader *l, const fl_batch *b);
 
 /* dispatch.c */
 int fl__dispatch_fill(fl_loader *l);
-int fl__dispatch_refetch(fl_loader *l);
+int fl__dispatch_refetch(fl_loader *l, int reuse_only);
 int fl__dispatch_flush(fl_loader *l, unsigned w);
 int fl__dispatch_withdraw(fl_loader *l, unsigned w);
 
@@ -180,6 +201,7 @@ typedef struct fl__worker {
   int mq;             /* this worker's index queue, for the loader's life */
   uint64_t gen;       /* incremented at each fork */
   int stopping;       /* a stop was asked: its exit is expected */
+  int ended;          /* iterable: its stream is over this epoch */
   unsigned sent;      /* tasks in the queue or being filled */
   unsigned assigned;  /* tasks sent whose batches are not handed out */
   fl_batch *free;     /* refillable segments this process holds */
@@ -193,6 +215,10 @@ typedef struct fl__worker {
 
 struct fl_loader {
   fl_dataset ds;
+  fl_iterable it;       /* an iterable dataset's, when iterable */
+  int iterable;
+  unsigned active;      /* iterable: workers whose stream is not over */
+  struct fl__stream stream; /* iterable, num_workers 0: read here */
   fl_options opt;
   fl__sampler sampler;
   pid_t owner;
@@ -231,6 +257,8 @@ struct fl_loader {
   char err[FL__ERRMSG_MAX];
 };
 
+int fl__error_set(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 int fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)
@@ -240,7 +268,7 @@ void fl__stats_segments(fl_loader *l, int delta_segments, long delta_bytes,
 void fl__stats_fds(fl_loader *l, int delta);
 
 /* options.c */
-int fl__options_check(const fl_dataset *ds, const fl_options *opt, char *err,
-                      size_t errlen);
+int fl__options_check(const fl_dataset *ds, const fl_options *opt,
+                      int iterable, char *err, size_t errlen);
 
 #endif /* FL_INTERNAL_H */

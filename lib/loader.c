@@ -19,6 +19,21 @@
 /* Why the last fl_loader_create of this thread failed. */
 static __thread char create_error[FL__ERRMSG_MAX];
 
+/*
+ * Why a call that has no loader to carry its message failed (a dataset's
+ * open, say): fl_loader_error(NULL) returns it.
+ */
+int
+fl__error_set(int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(create_error, sizeof(create_error), fmt, ap);
+  va_end(ap);
+  return code;
+}
+
 static int
 vset_error(fl_loader *l, int code, const char *fmt, va_list ap)
 {
@@ -138,6 +153,8 @@ release_all(fl_loader *l)
 
   if (l->workers != NULL && l->loop_ready)
     fl__workers_stop(l);
+  if (l->iterable)
+    fl__stream_close(l, &l->stream);
   for (i = 0; i < l->nslots; i++) {
     if (l->slots[i] != NULL)
       fl__slot_drop(l, l->slots[i]);
@@ -209,6 +226,7 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt)
 
   l->ds = *ds;
   l->opt = *opt;
+  l->stream = (struct fl__stream)FL__STREAM_INIT;
   l->owner = getpid();
   l->token = make_token();
   n = opt->indices != NULL ? opt->indices_len : ds->len;
@@ -269,26 +287,21 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt)
   return 0;
 }
 
-int
-fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
+/* Both kinds of dataset: it is NULL for a map-style one. */
+static int
+create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
+              const fl_options *opt)
 {
   fl_options defaults;
   fl_loader *l;
   int rc;
 
-  create_error[0] = '\0';
-  if (out != NULL)
-    *out = NULL;
-  if (out == NULL || ds == NULL) {
-    snprintf(create_error, sizeof(create_error),
-             "fl_loader_create: %s is NULL", out == NULL ? "out" : "ds");
-    return FL_EINVAL;
-  }
   if (opt == NULL) {
     fl_options_init(&defaults);
     opt = &defaults;
   }
-  rc = fl__options_check(ds, opt, create_error, sizeof(create_error));
+  rc = fl__options_check(ds, opt, it != NULL, create_error,
+                         sizeof(create_error));
   if (rc != 0)
     return rc;
   /* What loaders killed mid-transfer left behind (their owners are gone). */
@@ -297,6 +310,10 @@ fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
   if (l == NULL) {
     snprintf(create_error, sizeof(create_error), "out of memory");
     return FL_ENOMEM;
+  }
+  if (it != NULL) {
+    l->it = *it;
+    l->iterable = 1;
   }
   rc = create(l, ds, opt);
   if (rc != 0) {
@@ -309,6 +326,37 @@ fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
   }
   *out = l;
   return 0;
+}
+
+int
+fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
+{
+  create_error[0] = '\0';
+  if (out != NULL)
+    *out = NULL;
+  if (out == NULL || ds == NULL)
+    return fl__error_set(FL_EINVAL, "fl_loader_create: %s is NULL",
+                         out == NULL ? "out" : "ds");
+  return create_loader(out, ds, NULL, opt);
+}
+
+int
+fl_loader_create_iterable(fl_loader **out, const fl_iterable *it,
+                          const fl_options *opt)
+{
+  fl_dataset ds = {0};
+
+  create_error[0] = '\0';
+  if (out != NULL)
+    *out = NULL;
+  if (out == NULL || it == NULL)
+    return fl__error_set(FL_EINVAL, "fl_loader_create_iterable: %s is NULL",
+                         out == NULL ? "out" : "it");
+  if (it->next == NULL)
+    return fl__error_set(FL_EINVAL, "iterable: next is NULL");
+  ds.ctx = it->ctx;
+  ds.sample_bytes = it->sample_bytes;
+  return create_loader(out, &ds, it, opt);
 }
 
 size_t
@@ -423,9 +471,13 @@ fl_loader_begin(fl_loader *l)
   l->next_send = l->delivered = 0;
   l->epoch_over = 0;
   l->in_epoch = 1;
+  l->rr = 0; /* the cycle restarts at worker 0 each epoch, as in PyTorch */
   fl__reorder_reset(&l->reorder);
   if (l->opt.num_workers == 0)
     return 0;
+  l->active = l->opt.num_workers;
+  for (i = 0; i < l->opt.num_workers; i++)
+    l->workers[i].ended = 0;
   for (i = 0; i < l->opt.num_workers; i++) {
     if (l->workers[i].pid != 0)
       continue;
@@ -453,21 +505,30 @@ end_epoch(fl_loader *l)
   return 0;
 }
 
+/* Batch b leaves the window (handed out, or an end of stream): refill. */
+static int
+settle(fl_loader *l, fl_batch *b)
+{
+  int rc;
+
+  l->delivered++;
+  if (l->workers == NULL)
+    return 0;
+  l->workers[b->worker].assigned--;
+  rc = fl__dispatch_fill(l);
+  if (rc != 0)
+    fl__slot_recycle(l, b);
+  return rc;
+}
+
 static int
 hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
 {
   int rc;
 
-  l->delivered++;
+  if ((rc = settle(l, b)) != 0)
+    return rc;
   l->stats.batches_delivered++;
-  if (l->workers != NULL) {
-    l->workers[b->worker].assigned--;
-    rc = fl__dispatch_fill(l);
-    if (rc != 0) {
-      fl__slot_recycle(l, b);
-      return rc;
-    }
-  }
   if (b->status != 0) {
     rc = b->status;
     fl__loader_set_error(l, rc, "batch %llu (worker %u): %s",
@@ -507,6 +568,20 @@ blocking_lost(fl_loader *l)
   return busy == 0 ? first : NULL;
 }
 
+/*
+ * Every batch of the epoch is out: for a map-style dataset, as many as the
+ * sampler made; for an iterable one, every stream is over and every task
+ * answered.
+ */
+static int
+epoch_done(const fl_loader *l)
+{
+  if (l->iterable)
+    return l->opt.num_workers > 0 && l->active == 0 &&
+           l->delivered == l->next_send;
+  return l->delivered == l->nbatches;
+}
+
 /* num_workers 0: fill the next batch here, in the calling process. */
 static int
 next_inline(fl_loader *l, fl_batch **out)
@@ -514,7 +589,7 @@ next_inline(fl_loader *l, fl_batch **out)
   fl_batch *b = l->inline_free;
   size_t offset, count;
   double t0 = now();
-  int rc;
+  int rc, end = 0;
 
   if (b != NULL) {
     l->inline_free = b->next_free;
@@ -532,12 +607,22 @@ next_inline(fl_loader *l, fl_batch **out)
     fl__slot_view(l, b);
   }
   b->seq = l->delivered;
-  fl__sampler_span(&l->sampler, b->seq, &offset, &count);
-  b->count = count;
   b->msg[0] = '\0';
-  b->status = fl__fill(l, b->seg.base, 0, l->epoch, b->seq, offset, count,
-                       b->msg, sizeof(b->msg));
+  if (l->iterable) {
+    b->status = fl__stream_fill(l, &l->stream, b->seg.base, 0, l->epoch,
+                                b->seq, &count, &end, b->msg,
+                                sizeof(b->msg));
+  } else {
+    fl__sampler_span(&l->sampler, b->seq, &offset, &count);
+    b->status = fl__fill(l, b->seg.base, 0, l->epoch, b->seq, offset, count,
+                         b->msg, sizeof(b->msg));
+  }
+  b->count = count;
   l->stats.wait_seconds += now() - t0;
+  if (end) {
+    fl__slot_recycle(l, b);
+    return end_epoch(l);
+  }
   return hand_out(l, b, out);
 }
 
@@ -561,25 +646,43 @@ fl_loader_next(fl_loader *l, fl_batch **out)
                                 "begin an epoch first");
   if (l->epoch_over)
     return 0;
-  if (l->delivered == l->nbatches)
+  if (l->opt.num_workers == 0 && l->iterable)
+    return next_inline(l, out);
+  if (epoch_done(l))
     return end_epoch(l);
   if (l->opt.num_workers == 0)
     return next_inline(l, out);
   deadline = l->opt.timeout_ms ? now() + l->opt.timeout_ms / 1e3 : 0;
   /* Batches lost for want of fds or shm: ask again, once per call. */
-  if (l->nrefetch > 0 && (rc = fl__dispatch_refetch(l)) != 0)
+  if (l->nrefetch > 0 && (rc = fl__dispatch_refetch(l, 0)) < 0)
     return rc;
   for (;;) {
     b = fl__reorder_pop(&l->reorder);
+    if (b != NULL && b->end) {
+      /* A stream's end holds its place in the order, then goes. */
+      if ((rc = settle(l, b)) != 0)
+        return rc;
+      fl__slot_recycle(l, b);
+      continue;
+    }
     if (b != NULL)
       return hand_out(l, b, out);
-    if (l->nrefetch > 0 && (lost = blocking_lost(l)) != NULL)
-      return fl__receive_lost_error(l, lost);
+    if (epoch_done(l))
+      return end_epoch(l);
+    if (l->nrefetch > 0 && (lost = blocking_lost(l)) != NULL) {
+      /* Into a segment we hold, it needs no new fd or shm: go on now. */
+      if ((rc = fl__dispatch_refetch(l, 1)) < 0)
+        return rc;
+      if (rc == 0)
+        return fl__receive_lost_error(l, lost);
+      continue;
+    }
     /*
-     * In order, one worker owes the next batch: read its socket first, so
-     * that a batch already there costs one recvmsg and no epoll_wait.
+     * In order, one worker owes the next batch of a map-style dataset:
+     * read its socket first, so that a batch already there costs one
+     * recvmsg and no epoll_wait.
      */
-    if (l->opt.in_order &&
+    if (l->opt.in_order && !l->iterable &&
         (rc = fl__receive_one(l, (unsigned)(l->reorder.next_seq %
                                             l->opt.num_workers))) != 0) {
       if (rc < 0)

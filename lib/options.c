@@ -23,12 +23,21 @@ fl_options_init(fl_options *opt)
 #define FL__MAX_WORKERS 1024
 
 int
-fl__options_check(const fl_dataset *ds, const fl_options *opt, char *err,
-                  size_t errlen)
+fl__options_check(const fl_dataset *ds, const fl_options *opt, int iterable,
+                  char *err, size_t errlen)
 {
   size_t i;
 
-  if (ds->get == NULL && ds->get_batch == NULL) {
+  if (iterable && opt->shuffle) {
+    snprintf(err, errlen, "shuffle does not apply to an iterable dataset: "
+                          "each worker reads its own stream");
+    return FL_EINVAL;
+  }
+  if (iterable && (opt->indices != NULL || opt->indices_len != 0)) {
+    snprintf(err, errlen, "indices do not apply to an iterable dataset");
+    return FL_EINVAL;
+  }
+  if (!iterable && ds->get == NULL && ds->get_batch == NULL) {
     snprintf(err, errlen, "dataset: get and get_batch are both NULL");
     return FL_EINVAL;
   }

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 2
+#define FL__PROTOCOL_VERSION 3
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -69,6 +69,8 @@ enum fl__reply_type {
 /* Reply flags: the worker made the segment this task asked it to. */
 #define FL__REPLY_FD 0x1u    /* its fd is attached */
 #define FL__REPLY_NAMED 0x2u /* it exists under its name */
+/* Iterable datasets: the worker's stream is over; no batch in this reply. */
+#define FL__REPLY_END 0x4u
 
 #define FL__REPLY_MSG_MAX 256
 

@@ -180,7 +180,13 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
                  : "cannot map a %zu-byte segment from a worker",
              l->seg_size);
   }
-  if (b->seg.base != NULL && b->status == 0)
+  /* An iterable dataset's worker has no more to give this epoch. */
+  b->end = (r->flags & FL__REPLY_END) != 0;
+  if (b->end && !w->ended) {
+    w->ended = 1;
+    l->active--;
+  }
+  if (b->seg.base != NULL && b->status == 0 && !b->end)
     b->status = check_header(l, b, r);
   if (b->seg.base != NULL)
     fl__slot_view(l, b);

@@ -1,8 +1,10 @@
 /*
  * Collate: lay a batch out in its segment (header, the batch's indices,
  * room for the sizes), then fetch the samples into place.  The batch is
- * born in shared memory: nothing is copied afterwards.
+ * born in shared memory: nothing is copied afterwards.  For an iterable
+ * dataset, this is also where its stream is opened and closed.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -23,7 +25,8 @@ collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
   h->capacity = l->opt.batch_size;
   h->sample_bytes = l->ds.sample_bytes;
   h->data_offset = l->data_offset;
-  memcpy(idx, indices, n * sizeof(*idx));
+  if (n > 0)
+    memcpy(idx, indices, n * sizeof(*idx));
   *sizes = idx + l->opt.batch_size;
   *data = (unsigned char *)base + l->data_offset;
 }
@@ -39,4 +42,80 @@ fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
               &data);
   return fl__fetch(&l->ds, l->order + offset, count, data, sizes, err,
                    errlen);
+}
+
+/*
+ * An iterable dataset's batch: its indices are the samples' positions in
+ * this worker's stream this epoch, from first on.
+ */
+int
+fl__fill_stream(const fl_loader *l, void *base, unsigned worker,
+                uint64_t epoch, uint64_t seq, size_t first, size_t *count,
+                int *over, char *err, size_t errlen)
+{
+  struct fl__segment_header *h = base;
+  size_t bs = l->opt.batch_size, *idx, *sizes, i;
+  void *data;
+  int rc;
+
+  collate(base, l, worker, epoch, seq, NULL, 0, &sizes, &data);
+  idx = (size_t *)(h + 1);
+  for (i = 0; i < bs; i++)
+    idx[i] = first + i;
+  rc = fl__fetch_stream(&l->it, bs, data, sizes, count, over, err, errlen);
+  h->count = *count;
+  return rc;
+}
+
+void
+fl__stream_close(const fl_loader *l, struct fl__stream *st)
+{
+  if (st->opened && l->it.close != NULL)
+    l->it.close(l->it.ctx);
+  st->opened = 0;
+}
+
+/*
+ * Fill an iterable dataset's batch (in a worker, or in the caller with
+ * num_workers 0); *count samples went in, *end says the stream had none
+ * left to give, or only a short batch that drop_last drops: no batch.  The
+ * stream is opened anew at each epoch's first batch, so persistent workers
+ * start every epoch from the top.
+ */
+int
+fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
+                unsigned worker, uint64_t epoch, uint64_t seq, size_t *count,
+                int *end, char *err, size_t errlen)
+{
+  int rc, over;
+
+  *count = 0;
+  *end = 0;
+  if (st->epoch != epoch) {
+    fl__stream_close(l, st);
+    fl__worker_error_clear();
+    rc = l->it.open != NULL ? l->it.open(l->it.ctx, fl_get_worker_info())
+                            : 0;
+    st->epoch = epoch;
+    st->opened = rc == 0;
+    st->over = rc != 0;
+    st->pos = 0;
+    if (rc != 0) {
+      snprintf(err, errlen, "open returned %d%s%s", rc,
+               fl__worker_error_text()[0] ? ": " : "",
+               fl__worker_error_text());
+      return FL_EDATASET;
+    }
+  }
+  if (st->over) {
+    *end = 1;
+    return 0;
+  }
+  rc = fl__fill_stream(l, base, worker, epoch, seq, st->pos, count, &over,
+                       err, errlen);
+  st->pos += *count;
+  st->over = over;
+  if (rc == 0 && (*count == 0 || (over && l->opt.drop_last)))
+    *end = 1;
+  return rc;
 }

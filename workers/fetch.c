@@ -1,6 +1,8 @@
 /*
  * Fetch: call the dataset's get (each sample) or get_batch (the whole
- * batch) straight into the segment, and check what it reports.
+ * batch), or an iterable dataset's next (each sample until the batch is
+ * full or the stream is over), straight into the segment, and check what
+ * it reports.
  */
 #include <stdio.h>
 #include <string.h>
@@ -92,5 +94,42 @@ fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n, void *data,
     if (sizes[i] > sb)
       return oversized(err, errlen, "get", indices[i], sizes[i], sb);
   }
+  return 0;
+}
+
+/*
+ * Up to bs samples from the worker's stream.  *count: how many were
+ * written; *over: the stream said it is over.  A failing next is the
+ * batch's error; what was read before it is lost with it, as in PyTorch.
+ */
+int
+fl__fetch_stream(const fl_iterable *it, size_t bs, void *data,
+                 size_t *sizes, size_t *count, int *over, char *err,
+                 size_t errlen)
+{
+  unsigned char *dst = data;
+  size_t i, sb = it->sample_bytes;
+  int rc;
+
+  fl__worker_error_clear();
+  *over = 0;
+  for (i = 0; i < bs; i++) {
+    sizes[i] = sb;
+    plant(dst + (i + 1) * sb);
+    rc = it->next(it->ctx, dst + i * sb, &sizes[i]);
+    if (rc == 0) {
+      *over = 1;
+      break;
+    }
+    if (rc < 0) {
+      *count = i;
+      return failed(err, errlen, "next", i, rc);
+    }
+    if (trampled(dst + (i + 1) * sb))
+      return overran(err, errlen, "next", i, sb);
+    if (sizes[i] > sb)
+      return oversized(err, errlen, "next", i, sizes[i], sb);
+  }
+  *count = i;
   return 0;
 }

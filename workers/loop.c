@@ -94,7 +94,8 @@ take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
 
 static int
 fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
-     const struct fl__task *t, int *fd, int *made, char *err, size_t errlen)
+     struct fl__stream *st, const struct fl__task *t, int *fd, int *made,
+     size_t *count, int *end, char *err, size_t errlen)
 {
   char name[64];
   fl__segment seg = {NULL, 0, -1};
@@ -104,6 +105,8 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
 
   *fd = -1;
   *made = 0;
+  *count = 0;
+  *end = 0;
   if (base == NULL) {
     strncpy(err, "out of memory in the worker", errlen - 1);
     return FL_ENOMEM;
@@ -138,6 +141,10 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
             errlen - 1);
     return FL_EPROTO;
   }
+  if (l->iterable)
+    return fl__stream_fill(l, st, *base, w, t->epoch, t->seq, count, end,
+                           err, errlen);
+  *count = t->count;
   return fl__fill(l, *base, w, t->epoch, t->seq, t->offset, t->count, err,
                   errlen);
 }
@@ -146,24 +153,31 @@ void
 fl__worker_main(fl_loader *l, unsigned w, int sock)
 {
   struct slot_table slots = {NULL, 0};
+  struct fl__stream st = FL__STREAM_INIT;
   struct fl__task t;
   char err[FL__REPLY_MSG_MAX];
   pid_t parent = getppid();
   int mq = l->workers[w].mq;
   int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
-  int rc, fd, made, status;
+  int rc, fd, made, status, end;
+  size_t count;
 
   setup(l, w);
   for (;;) {
     rc = fl__index_queue_recv(mq, sock, parent, &t);
     if (rc <= 0)
       _exit(rc == 0 ? 0 : 3);
-    if (t.type == FL__TASK_STOP)
+    if (t.type == FL__TASK_STOP) {
+      fl__stream_close(l, &st);
       _exit(0);
+    }
     err[0] = '\0';
-    status = fill(l, w, sock, &slots, &t, &fd, &made, err, sizeof(err));
+    status = fill(l, w, sock, &slots, &st, &t, &fd, &made, &count, &end,
+                  err, sizeof(err));
     /* A new segment's fd goes with the reply even when the fill failed. */
-    rc = fl__reply_batch(sock, w, &t, status, err, fd, made && named);
+    rc = fl__reply_batch(sock, w, &t, count, status, err, fd,
+                         (made && named ? FL__REPLY_NAMED : 0) |
+                             (end ? FL__REPLY_END : 0));
     if (fd >= 0)
       fl__close(fd);
     if (rc != 0)

@@ -8,7 +8,8 @@
 
 int
 fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
-                int status, const char *msg, int fd, int named)
+                size_t count, int status, const char *msg, int fd,
+                uint32_t flags)
 {
   struct fl__reply r;
 
@@ -19,9 +20,9 @@ fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
   r.epoch = t->epoch;
   r.seq = t->seq;
   r.slot = t->slot;
-  r.count = t->count;
+  r.count = (uint32_t)count;
   r.status = status;
-  r.flags = (fd >= 0 ? FL__REPLY_FD : 0) | (named ? FL__REPLY_NAMED : 0);
+  r.flags = flags | (fd >= 0 ? FL__REPLY_FD : 0);
   if (status != 0 && msg != NULL)
     strncpy(r.msg, msg, sizeof(r.msg) - 1);
   return fl__channel_send(sock, &r, fd);

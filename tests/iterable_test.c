@@ -1,0 +1,400 @@
+/*
+ * Iterable-style datasets end to end, with real workers: PyTorch's
+ * expectations for IterableDataset (test_in_order_iterable_ds,
+ * test_out_of_order_iterable_ds, test_iterable_style_dataset,
+ * test_multi_epochs_reproducibility): streams interleave round-robin in
+ * order, each worker's short final batch is its own, drop_last drops it,
+ * and each epoch reopens the streams.  Every case ends by proving a clean
+ * teardown.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common.h"
+
+/*
+ * Worker w streams `counts[w]` values, first[w], first[w]+1, ...; with no
+ * worker (num_workers 0) it streams counts[0] values from first[0].
+ * Shared counters record how often open ran in each worker.
+ */
+struct streams {
+  size_t first[4], counts[4];
+  long slow_value;       /* this value's next sleeps slow_us */
+  unsigned slow_us;
+  long fail_value;       /* next fails at this value */
+  int fail_open_worker;  /* open fails in this worker, -1: none */
+  volatile uint64_t *opens; /* shared, per worker (4 for num_workers 0) */
+  size_t next_value, end;   /* the stream, in this process */
+};
+
+static int
+s_open(void *ctx, const fl_worker_info *w)
+{
+  struct streams *s = ctx;
+  unsigned id = w != NULL ? w->id : 0;
+
+  __atomic_add_fetch(&s->opens[w != NULL ? id : 4], 1, __ATOMIC_SEQ_CST);
+  if (w != NULL && (int)id == s->fail_open_worker) {
+    fl_worker_error("worker %u cannot open its shard", id);
+    return -2;
+  }
+  s->next_value = s->first[id];
+  s->end = s->first[id] + s->counts[id];
+  return 0;
+}
+
+static int
+s_next(void *ctx, void *dst, size_t *nbytes)
+{
+  struct streams *s = ctx;
+  uint64_t v;
+
+  if (s->next_value >= s->end)
+    return 0;
+  v = s->next_value++;
+  if ((long)v == s->slow_value)
+    usleep(s->slow_us);
+  if ((long)v == s->fail_value)
+    return -1;
+  memcpy(dst, &v, sizeof(v));
+  *nbytes = sizeof(v);
+  return 1;
+}
+
+static void
+s_init(struct streams *s, fl_iterable *it)
+{
+  memset(s, 0, sizeof(*s));
+  s->slow_value = s->fail_value = -1;
+  s->fail_open_worker = -1;
+  s->opens = mmap(NULL, 5 * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(s->opens != MAP_FAILED);
+  memset((void *)s->opens, 0, 5 * sizeof(uint64_t));
+  memset(it, 0, sizeof(*it));
+  it->ctx = s;
+  it->sample_bytes = sizeof(uint64_t);
+  it->open = s_open;
+  it->next = s_next;
+}
+
+static void
+s_free(struct streams *s)
+{
+  munmap((void *)s->opens, 5 * sizeof(uint64_t));
+}
+
+/* One epoch's batches: values and workers, flattened in delivery order. */
+struct seen {
+  uint64_t values[256];
+  unsigned workers[256], sizes[64];
+  size_t nvalues, nbatches;
+  int errors;
+};
+
+static void
+one_epoch(fl_loader *l, struct seen *out)
+{
+  fl_batch *b;
+  size_t i;
+  int rc;
+
+  memset(out, 0, sizeof(*out));
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    if (rc < 0) {
+      out->errors++;
+      assert_int_equal(rc, FL_EDATASET);
+      continue;
+    }
+    out->sizes[out->nbatches++] = (unsigned)fl_batch_count(b);
+    for (i = 0; i < fl_batch_count(b); i++) {
+      memcpy(&out->values[out->nvalues],
+             (const char *)fl_batch_data(b) + i * 8, 8);
+      out->workers[out->nvalues++] = fl_batch_worker(b);
+    }
+    fl_batch_release(b);
+  }
+}
+
+static fl_loader *
+make(const fl_iterable *it, unsigned nw, size_t bs, int in_order,
+     int persistent, int drop_last)
+{
+  fl_options opt;
+  fl_loader *l = NULL;
+
+  fl_options_init(&opt);
+  opt.num_workers = nw;
+  opt.batch_size = bs;
+  opt.in_order = in_order;
+  opt.persistent_workers = persistent;
+  opt.drop_last = drop_last;
+  assert_int_equal(fl_loader_create_iterable(&l, it, &opt), 0);
+  return l;
+}
+
+/* PyTorch: worker w yields [5w, 5w+5); item 5 is slow. */
+static void
+two_streams(int in_order, const uint64_t *want_v, const unsigned *want_w)
+{
+  struct streams s;
+  struct seen got;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  size_t i;
+
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  s.first[1] = 5;
+  s.counts[0] = s.counts[1] = 5;
+  s.slow_value = 5;
+  s.slow_us = 500000;
+  l = make(&it, 2, 1, in_order, 0, 0);
+  assert_int_equal(fl_loader_len(l), 0);
+  one_epoch(l, &got);
+  assert_int_equal(got.nvalues, 10);
+  for (i = 0; i < 10; i++) {
+    assert_int_equal(got.values[i], want_v[i]);
+    assert_int_equal(got.workers[i], want_w[i]);
+  }
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+static void
+in_order_streams_interleave_round_robin(void **state)
+{
+  const uint64_t v[10] = {0, 5, 1, 6, 2, 7, 3, 8, 4, 9};
+  const unsigned w[10] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+
+  (void)state;
+  two_streams(1, v, w);
+}
+
+static void
+as_they_arrive_a_slow_stream_does_not_hold_the_other(void **state)
+{
+  const uint64_t v[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const unsigned w[10] = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1};
+
+  (void)state;
+  two_streams(0, v, w);
+}
+
+/* PyTorch's WorkerSpecificIterableDataset([0, 4, 20]), batch 7. */
+static void
+short_final_batches(int drop_last, size_t want_batches)
+{
+  unsigned char count[20];
+  struct streams s;
+  struct seen got;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  size_t i, full = 0;
+
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  s.counts[0] = 0;
+  s.counts[1] = 4;
+  s.counts[2] = 20;
+  s.first[2] = 100;
+  l = make(&it, 3, 7, 1, 0, drop_last);
+  one_epoch(l, &got);
+  assert_int_equal(got.nbatches, want_batches);
+  memset(count, 0, sizeof(count));
+  for (i = 0; i < got.nvalues; i++) {
+    if (got.values[i] >= 100)
+      count[got.values[i] - 100]++;
+    else
+      assert_true(got.values[i] < 4 && got.workers[i] == 1);
+  }
+  for (i = 0; i < got.nbatches; i++)
+    full += got.sizes[i] == 7;
+  assert_int_equal(full, 2);
+  for (i = 0; i < 20; i++) /* 14..19 are worker 2's short batch */
+    assert_int_equal(count[i], drop_last && i >= 14 ? 0 : 1);
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+static void
+each_worker_sends_its_own_short_final_batch(void **state)
+{
+  (void)state;
+  short_final_batches(0, 4);
+}
+
+static void
+drop_last_drops_each_worker_short_batch(void **state)
+{
+  (void)state;
+  short_final_batches(1, 2);
+}
+
+/* Each epoch reopens the streams: the same batches, epoch after epoch. */
+static void
+epochs(int persistent, unsigned nw)
+{
+  struct seen first, again;
+  struct streams s;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  unsigned w;
+  int e;
+
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  s.counts[0] = s.counts[1] = 10;
+  s.first[1] = 10;
+  l = make(&it, nw, 3, 1, persistent, 0);
+  one_epoch(l, &first);
+  assert_int_equal(first.nvalues, nw == 0 ? 10 : 20);
+  for (e = 1; e < 3; e++) {
+    one_epoch(l, &again);
+    assert_int_equal(again.nvalues, first.nvalues);
+    assert_memory_equal(again.values, first.values,
+                        first.nvalues * sizeof(uint64_t));
+  }
+  for (w = 0; w < nw; w++)
+    assert_int_equal(s.opens[w], 3); /* once per worker per epoch */
+  if (nw == 0)
+    assert_int_equal(s.opens[4], 3);
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+static void
+every_epoch_reopens_the_streams(void **state)
+{
+  (void)state;
+  epochs(1, 2);
+  epochs(0, 2);
+  epochs(0, 0);
+}
+
+/* A failing next is that batch's error; a failing open ends that stream. */
+static void
+errors_arrive_in_place_and_the_epoch_goes_on(void **state)
+{
+  struct streams s;
+  struct seen got;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+
+  (void)state;
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  s.counts[0] = s.counts[1] = 6;
+  s.first[1] = 10;
+  s.fail_value = 2; /* worker 0's third value: its batch [2, 3] fails */
+  l = make(&it, 2, 2, 1, 1, 0);
+  one_epoch(l, &got);
+  assert_int_equal(got.errors, 1);
+  assert_int_equal(got.nvalues, 12 - 2 + 1); /* value 2 lost, 3 read after */
+  s.fail_value = -1;
+  fl_loader_destroy(l);
+  s_free(&s);
+
+  s_init(&s, &it);
+  s.counts[0] = s.counts[1] = 6;
+  s.first[1] = 10;
+  s.fail_open_worker = 1;
+  l = make(&it, 2, 2, 1, 1, 0);
+  one_epoch(l, &got);
+  assert_int_equal(got.errors, 1);
+  assert_int_equal(got.nvalues, 6); /* worker 0's stream, whole */
+  assert_non_null(strstr(fl_loader_error(l), "cannot open its shard"));
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+static void
+shuffle_and_indices_do_not_apply(void **state)
+{
+  const size_t idx[2] = {0, 1};
+  struct streams s;
+  flt_baseline base;
+  fl_iterable it;
+  fl_options opt;
+  fl_loader *l = NULL;
+
+  (void)state;
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  fl_options_init(&opt);
+  opt.shuffle = 1;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "shuffle"));
+  assert_null(l);
+  fl_options_init(&opt);
+  opt.indices = idx;
+  opt.indices_len = 2;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "indices"));
+  it.next = NULL;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, NULL), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "next"));
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+static void
+destroy_mid_epoch_leaves_nothing(void **state)
+{
+  struct streams s;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  fl_batch *b;
+
+  (void)state;
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  s.counts[0] = s.counts[1] = 1000;
+  s.first[1] = 1000;
+  l = make(&it, 2, 4, 1, 1, 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(fl_loader_next(l, &b), 1);
+  /* A new epoch before this one ends starts the streams from the top. */
+  assert_int_equal(fl_loader_begin(l), 0);
+  fl_batch_release(b);
+  assert_int_equal(fl_loader_next(l, &b), 1);
+  assert_int_equal(*(const uint64_t *)fl_batch_data(b), 0);
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(in_order_streams_interleave_round_robin),
+      cmocka_unit_test(as_they_arrive_a_slow_stream_does_not_hold_the_other),
+      cmocka_unit_test(each_worker_sends_its_own_short_final_batch),
+      cmocka_unit_test(drop_last_drops_each_worker_short_batch),
+      cmocka_unit_test(every_epoch_reopens_the_streams),
+      cmocka_unit_test(errors_arrive_in_place_and_the_epoch_goes_on),
+      cmocka_unit_test(shuffle_and_indices_do_not_apply),
+      cmocka_unit_test(destroy_mid_epoch_leaves_nothing),
+  };
+
+  flt_warm_up();
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
