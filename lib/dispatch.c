@@ -202,7 +202,9 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
   if (flags & FL__TASK_GRANTED) {
     /* The fd goes first: the worker reads it when it takes the task. */
     b->serial = ++l->serial;
-    rc = fl__channel_grant(w->sock, b->slot, b->serial, b->seg.fd);
+    rc = w->sock >= 0 ? fl__channel_grant(w->sock, b->slot, b->serial,
+                                          b->seg.fd)
+                      : -EPIPE; /* its end closed: it is exiting */
     /* A worker that just died: its exit notice says so, with its cause. */
     if (rc != 0 && rc != -EPIPE && rc != -ECONNRESET)
       return fl__loader_fail(l, rc, "cannot lend a segment to worker %u: %s",
