@@ -175,6 +175,18 @@ FL_EXTERN void fl_worker_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/*
+ * Built-in datasets.  Each fills a ready fl_dataset (sample_bytes = one
+ * sample's bytes) and returns 0, or a negative code with
+ * fl_loader_error(NULL) naming the file and what is wrong.  A dataset must
+ * be closed after the loaders that use it are destroyed.
+ */
+FL_EXTERN int fl_dataset_npy_dir(fl_dataset *out, const char *dir);
+FL_EXTERN int fl_dataset_npy_array(fl_dataset *out, const char *path);
+FL_EXTERN int fl_dataset_raw(fl_dataset *out, const char *path,
+                             size_t record_bytes, size_t header_bytes);
+FL_EXTERN void fl_dataset_close(fl_dataset *ds);
+
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a
    negative code.  fl_loader_create does this on its own. */

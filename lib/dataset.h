@@ -1,0 +1,37 @@
+/*
+ * Private to the built-in datasets: what every one of their contexts starts
+ * with, so that fl_dataset_close can free any of them, and the mapped
+ * region of fixed-size samples that fl_dataset_raw and fl_dataset_npy_array
+ * share (dataset_raw.c).
+ */
+#ifndef FL_DATASET_H
+#define FL_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "forkload.h"
+
+#define FL__DS_MAGIC 0x666c6473u /* "flds" */
+
+struct fl__ds_base {
+  uint32_t magic;
+  void (*free)(void *ctx);
+};
+
+/*
+ * Map path read-only whole, before any loader forks, so that every worker
+ * shares the same pages.  An empty file, or one that is not a regular file,
+ * is an error naming it (fl__error_set).
+ */
+int fl__map_file(const char *path, void **map, size_t *size);
+
+/*
+ * Fill out with a dataset of len samples of sample_bytes each, the first at
+ * map + offset.  It owns the mapping from the call on, failure included.
+ */
+int fl__region_dataset(fl_dataset *out, const char *path, void *map,
+                       size_t map_bytes, size_t offset, size_t sample_bytes,
+                       size_t len);
+
+#endif /* FL_DATASET_H */

@@ -1,0 +1,204 @@
+/*
+ * A mapped region of fixed-size samples, and the two things built on it
+ * here: fl_dataset_raw (a flat file of records after a header) and
+ * fl_dataset_close (which frees any built-in dataset).  fl_dataset_npy_array
+ * (dataset_npy.c) is the same region with an NPY header in front.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataset.h"
+#include "internal.h"
+
+struct region {
+  struct fl__ds_base base;
+  unsigned char *map;
+  size_t map_bytes;
+  const unsigned char *data;
+  size_t sample_bytes, len;
+  char path[]; /* for messages */
+};
+
+int
+fl__map_file(const char *path, void **map, size_t *size)
+{
+  struct stat st;
+  void *m = MAP_FAILED;
+  int fd, rc = 0;
+
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fl__error_set(-errno, "%s: cannot open: %s", path,
+                         strerror(errno));
+  if (fstat(fd, &st) != 0) {
+    rc = fl__error_set(-errno, "%s: cannot stat: %s", path, strerror(errno));
+    goto out;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    rc = fl__error_set(FL_EINVAL, "%s: not a regular file", path);
+    goto out;
+  }
+  if (st.st_size == 0) {
+    rc = fl__error_set(FL_EINVAL, "%s: the file is empty", path);
+    goto out;
+  }
+  if ((uint64_t)st.st_size > SIZE_MAX) {
+    rc = fl__error_set(FL_EINVAL, "%s: %lld bytes are too many to map",
+                       path, (long long)st.st_size);
+    goto out;
+  }
+  /* Read-only and shared: workers forked later see the same page cache. */
+  m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    rc = fl__error_set(-errno, "%s: cannot map %lld bytes: %s", path,
+                       (long long)st.st_size, strerror(errno));
+    goto out;
+  }
+  *map = m;
+  *size = (size_t)st.st_size;
+out:
+  /* The mapping keeps the file; an fd would only be one more to inherit. */
+  fl__close(fd);
+  return rc;
+}
+
+static int
+region_get(void *ctx, size_t index, void *dst, size_t *nbytes)
+{
+  const struct region *r = ctx;
+
+  if (index >= r->len) {
+    fl_worker_error("%s: index %zu is out of range (%zu samples)", r->path,
+                    index, r->len);
+    return FL_EINVAL;
+  }
+  memcpy(dst, r->data + index * r->sample_bytes, r->sample_bytes);
+  *nbytes = r->sample_bytes;
+  return 0;
+}
+
+/* One memcpy per run of consecutive indices: a sequential batch is one. */
+static int
+region_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
+                 size_t *nbytes)
+{
+  const struct region *r = ctx;
+  unsigned char *out = dst;
+  size_t i, j, sb = r->sample_bytes;
+
+  for (i = 0; i < n; i = j) {
+    if (indices[i] >= r->len) {
+      fl_worker_error("%s: index %zu is out of range (%zu samples)",
+                      r->path, indices[i], r->len);
+      return FL_EINVAL;
+    }
+    /* indices[j - 1] < len, so the + 1 cannot wrap. */
+    for (j = i + 1; j < n && indices[j] == indices[j - 1] + 1 &&
+                    indices[j] < r->len; j++)
+      ;
+    memcpy(out + i * sb, r->data + indices[i] * sb, (j - i) * sb);
+  }
+  for (i = 0; i < n; i++)
+    nbytes[i] = sb;
+  return 0;
+}
+
+static void
+region_free(void *ctx)
+{
+  struct region *r = ctx;
+
+  munmap(r->map, r->map_bytes);
+  free(r);
+}
+
+int
+fl__region_dataset(fl_dataset *out, const char *path, void *map,
+                   size_t map_bytes, size_t offset, size_t sample_bytes,
+                   size_t len)
+{
+  struct region *r;
+  size_t plen = strlen(path);
+
+  r = malloc(sizeof(*r) + plen + 1);
+  if (r == NULL) {
+    munmap(map, map_bytes);
+    return fl__error_set(FL_ENOMEM, "%s: out of memory", path);
+  }
+  r->base.magic = FL__DS_MAGIC;
+  r->base.free = region_free;
+  r->map = map;
+  r->map_bytes = map_bytes;
+  r->data = (const unsigned char *)map + offset;
+  r->sample_bytes = sample_bytes;
+  r->len = len;
+  memcpy(r->path, path, plen + 1);
+  *out = (fl_dataset){.ctx = r, .len = len, .sample_bytes = sample_bytes,
+                      .get = region_get, .get_batch = region_get_batch};
+  return 0;
+}
+
+int
+fl_dataset_raw(fl_dataset *out, const char *path, size_t record_bytes,
+               size_t header_bytes)
+{
+  void *map = NULL;
+  size_t size = 0, body;
+  int rc;
+
+  if (out == NULL)
+    return fl__error_set(FL_EINVAL, "fl_dataset_raw: out is NULL");
+  *out = (fl_dataset){0};
+  if (path == NULL)
+    return fl__error_set(FL_EINVAL, "fl_dataset_raw: path is NULL");
+  if (record_bytes == 0)
+    return fl__error_set(FL_EINVAL, "%s: record_bytes is 0: a record must "
+                         "hold at least one byte", path);
+  rc = fl__map_file(path, &map, &size);
+  if (rc != 0)
+    return rc;
+  if (header_bytes > size) {
+    rc = fl__error_set(FL_EINVAL, "%s: header_bytes %zu is larger than the "
+                       "file (%zu bytes)", path, header_bytes, size);
+    goto fail;
+  }
+  body = size - header_bytes;
+  if (body % record_bytes != 0) {
+    rc = fl__error_set(FL_EINVAL, "%s: holds %zu bytes after the header, "
+                       "not a multiple of record_bytes %zu", path, body,
+                       record_bytes);
+    goto fail;
+  }
+  if (body == 0) {
+    rc = fl__error_set(FL_EINVAL, "%s: holds no records after its "
+                       "%zu-byte header", path, header_bytes);
+    goto fail;
+  }
+  return fl__region_dataset(out, path, map, size, header_bytes,
+                            record_bytes, body / record_bytes);
+fail:
+  munmap(map, size);
+  return rc;
+}
+
+void
+fl_dataset_close(fl_dataset *ds)
+{
+  struct fl__ds_base *b;
+
+  if (ds == NULL)
+    return;
+  b = ds->ctx;
+  /* Only a context this library made carries the magic. */
+  if (b != NULL && b->magic == FL__DS_MAGIC) {
+    b->magic = 0;
+    b->free(b);
+  }
+  *ds = (fl_dataset){0};
+}
