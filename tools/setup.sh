@@ -4,6 +4,10 @@
 set -e
 pkgs="gcc make autoconf automake libtool pkg-config libuv1-dev libcmocka-dev
 mandoc"
+# make fuzz (CI) needs clang and libFuzzer's runtime: its own package in
+# Debian 12, which clang only recommends; older releases ship it in clang.
+pkgs="$pkgs clang"
+apt-cache show libclang-rt-dev >/dev/null 2>&1 && pkgs="$pkgs libclang-rt-dev"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
