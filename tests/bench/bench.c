@@ -349,6 +349,105 @@ fl_startup(struct result *r)
   fl_loader_destroy(l);
 }
 
+/* Write one NPY 1.0 file of float32 data with the given shape. */
+static void
+write_npy(const char *path, size_t rows, size_t cols, const float *data)
+{
+  char dict[128], head[128];
+  size_t n, pad;
+  FILE *f = fopen(path, "wb");
+
+  if (f == NULL) {
+    perror(path);
+    exit(1);
+  }
+  if (rows == 0)
+    snprintf(dict, sizeof(dict),
+             "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu,), }",
+             cols);
+  else
+    snprintf(dict, sizeof(dict),
+             "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }",
+             rows, cols);
+  n = strlen(dict);
+  pad = 128 - 10 - n - 1; /* data from byte 128: a multiple of 64 */
+  memcpy(head, "\x93NUMPY\x01\x00", 8);
+  head[8] = (char)(118 & 0xff);
+  head[9] = 0;
+  fwrite(head, 1, 10, f);
+  fprintf(f, "%s%*s\n", dict, (int)pad, "");
+  fwrite(data, sizeof(float), (rows ? rows : 1) * cols, f);
+  fclose(f);
+}
+
+/*
+ * The seed's case: a directory of small .npy files, one sample each.  Both
+ * sides get the same files, written here: sample i holds the value i.
+ */
+static void
+npy_make(char *dir, size_t n, size_t cols, char *array)
+{
+  float *v = malloc(n * cols * sizeof(float));
+  char path[512];
+  size_t i, k;
+
+  if (mkdtemp(dir) == NULL) {
+    perror("mkdtemp");
+    exit(1);
+  }
+  for (i = 0; i < n; i++)
+    for (k = 0; k < cols; k++)
+      v[i * cols + k] = (float)i;
+  for (i = 0; i < n; i++) {
+    snprintf(path, sizeof(path), "%s/%08zu.npy", dir, i);
+    write_npy(path, 0, cols, v + i * cols);
+  }
+  snprintf(array, 512, "%s.npy", dir);
+  write_npy(array, n, cols, v);
+  free(v);
+}
+
+static void
+npy_remove(const char *dir, size_t n, const char *array)
+{
+  char path[512];
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    snprintf(path, sizeof(path), "%s/%08zu.npy", dir, i);
+    unlink(path);
+  }
+  rmdir(dir);
+  unlink(array);
+}
+
+/* Samples/s of one warm epoch, 2 workers, batch 64, from a file dataset. */
+static double
+fl_npy(const char *path, int dir)
+{
+  fl_dataset ds;
+  fl_options opt;
+  fl_loader *l = NULL;
+  uint64_t bytes = 0;
+  double sum = 0, t0;
+  size_t n;
+  int rc;
+
+  rc = dir ? fl_dataset_npy_dir(&ds, path) : fl_dataset_npy_array(&ds, path);
+  if (rc != 0)
+    die("dataset", NULL, rc);
+  default_opt(&opt, 64, 2);
+  if ((rc = fl_loader_create(&l, &ds, &opt)) != 0)
+    die("create", NULL, rc);
+  epoch(l, ds.sample_bytes / sizeof(float), 0, NULL, NULL, &sum, &bytes);
+  t0 = now();
+  epoch(l, ds.sample_bytes / sizeof(float), 0, NULL, NULL, &sum, &bytes);
+  n = ds.len;
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  return (double)n / (now() - t0);
+}
+
 /* The machine's warm memset bandwidth, MB/s: the ceiling for a batch. */
 static double
 memset_mb_per_s(void)
@@ -446,6 +545,11 @@ main(int argc, char **argv)
              bw = {.name = "bandwidth", .metric = "MB/s"},
              cold = {.name = "  cold epoch", .metric = "MB/s"}, tr[4], hol[2],
              start = {.name = "startup", .metric = "ms to batch 1"};
+  struct row npd = {.name = "npy dir (np.load)", .metric = "samples/s"},
+             npa = {.name = "  npy one array", .metric = "samples/s"};
+  static const char *nk[] = {"samples_per_s"};
+  char npdir[] = "/tmp/forkload-bench-XXXXXX", nparray[512];
+  size_t npn = smoke ? 200 : 10000;
   struct result r;
   size_t peak = 0, bound = 0, segs = 0;
   double mem, ideal[4], fast_alone, f, p;
@@ -484,6 +588,7 @@ main(int argc, char **argv)
   fprintf(stderr, "bench: %d round(s), PyTorch %s\n", rounds,
           have_torch ? "found" : "not found: forkload only");
   mem = memset_mb_per_s();
+  npy_make(npdir, npn, 3072, nparray); /* 12 KiB samples */
   for (i = 0; i < rounds; i++) {
     fprintf(stderr, "bench: round %d\n", i + 1);
     fl_overhead(&r);
@@ -525,7 +630,13 @@ main(int argc, char **argv)
     start.fl[start.nfl++] = r.v[0];
     if (have_torch && torch_run("startup", fbk, 1, &r) == 0)
       start.pt[start.npt++] = r.v[0];
+    npd.fl[npd.nfl++] = fl_npy(npdir, 1);
+    npa.fl[npa.nfl++] = fl_npy(nparray, 0);
+    snprintf(args, sizeof(args), "npydir %s", npdir);
+    if (have_torch && torch_run(args, nk, 1, &r) == 0)
+      npd.pt[npd.npt++] = r.v[0];
   }
+  npy_remove(npdir, npn, nparray);
 
   printf("\nforkload vs PyTorch DataLoader, medians of %d round(s)%s\n",
          rounds, smoke ? " (smoke sizes: figures are not comparable)" : "");
@@ -564,6 +675,8 @@ main(int argc, char **argv)
   f = median(hol[1].fl, hol[1].nfl);
   print_row(&hol[1], target, f >= 0.9 * fast_alone);
   print_row(&start, "", -1);
+  print_row(&npd, "", -1);
+  print_row(&npa, "", -1);
   snprintf(target, sizeof(target), "<= %.1f (5 batches)", bound / 1e6);
   printf("%-22s %-14s %12.1f %12s %9s  %-26s %s\n", "memory peak", "MB",
          peak / 1e6, "-", "-", target,

@@ -5,7 +5,9 @@ tests/bench/bench.c runs this script as a subprocess, once per measurement:
     /usr/bin/python3 tests/bench/torch_side.py WORKLOAD [CONFIG] [--smoke]
 
 WORKLOAD is one of overhead, bandwidth, tutorial (CONFIG w0, w4, w4p or
-w4b), hol (CONFIG in or out) and startup.  Each workload mirrors the C side
+w4b), hol (CONFIG in or out), startup and npydir (CONFIG: a directory of
+.npy files, one sample each, read with np.load in every worker: the seed's
+case).  Each workload mirrors the C side
 exactly: same sample count and size, batch size, workers, prefetch factor,
 persistence and per-sample delay.  The consumer reads the first value of
 every sample into a checksum, which is checked against its known value so
@@ -308,12 +310,46 @@ def bench_startup(smoke, config):
     return {"workload": "startup", "first_batch_ms": round(ms, 3)}
 
 
+class NpyFilesDataset(Dataset):
+    """One sample per .npy file, loaded with np.load on each access."""
+
+    def __init__(self, directory):
+        import os
+
+        self.files = sorted(os.path.join(directory, f)
+                            for f in os.listdir(directory)
+                            if f.endswith(".npy"))
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        import numpy as np
+
+        return torch.from_numpy(np.load(self.files[i]))
+
+
+def bench_npydir(smoke, config):
+    """A directory of small .npy files: samples/s, one warm epoch."""
+    if config is None:
+        raise ValueError("needs the directory as its config argument")
+    dataset = NpyFilesDataset(config)
+    loader = make_loader(dataset, 64, 2, persistent=True)
+    n = len(dataset)
+    check("warm-up", run_epoch(loader)[2], float(sum(range(n))))
+    seconds, _, samples, checksum = timed_epochs(loader, 1)
+    check("timed", checksum, float(sum(range(n))))
+    del loader
+    return {"workload": "npydir", "samples_per_s": round(samples / seconds, 1)}
+
+
 WORKLOADS = {
     "overhead": bench_overhead,
     "bandwidth": bench_bandwidth,
     "tutorial": bench_tutorial,
     "hol": bench_hol,
     "startup": bench_startup,
+    "npydir": bench_npydir,
 }
 
 
@@ -332,7 +368,8 @@ def parse_args(argv):
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workload", choices=sorted(WORKLOADS))
     parser.add_argument("config", nargs="?", default=None,
-                        help="tutorial: w0, w4, w4p, w4b; hol: in, out")
+                        help="tutorial: w0, w4, w4p, w4b; hol: in, out; "
+                        "npydir: the directory")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes, only to check that it runs")
     return parser.parse_args(argv)
@@ -345,7 +382,8 @@ def main(argv):
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     try:
         if args.config is not None and args.workload not in ("tutorial",
-                                                             "hol"):
+                                                             "hol",
+                                                             "npydir"):
             raise ValueError("takes no config argument")
         result = WORKLOADS[args.workload](args.smoke, args.config)
     except Exception as exc:  # noqa: BLE001 - any failure is reported
