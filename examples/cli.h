@@ -19,12 +19,16 @@ const char *cli_loader_error(const fl_loader *l, int rc);
 /* Makes room for one more element in *v, which holds n of size bytes:
    0, or -1 when out of memory (*v is then unchanged). */
 int cli_grow(void **v, size_t n, size_t size);
+/* Prints s as a JSON string, or null. */
+void cli_json_string(const char *s);
 
-/* synthetic.c: the dataset and the checks of what a loader delivers. */
+/* synthetic.c: the dataset and the checks of what a loader delivers.
+   `forkload gen` writes its content to files, which --verify checks. */
 struct synth {
   size_t samples;
   size_t sample_bytes;
   unsigned delay_us; /* slept per get, or per get_batch */
+  uint64_t seed;     /* keys the content with the index */
 };
 
 /* The indices a sampler gives, before any shuffle: first + k*step. */
@@ -46,6 +50,7 @@ struct synth_check {
 };
 
 void synth_dataset(struct synth *s, int batched, fl_dataset *ds);
+void synth_fill(const struct synth *s, size_t index, void *dst);
 void synth_worker_init(unsigned id, void *arg);
 int synth_check_init(struct synth_check *c, const struct synth *data,
                      const struct synth_span *span, const fl_options *opt);
@@ -75,6 +80,25 @@ void progress_draw(struct progress *p, unsigned epoch, unsigned epochs,
                    size_t done, size_t total, const struct tally *t);
 void progress_clear(struct progress *p);
 
+/* dataset.c: --dataset SPEC, a dataset the library reads from files. */
+enum ds_kind { DS_SYNTHETIC, DS_NPY_DIR, DS_NPY, DS_RAW };
+
+struct dataset_spec {
+  enum ds_kind kind;
+  const char *spec; /* as given */
+  char *path;
+  size_t record_bytes, header_bytes; /* raw only */
+};
+
+/* The kind named by the len bytes at name, or -1. */
+int dataset_kind(const char *name, size_t len);
+const char *dataset_kind_name(enum ds_kind kind);
+/* 0, or -1 having printed one line naming --dataset. */
+int dataset_parse(const char *spec, struct dataset_spec *out);
+/* 0, or -1 having printed why the library could not open it. */
+int dataset_open(const struct dataset_spec *spec, fl_dataset *ds);
+void dataset_spec_free(struct dataset_spec *spec);
+
 /* options.c: the options of the dataset and the loader, which run and
    exhaust share, take the values below OPT_OWN. */
 enum {
@@ -96,15 +120,21 @@ enum {
   OPT_NO_REUSE,
   OPT_FD_IN_DEV_SHM,
   OPT_SHOW_WORKERS,
+  OPT_DATASET,
   OPT_OWN /* a subcommand's own options from here on */
 };
 
 struct load_args {
   fl_options opt;
-  struct synth data;
+  struct synth data;      /* the synthetic dataset, or a file dataset's
+                             size, set by load_dataset */
   struct synth_span span; /* what the sampler gives, before any shuffle */
   const char *indices;    /* --indices as given, or NULL */
   int batched;
+  int synth_only;         /* an option given that --dataset refuses */
+  struct dataset_spec file; /* --dataset, or kind DS_SYNTHETIC */
+  fl_dataset ds;          /* made by load_dataset */
+  int ds_open;            /* ds is a file dataset, to be closed */
   size_t *index_list;     /* the span as opt.indices, made by load_dataset */
 };
 
@@ -116,10 +146,18 @@ typedef int (*cli_own_fn)(int c, const char *arg, void *ctx);
    are taken), and own's through fn.  0, or -1 having printed one line. */
 int cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
               const struct option *own, cli_own_fn fn, void *ctx);
+/* The options alone, as cli_parse, for a subcommand that takes operands:
+   returns the index in argv of the first, or -1. */
+int cli_options(int argc, char **argv, struct load_args *a,
+                const struct option *own, cli_own_fn fn, void *ctx);
+int cli_scan_uint(const char *s, char **end, uint64_t *out);
 int cli_uint(int val, const char *s, uint64_t min, uint64_t max,
              uint64_t *out);
 int cli_sharing(int val, const char *s, fl_sharing *out);
-int load_dataset(struct load_args *a, fl_dataset *ds);
+/* Makes a->ds: 0, or the exit status having said why not. */
+int load_dataset(struct load_args *a);
+/* Frees what parsing and load_dataset made, closing a file dataset: call
+   it after the loaders that use a->ds are destroyed. */
 void load_args_free(struct load_args *a);
 
 /* signals.c: the signal that asked to stop, or 0. */
@@ -142,9 +180,17 @@ size_t census_new_fds(const struct census *before,
                       const struct census *after, char *list, size_t len);
 size_t census_children(double wait_seconds, char *list, size_t len);
 
-/* run.c, exhaust.c, cleanup.c: the subcommands. */
+/* npy_header.c: puts the header of a version 1.0 .npy file holding an
+   array of descr and shape (ndim 1 or 2) in buf, NPY_HEADER_MAX bytes;
+   returns its length, a multiple of 64. */
+#define NPY_HEADER_MAX 256
+size_t npy_header(char *buf, const char *descr, const size_t *shape,
+                  int ndim);
+
+/* run.c, exhaust.c, cleanup.c, gen.c: the subcommands. */
 int run_main(int argc, char **argv);
 int exhaust_main(int argc, char **argv);
 int cleanup_main(int argc, char **argv);
+int gen_main(int argc, char **argv);
 
 #endif /* FORKLOAD_CLI_H */

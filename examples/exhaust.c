@@ -119,7 +119,7 @@ lower_fd_limit(uint64_t n, struct study *s)
 static int
 warm_up(void)
 {
-  struct synth one = {1, 1, 0};
+  struct synth one = {.samples = 1, .sample_bytes = 1};
   fl_dataset ds;
   fl_options opt;
   fl_loader *l;
@@ -279,26 +279,6 @@ print_text(const struct exhaust_args *a, const struct study *s)
   print_check("children", s->left_children, s->children);
 }
 
-/* Prints s as a JSON string, or null. */
-static void
-json_string(const char *s)
-{
-  if (s == NULL) {
-    fputs("null", stdout);
-    return;
-  }
-  putchar('"');
-  for (; *s != '\0'; s++) {
-    if (*s == '"' || *s == '\\')
-      printf("\\%c", *s);
-    else if ((unsigned char)*s < 0x20)
-      printf("\\u%04x", (unsigned char)*s);
-    else
-      putchar(*s);
-  }
-  putchar('"');
-}
-
 static const char *
 truth(int v)
 {
@@ -315,9 +295,9 @@ print_json(const struct exhaust_args *a, const struct study *s)
          ",\"error_name\":",
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o),
          s->nheld, s->st.fds, s->st.bytes_mapped, s->st.segments);
-  json_string(s->rc < 0 ? fl_err_name(s->rc) : NULL);
+  cli_json_string(s->rc < 0 ? fl_err_name(s->rc) : NULL);
   printf(",\"error_code\":%d,\"error_message\":", s->rc);
-  json_string(s->rc < 0 ? s->error : NULL);
+  cli_json_string(s->rc < 0 ? s->error : NULL);
   printf(",\"recovered\":%s,\"shm_clean\":%s,\"fds_clean\":%s"
          ",\"children_clean\":%s}\n",
          s->recovered < 0 ? "null" : truth(s->recovered),
@@ -331,7 +311,6 @@ exhaust_main(int argc, char **argv)
   struct exhaust_args a = {0};
   struct study s = {.recovered = -1};
   struct census before = {0};
-  fl_dataset ds;
   fl_loader *l = NULL;
   int rc, status = 1;
 
@@ -349,7 +328,10 @@ exhaust_main(int argc, char **argv)
   }
   /* Epochs must go on while their batches are held. */
   a.load.opt.persistent_workers = 1;
-  if (load_dataset(&a.load, &ds) < 0 || warm_up() < 0)
+  if ((status = load_dataset(&a.load)) != 0)
+    goto out;
+  status = 1;
+  if (warm_up() < 0)
     goto out;
   if ((rc = census_take(&before)) < 0) {
     cli_error("exhaust: cannot take stock of fds and /dev/shm: %s",
@@ -363,7 +345,7 @@ exhaust_main(int argc, char **argv)
     goto out;
   }
   cli_catch_signals();
-  if ((rc = fl_loader_create(&l, &ds, &a.load.opt)) < 0) {
+  if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
     cli_error("%s", cli_loader_error(NULL, rc));
     /* The library checks the options: what it refuses is bad input. */
     status = rc == FL_EINVAL ? 2 : 1;

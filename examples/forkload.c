@@ -19,15 +19,21 @@ usage(int status)
     "usage: forkload run [options]\n"
     "       forkload exhaust --strategy fd|fs [options]\n"
     "       forkload cleanup [--dry-run]\n"
+    "       forkload gen npy-dir|npy|raw PATH --samples N --sample-bytes B\n"
+    "                [--seed S] [--header-bytes H] [--force]\n"
     "       forkload help | -h | -V\n"
     "\n"
-    "run loads a synthetic dataset through forked workers and shared\n"
-    "memory, as a training loop would, and reports how fast it went.\n"
+    "run loads a synthetic dataset, or files (--dataset), through forked\n"
+    "workers and shared memory, as a training loop would, and reports how\n"
+    "fast it went.  gen writes the synthetic dataset to files.\n"
     "exhaust holds every batch until the loader runs out of fds or shared\n"
     "memory, reports the error, and checks that nothing is left behind.\n"
     "cleanup removes the /dev/shm segments of forkload parents that died.\n"
     "\n"
     "dataset (run, exhaust):\n"
+    "  --dataset SPEC        read files, which then take the place of the\n"
+    "                        next four options: npy-dir:DIR, npy:FILE or\n"
+    "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES]\n"
     "  --samples N           samples in the dataset (50000)\n"
     "  --sample-bytes B      bytes per sample (12288: 3x32x32 float32)\n"
     "  --delay-us U          sleep U us in the worker per sample (0)\n"
@@ -37,7 +43,8 @@ usage(int status)
     "loader (run, exhaust):\n"
     "  --batch-size N        samples per batch (64)\n"
     "  --shuffle             shuffle every epoch\n"
-    "  --seed N              seed of the shuffle and the workers (0)\n"
+    "  --seed N              seed of the shuffle, the workers and the\n"
+    "                        synthetic content (0)\n"
     "  --drop-last           drop the last batch when it is short\n"
     "  --workers N           worker processes; 0 loads in-process (2)\n"
     "  --prefetch N          batches in flight per worker (2)\n"
@@ -52,7 +59,8 @@ usage(int status)
     "run:\n"
     "  --sharing fd|fs       pass fds, or name segments in /dev/shm (fd)\n"
     "  --epochs N            epochs over the same loader (1)\n"
-    "  --verify              check every sample against its index\n"
+    "  --verify              check every sample against its index (with\n"
+    "                        --dataset: files that gen wrote, same --seed)\n"
     "  --json                print the summary as one JSON object\n"
     "  --quiet               no progress line\n"
     "exhaust (workers are always persistent):\n"
@@ -62,6 +70,13 @@ usage(int status)
     "  --json                print the result as one JSON object\n"
     "cleanup:\n"
     "  --dry-run             only list what would be removed\n"
+    "gen (the content of run's synthetic dataset with the same options):\n"
+    "  --samples N           samples to write (required)\n"
+    "  --sample-bytes B      bytes per sample (required); arrays are of\n"
+    "                        float32 when B is a multiple of 4, else bytes\n"
+    "  --seed S              seed of the content (0)\n"
+    "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
+    "  --force               write over files, into a non-empty directory\n"
     "\n"
     "Exit status: 0 on success, 1 when loading fails, 2 on bad options,\n"
     "128 + the signal when interrupted.  exhaust exits 0 when its loader\n"
@@ -106,6 +121,25 @@ cli_grow(void **v, size_t n, size_t size)
   return 0;
 }
 
+void
+cli_json_string(const char *s)
+{
+  if (s == NULL) {
+    fputs("null", stdout);
+    return;
+  }
+  putchar('"');
+  for (; *s != '\0'; s++) {
+    if (*s == '"' || *s == '\\')
+      printf("\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      printf("\\u%04x", (unsigned char)*s);
+    else
+      putchar(*s);
+  }
+  putchar('"');
+}
+
 int
 main(int argc, char **argv)
 {
@@ -120,6 +154,8 @@ main(int argc, char **argv)
     return exhaust_main(argc - 1, argv + 1);
   if (strcmp(cmd, "cleanup") == 0)
     return cleanup_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "gen") == 0)
+    return gen_main(argc - 1, argv + 1);
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 ||
       strcmp(cmd, "--help") == 0)
     usage(0);

@@ -1,7 +1,8 @@
 /*
  * The option parsing the subcommands share: whole numbers, one-line
  * messages for bad input, and the dataset and loader options that `run`
- * and `exhaust` both take, so that one flag means one thing in both.
+ * and `exhaust` both take, so that one flag means one thing in both; and
+ * the making of the dataset they name.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -35,6 +36,7 @@ static const struct option load_options[] = {
   {"no-reuse", no_argument, NULL, OPT_NO_REUSE},
   {"fd-in-dev-shm", no_argument, NULL, OPT_FD_IN_DEV_SHM},
   {"show-workers", no_argument, NULL, OPT_SHOW_WORKERS},
+  {"dataset", required_argument, NULL, OPT_DATASET},
   {NULL, 0, NULL, 0}
 };
 
@@ -55,8 +57,8 @@ option_name(int val)
 
 /* strtoull alone would take a sign or leading spaces: a digit must come
    first.  Returns 0, -1 when there is no number, -2 when it overflows. */
-static int
-scan_uint(const char *s, char **end, uint64_t *out)
+int
+cli_scan_uint(const char *s, char **end, uint64_t *out)
 {
   if (*s < '0' || *s > '9')
     return -1;
@@ -69,7 +71,7 @@ int
 cli_uint(int val, const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
   char *end;
-  int rc = scan_uint(s, &end, out);
+  int rc = cli_scan_uint(s, &end, out);
 
   if (rc == -1 || (rc == 0 && *end != '\0')) {
     cli_error("--%s: expected a %s integer, got '%s'", option_name(val),
@@ -105,9 +107,9 @@ parse_span(const char *s, struct synth_span *sp)
   uint64_t first, last, step = 1;
   char *p;
 
-  if (scan_uint(s, &p, &first) != 0 || *p != ':' ||
-      scan_uint(p + 1, &p, &last) != 0 ||
-      (*p == ':' && scan_uint(p + 1, &p, &step) != 0) || *p != '\0' ||
+  if (cli_scan_uint(s, &p, &first) != 0 || *p != ':' ||
+      cli_scan_uint(p + 1, &p, &last) != 0 ||
+      (*p == ':' && cli_scan_uint(p + 1, &p, &step) != 0) || *p != '\0' ||
       first >= last || step == 0) {
     cli_error("--indices: expected START:END[:STEP] with START < END and "
               "STEP > 0, got '%s'", s);
@@ -138,6 +140,10 @@ load_option(struct load_args *a, int c, const char *arg)
   uint64_t v = 0;
   int rc = 0;
 
+  /* These shape the synthetic dataset: the files shape a --dataset. */
+  if (c == OPT_SAMPLES || c == OPT_SAMPLE_BYTES || c == OPT_DELAY_US ||
+      c == OPT_BATCHED)
+    a->synth_only = c;
   switch (c) {
   case OPT_SAMPLES:
     rc = cli_uint(c, arg, 1, SIZE_MAX, &v);
@@ -169,6 +175,7 @@ load_option(struct load_args *a, int c, const char *arg)
   case OPT_SEED:
     rc = cli_uint(c, arg, 0, UINT64_MAX, &v);
     a->opt.seed = v;
+    a->data.seed = v;
     break;
   case OPT_DROP_LAST:
     a->opt.drop_last = 1;
@@ -203,6 +210,10 @@ load_option(struct load_args *a, int c, const char *arg)
   case OPT_SHOW_WORKERS:
     a->opt.worker_init = synth_worker_init;
     break;
+  case OPT_DATASET:
+    dataset_spec_free(&a->file);
+    rc = dataset_parse(arg, &a->file);
+    break;
   }
   return rc;
 }
@@ -236,8 +247,8 @@ bad_option(char **argv)
 }
 
 int
-cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
-          const struct option *own, cli_own_fn fn, void *ctx)
+cli_options(int argc, char **argv, struct load_args *a,
+            const struct option *own, cli_own_fn fn, void *ctx)
 {
   int c, rc;
 
@@ -260,37 +271,68 @@ cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
     if (rc < 0)
       return -1;
   }
-  if (optind < argc) {
-    cli_error("%s: unexpected argument '%s'", cmd, argv[optind]);
+  return optind;
+}
+
+int
+cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
+          const struct option *own, cli_own_fn fn, void *ctx)
+{
+  int first = cli_options(argc, argv, a, own, fn, ctx);
+
+  if (first < 0)
+    return -1;
+  if (first < argc) {
+    cli_error("%s: unexpected argument '%s'", cmd, argv[first]);
     return -1;
   }
-  if (a == NULL)
-    return 0;
-  if (a->indices == NULL)
-    a->span = (struct synth_span){0, 1, a->data.samples};
-  /* Checked here so that a wild range is never built into an array. */
-  if (a->span.first + (a->span.count - 1) * a->span.step >=
-      a->data.samples) {
-    cli_error("--indices: %s goes past the %zu samples", a->indices,
-              a->data.samples);
+  if (a != NULL && a->file.kind != DS_SYNTHETIC && a->synth_only != 0) {
+    cli_error("--%s: does not apply with --dataset, whose files say what "
+              "the samples are", option_name(a->synth_only));
     return -1;
   }
   return 0;
 }
 
-int
-load_dataset(struct load_args *a, fl_dataset *ds)
+/* The synthetic dataset, or the one --dataset names, whose size is then
+   what the library found in the files. */
+static int
+open_dataset(struct load_args *a)
 {
-  const struct synth_span *sp = &a->span;
+  if (a->file.kind == DS_SYNTHETIC) {
+    synth_dataset(&a->data, a->batched, &a->ds);
+    return 0;
+  }
+  if (dataset_open(&a->file, &a->ds) < 0)
+    return -1;
+  a->ds_open = 1;
+  a->data.samples = a->ds.len;
+  a->data.sample_bytes = a->ds.sample_bytes;
+  return 0;
+}
+
+int
+load_dataset(struct load_args *a)
+{
+  struct synth_span *sp = &a->span;
   size_t k;
 
-  synth_dataset(&a->data, a->batched, ds);
-  if (a->indices == NULL)
+  if (open_dataset(a) < 0)
+    return 1;
+  if (a->indices == NULL) {
+    *sp = (struct synth_span){0, 1, a->data.samples};
     return 0;
+  }
+  /* Checked before a wild range is built into an array. */
+  if (sp->first + (sp->count - 1) * sp->step >= a->data.samples) {
+    cli_error("--indices: %s goes past the %zu samples", a->indices,
+              a->data.samples);
+    return 2;
+  }
   a->index_list = calloc(sp->count, sizeof *a->index_list);
   if (a->index_list == NULL) {
     cli_error("--indices: %s", fl_strerror(FL_ENOMEM));
-    return -1;
+    return 1;
   }
   for (k = 0; k < sp->count; k++)
     a->index_list[k] = sp->first + k * sp->step;
@@ -304,4 +346,8 @@ load_args_free(struct load_args *a)
 {
   free(a->index_list);
   a->index_list = NULL;
+  if (a->ds_open)
+    fl_dataset_close(&a->ds);
+  a->ds_open = 0;
+  dataset_spec_free(&a->file);
 }

@@ -1,7 +1,8 @@
 /*
  * `forkload run`: takes its own options (the dataset's and the loader's
- * are in options.c), drives one loader over the synthetic dataset for some
- * epochs the way a training loop would, and reports what it measured.
+ * are in options.c), drives one loader over the synthetic dataset, or the
+ * files --dataset names, for some epochs the way a training loop would,
+ * and reports what it measured.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -137,7 +138,10 @@ out:
     return 1;
   }
   if (why[0] != '\0') {
-    cli_error("verify: %s", why);
+    /* The files may be right and not gen's, or gen's of another seed. */
+    cli_error("verify: %s%s", why, a->load.file.kind == DS_SYNTHETIC ? "" :
+              " (--verify expects what `forkload gen` wrote, with the same "
+              "--seed)");
     return 1;
   }
   return 0;
@@ -164,7 +168,10 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
   };
   size_t i;
 
-  printf("run          %zu samples of %zu bytes, %u epoch(s), %u worker(s), "
+  printf("run          ");
+  if (d->file.kind != DS_SYNTHETIC)
+    printf("%s, ", d->file.spec);
+  printf("%zu samples of %zu bytes, %u epoch(s), %u worker(s), "
          "batch_size %zu, prefetch %u, sharing %s, %s, seed %" PRIu64,
          d->data.samples, d->data.sample_bytes, a->epochs, o->num_workers,
          o->batch_size, o->prefetch_factor,
@@ -205,7 +212,7 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          ",\"bytes_mapped_peak\":%zu,\"fds_peak\":%zu,\"reorder_peak\":%zu"
          ",\"epochs\":%u,\"workers\":%u,\"batch_size\":%zu"
          ",\"sharing\":\"%s\",\"in_order\":%s,\"persistent\":%s"
-         ",\"verified\":%s,\"checksum\":%" PRIu64 "}\n",
+         ",\"verified\":%s,\"checksum\":%" PRIu64 ",\"dataset\":",
          t->batches, t->samples, t->bytes, secs,
          cli_rate((double)t->batches, secs),
          cli_rate((double)t->bytes / 1e6, secs), st->wait_seconds,
@@ -215,6 +222,9 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          o->in_order ? "true" : "false",
          o->persistent_workers ? "true" : "false",
          a->verify ? "true" : "false", t->checksum);
+  cli_json_string(a->load.file.kind == DS_SYNTHETIC ? "synthetic"
+                                                    : a->load.file.spec);
+  puts("}");
 }
 
 int
@@ -223,7 +233,6 @@ run_main(int argc, char **argv)
   struct run_args a = {.epochs = 1};
   struct synth_check check = {0};
   struct tally t = {0};
-  fl_dataset ds;
   fl_stats st;
   fl_loader *l = NULL;
   double secs;
@@ -231,10 +240,11 @@ run_main(int argc, char **argv)
 
   if (cli_parse("run", argc, argv, &a.load, options, run_option, &a) < 0)
     return 2;
-  if (load_dataset(&a.load, &ds) < 0)
+  if ((status = load_dataset(&a.load)) != 0)
     goto out;
+  status = 1;
   cli_catch_signals();
-  if ((rc = fl_loader_create(&l, &ds, &a.load.opt)) < 0) {
+  if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
     report(l, rc);
     /* The library checks the options: what it refuses is bad input. */
     status = rc == FL_EINVAL ? 2 : 1;

@@ -1,10 +1,12 @@
 /*
  * The embedded dataset and the checks of what a loader makes of it.
  *
- * Every byte of a sample is a pure function of (sample index, byte offset):
- * float32 elements from a 64-bit mix hash mapped to [0, 1), the last one
- * cut short when the sample size is not a multiple of 4.  So the consumer
- * can check any sample against its index alone, whichever worker made it.
+ * Every byte of a sample is a pure function of (seed, sample index, byte
+ * offset): float32 elements from a 64-bit mix hash mapped to [0, 1), the
+ * last one cut short when the sample size is not a multiple of 4.  So the
+ * consumer can check any sample against its index alone, whichever worker
+ * made it, and `forkload gen` writes the same content to files for
+ * --verify to check after the library has read them back.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,31 +45,38 @@ element(uint64_t key, size_t off, size_t nbytes, unsigned char out[4])
   return n;
 }
 
-static void
-fill(size_t index, unsigned char *dst, size_t nbytes)
+/* Seed 0 keeps the content that came before seeds did. */
+static uint64_t
+sample_key(const struct synth *s, size_t index)
 {
-  uint64_t key = mix64(index);
+  return mix64(index + s->seed * GOLDEN);
+}
+
+void
+synth_fill(const struct synth *s, size_t index, void *dst)
+{
+  uint64_t key = sample_key(s, index);
   size_t off;
 
-  for (off = 0; off < nbytes; off += 4)
-    element(key, off, nbytes, dst + off);
+  for (off = 0; off < s->sample_bytes; off += 4)
+    element(key, off, s->sample_bytes, (unsigned char *)dst + off);
 }
 
 /* Returns the offset of the first element that is not sample index's, or
-   nbytes when all are. */
+   sample_bytes when all are. */
 static size_t
-mismatch(size_t index, const unsigned char *src, size_t nbytes)
+mismatch(const struct synth *s, size_t index, const unsigned char *src)
 {
-  uint64_t key = mix64(index);
+  uint64_t key = sample_key(s, index);
   unsigned char want[4];
   size_t off, n;
 
-  for (off = 0; off < nbytes; off += 4) {
-    n = element(key, off, nbytes, want);
+  for (off = 0; off < s->sample_bytes; off += 4) {
+    n = element(key, off, s->sample_bytes, want);
     if (memcmp(src + off, want, n) != 0)
       return off;
   }
-  return nbytes;
+  return s->sample_bytes;
 }
 
 /* Stands for the I/O or decoding a real dataset would do. */
@@ -88,7 +97,7 @@ get(void *ctx, size_t index, void *dst, size_t *nbytes)
   const struct synth *s = ctx;
 
   delay(s->delay_us);
-  fill(index, dst, s->sample_bytes);
+  synth_fill(s, index, dst);
   *nbytes = s->sample_bytes;
   return 0;
 }
@@ -104,7 +113,7 @@ get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
 
   delay(s->delay_us);
   for (i = 0; i < n; i++) {
-    fill(indices[i], p + i * s->sample_bytes, s->sample_bytes);
+    synth_fill(s, indices[i], p + i * s->sample_bytes);
     nbytes[i] = s->sample_bytes;
   }
   return 0;
@@ -228,7 +237,7 @@ synth_check_batch(struct synth_check *c, const fl_batch *b, char *why,
       return fail(why, len,
                   "batch %" PRIu64 " sample %zu: index %zu has %zu bytes, "
                   "expected %zu", seq, i, idx[i], sizes[i], sb);
-    off = mismatch(idx[i], data + i * sb, sb);
+    off = mismatch(c->data, idx[i], data + i * sb);
     if (off != sb)
       return fail(why, len,
                   "batch %" PRIu64 " sample %zu: index %zu is wrong from "

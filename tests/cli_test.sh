@@ -3,7 +3,8 @@
 # datasets under each option that changes the data path, checks the JSON
 # counts, the one-line errors for bad input, what `exhaust` reports when it
 # runs out of fds and that it leaves nothing, that `cleanup` removes only
-# stale segments, and that no shared-memory name outlives the runs.
+# stale segments, that `gen` writes files of each kind that `run --dataset`
+# reads back verified, and that no shared-memory name outlives the runs.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
@@ -16,7 +17,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..44"
+echo "1..78"
 
 pass() {
   ok "$1"
@@ -57,13 +58,12 @@ orphans /dev/shm >"$tmp/shm.before"
 : >"$tmp/mq.before"
 [ -d /dev/mqueue ] && orphans /dev/mqueue >"$tmp/mq.before"
 
-# run_ok DESCRIPTION BATCHES SAMPLES ARGS...: a verified run over 2000
-# samples of 1024 bytes (batch size 64 unless ARGS say otherwise) exits 0
-# and its JSON counts BATCHES batches and SAMPLES samples.
-run_ok() {
+# counts_ok DESCRIPTION BATCHES SAMPLES ARGS...: a verified run with ARGS
+# exits 0 and its JSON counts BATCHES batches and SAMPLES samples.
+counts_ok() {
   desc=$1 batches=$2 samples=$3
   shift 3
-  forkload run --verify --json --quiet --samples 2000 --sample-bytes 1024 "$@"
+  forkload run --verify --json --quiet "$@"
   rc=$?
   got="$(field batches) $(field samples) $(field verified)"
   if [ "$rc" = 0 ] && [ "$got" = "$batches $samples true" ]; then
@@ -72,6 +72,15 @@ run_ok() {
     echo "# exit $rc, batches samples verified: $got" >>"$tmp/err"
     fail "$desc"
   fi
+}
+
+# run_ok DESCRIPTION BATCHES SAMPLES ARGS...: counts_ok over 2000 synthetic
+# samples of 1024 bytes (batch size 64 unless ARGS say otherwise).
+run_ok() {
+  desc=$1 batches=$2 samples=$3
+  shift 3
+  counts_ok "$desc" "$batches" "$samples" --samples 2000 --sample-bytes 1024 \
+    "$@"
 }
 
 run_ok "fd sharing" 32 2000 --sharing fd
@@ -103,8 +112,8 @@ run_ok "samples of 7 bytes" 400 2000 --sample-bytes 7 --batch-size 5
 # The data path does not change the data.
 sum=$(sed -n 's/.*"checksum":\([0-9]*\).*/\1/p' "$tmp/fd.json")
 [ -n "$sum" ] &&
-  grep -q "\"checksum\":$sum}" "$tmp/fs.json" &&
-  grep -q "\"checksum\":$sum}" "$tmp/inline.json"
+  grep -q "\"checksum\":$sum," "$tmp/fs.json" &&
+  grep -q "\"checksum\":$sum," "$tmp/inline.json"
 check $? "fd, fs and no workers give the same checksum"
 
 forkload run --quiet --samples 200 --workers 2 --show-workers &&
@@ -238,6 +247,108 @@ sweep_ok "cleanup reports the stale name" removed removed
 [ ! -e "$stale" ] && [ -e "$live" ] && [ -e "$other" ]
 check $? "cleanup removes only the stale name"
 rm -f $planted
+
+# gen writes each kind of file; run --dataset reads it back and --verify
+# checks every byte against the generator, with each sharing strategy.
+# gen_ok DESCRIPTION PATTERN ARGS...: gen exits 0 and prints one line
+# matching PATTERN.
+gen_ok() {
+  desc=$1 pattern=$2
+  shift 2
+  forkload gen "$@"
+  rc=$?
+  if [ "$rc" = 0 ] && [ "$(wc -l <"$tmp/out")" = 1 ] &&
+    grep -q -e "$pattern" "$tmp/out"; then
+    pass "$desc"
+  else
+    echo "# exit $rc" >>"$tmp/err"
+    fail "$desc"
+  fi
+}
+
+gen_ok "gen npy-dir" \
+  "^wrote 2000 samples of 1024 bytes, seed 0, to npy-dir .*: 2000 files .*, \
+each '<f4' of shape (256,); 2304000 bytes\$" \
+  npy-dir "$tmp/dir" --samples 2000 --sample-bytes 1024
+[ "$(ls "$tmp/dir" | wc -l)" = 2000 ] && [ -f "$tmp/dir/00001999.npy" ] &&
+  [ "$(head -c 6 "$tmp/dir/00000000.npy" | tail -c 5)" = NUMPY ]
+check $? "gen npy-dir writes 2000 files 00000000.npy to 00001999.npy"
+# Bytes, not floats: 1001 is no multiple of 4.
+gen_ok "gen npy, seed 3" \
+  "^wrote 1000 samples of 1001 bytes, seed 3, to npy .*: \
+'|u1' of shape (1000, 1001); 1001128 bytes\$" \
+  npy "$tmp/a.npy" --samples 1000 --sample-bytes 1001 --seed 3
+gen_ok "gen raw with a header" \
+  "^wrote 2000 samples of 1024 bytes, seed 0, to raw .*: \
+2000 records after a 16-byte header; 2048016 bytes\$" \
+  raw "$tmp/r.raw" --samples 2000 --sample-bytes 1024 --header-bytes 16
+
+for sharing in fd fs; do
+  counts_ok "npy-dir, $sharing sharing, 2 workers" 32 2000 \
+    --dataset "npy-dir:$tmp/dir" --sharing $sharing --workers 2
+  cp "$tmp/out" "$tmp/dir.$sharing.json"
+  counts_ok "npy, $sharing sharing, 2 workers, seed 3" 16 1000 \
+    --dataset "npy:$tmp/a.npy" --seed 3 --sharing $sharing --workers 2
+  counts_ok "raw, $sharing sharing, 2 workers" 32 2000 \
+    --dataset "raw:$tmp/r.raw:1024:16" --sharing $sharing --workers 2
+  cp "$tmp/out" "$tmp/raw.$sharing.json"
+done
+counts_ok "npy-dir, 2 shuffled persistent epochs, out of order" 64 4000 \
+  --dataset "npy-dir:$tmp/dir" --epochs 2 --shuffle --persistent \
+  --out-of-order
+# 5, 12, ..., 999: 143 indices.
+counts_ok "npy with a sampler 5:1000:7" 3 143 --dataset "npy:$tmp/a.npy" \
+  --seed 3 --indices 5:1000:7
+
+# The files hold the synthetic dataset: the checksums agree.
+grep -q "\"checksum\":$sum," "$tmp/dir.fd.json" &&
+  grep -q "\"checksum\":$sum," "$tmp/dir.fs.json" &&
+  grep -q "\"checksum\":$sum," "$tmp/raw.fd.json" &&
+  grep -q "\"checksum\":$sum," "$tmp/raw.fs.json" &&
+  grep -q "\"dataset\":\"raw:$tmp/r.raw:1024:16\"}" "$tmp/raw.fs.json"
+check $? "npy-dir and raw files give the synthetic dataset's checksum"
+
+forkload run --quiet --dataset "npy:$tmp/a.npy" --verify
+[ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+  grep -q "^forkload: verify: .*index 0 is wrong from byte 0 .*--seed" \
+    "$tmp/err"
+check $? "--verify of files gen wrote with another seed fails, exit 1"
+
+forkload run --quiet --dataset "npy:$tmp/missing.npy"
+[ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+  grep -q "^forkload: .*missing\.npy" "$tmp/err"
+check $? "a dataset that cannot be opened exits 1 naming the file"
+
+for spec in npy-dir: npy tar:x raw:x raw:x:0 raw:x:0:16 raw::64 raw:x:64: \
+  raw:x:abc; do
+  bad "--dataset $spec" "^forkload: --dataset: .*'$spec'" run --dataset "$spec"
+done
+bad "--samples with --dataset" "^forkload: --samples: .*--dataset" \
+  run --dataset "npy:$tmp/a.npy" --samples 10
+bad "--delay-us with --dataset" "^forkload: --delay-us: .*--dataset" \
+  exhaust --strategy fd --delay-us 1 --dataset "npy:$tmp/a.npy"
+bad "gen without --samples" "^forkload: gen: --samples" \
+  gen raw "$tmp/x.raw" --sample-bytes 4
+bad "gen of an unknown kind" "^forkload: gen: expected npy-dir, npy or raw" \
+  gen tar "$tmp/x.tar" --samples 1 --sample-bytes 4
+bad "gen npy --header-bytes" "^forkload: --header-bytes: " \
+  gen npy "$tmp/x.npy" --samples 1 --sample-bytes 4 --header-bytes 8
+
+: >"$tmp/dir/notes.txt"
+forkload gen npy-dir "$tmp/dir" --samples 10 --sample-bytes 8
+[ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+  grep -q "^forkload: gen: .* is not empty (--force" "$tmp/err" &&
+  [ "$(ls "$tmp/dir" | wc -l)" = 2001 ]
+check $? "gen into a non-empty directory without --force is refused"
+forkload gen raw "$tmp/r.raw" --samples 10 --sample-bytes 8
+[ $? = 1 ] && grep -q "^forkload: gen: .* exists (--force" "$tmp/err"
+check $? "gen over an existing file without --force is refused"
+# --force replaces gen's files and removes those past the new samples.
+gen_ok "gen npy-dir --force into it" "to npy-dir .*: 10 files " \
+  npy-dir "$tmp/dir" --samples 10 --sample-bytes 8 --force
+[ "$(ls "$tmp/dir" | wc -l)" = 11 ] && [ -f "$tmp/dir/notes.txt" ]
+check $? "gen --force leaves 10 .npy files and the file that was not gen's"
+counts_ok "it reads back verified" 1 10 --dataset "npy-dir:$tmp/dir"
 
 # No name a run made outlived it: comm lists those new since the start.
 orphans /dev/shm >"$tmp/shm.after"

@@ -1,0 +1,134 @@
+/*
+ * --dataset SPEC: the kinds of file dataset the library reads, the strict
+ * parsing of a SPEC naming one, and its opening through the library's
+ * built-in datasets.  `forkload gen` names its kinds with the same words.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *const kind_names[] = {
+  [DS_NPY_DIR] = "npy-dir",
+  [DS_NPY] = "npy",
+  [DS_RAW] = "raw",
+};
+
+#define NKINDS (sizeof kind_names / sizeof kind_names[0])
+
+int
+dataset_kind(const char *name, size_t len)
+{
+  size_t k;
+
+  for (k = DS_NPY_DIR; k < NKINDS; k++)
+    if (strlen(kind_names[k]) == len && memcmp(name, kind_names[k], len) == 0)
+      return (int)k;
+  return -1;
+}
+
+const char *
+dataset_kind_name(enum ds_kind kind)
+{
+  return kind == DS_SYNTHETIC ? "synthetic" : kind_names[kind];
+}
+
+/* Whether the colon-separated field at s is a whole number that fits;
+   if so, *out is its value. */
+static int
+field_number(const char *s, size_t *out)
+{
+  uint64_t v;
+  char *end;
+
+  if (cli_scan_uint(s, &end, &v) != 0 || (*end != '\0' && *end != ':') ||
+      v >= SIZE_MAX)
+    return 0;
+  *out = (size_t)v;
+  return 1;
+}
+
+/*
+ * raw:PATH:RECORD_BYTES[:HEADER_BYTES], from after "raw:".  PATH may hold
+ * colons: the last field is a number, and so is the one before it when
+ * HEADER_BYTES is given.  Returns the length of PATH, or 0 when s is
+ * not of that form.
+ */
+static size_t
+parse_raw(const char *s, struct dataset_spec *out)
+{
+  const char *last = strrchr(s, ':'), *before, *end;
+
+  if (last == NULL || !field_number(last + 1, &out->header_bytes))
+    return 0;
+  before = memrchr(s, ':', (size_t)(last - s));
+  if (before != NULL && before > s &&
+      field_number(before + 1, &out->record_bytes)) {
+    end = before;
+  } else {
+    out->record_bytes = out->header_bytes;
+    out->header_bytes = 0;
+    end = last;
+  }
+  return out->record_bytes > 0 ? (size_t)(end - s) : 0;
+}
+
+int
+dataset_parse(const char *spec, struct dataset_spec *out)
+{
+  const char *colon = strchr(spec, ':'), *rest = NULL;
+  int kind = colon != NULL ? dataset_kind(spec, (size_t)(colon - spec)) : -1;
+  size_t len = 0;
+
+  *out = (struct dataset_spec){.kind = DS_SYNTHETIC};
+  if (kind >= 0) {
+    rest = colon + 1;
+    len = kind == DS_RAW ? parse_raw(rest, out) : strlen(rest);
+  }
+  if (len == 0) {
+    cli_error("--dataset: expected npy-dir:PATH, npy:PATH or "
+              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0), "
+              "got '%s'", spec);
+    return -1;
+  }
+  out->path = strndup(rest, len);
+  if (out->path == NULL) {
+    cli_error("--dataset: %s", fl_strerror(FL_ENOMEM));
+    return -1;
+  }
+  out->kind = kind;
+  out->spec = spec;
+  return 0;
+}
+
+int
+dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
+{
+  int rc;
+
+  switch (spec->kind) {
+  case DS_NPY_DIR:
+    rc = fl_dataset_npy_dir(ds, spec->path);
+    break;
+  case DS_NPY:
+    rc = fl_dataset_npy_array(ds, spec->path);
+    break;
+  case DS_RAW:
+    rc = fl_dataset_raw(ds, spec->path, spec->record_bytes,
+                        spec->header_bytes);
+    break;
+  default:
+    rc = FL_EINVAL;
+  }
+  if (rc < 0)
+    cli_error("%s", cli_loader_error(NULL, rc));
+  return rc < 0 ? -1 : 0;
+}
+
+void
+dataset_spec_free(struct dataset_spec *spec)
+{
+  free(spec->path);
+  *spec = (struct dataset_spec){.kind = DS_SYNTHETIC};
+}

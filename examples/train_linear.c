@@ -1,0 +1,325 @@
+/*
+ * A softmax-regression classifier trained in plain C on a .npy file that
+ * forkload reads: the way a C training program uses the library on data
+ * kept in files.
+ *
+ * It first writes its dataset, a '<f4' array of shape (SAMPLES, D + 1):
+ * each row holds D features drawn around the mean of its class, then the
+ * class, 0 to K - 1, as a float.  fl_dataset_npy_array maps the file; a
+ * loader with 2 persistent workers shuffles it into batches of 64 each
+ * epoch; SGD fits the weights.  Everything is seeded, so every run prints
+ * the same losses.
+ *
+ * usage: train_linear [-n SAMPLES] [-s fd|fs] [PATH]
+ *
+ * Without PATH the file is written in a new directory under $TMPDIR (or
+ * /tmp) and removed at the end; with PATH it is written there and kept.
+ * It exits 0 when the last epoch's mean loss is below LOSS_BOUND, 1 when
+ * it is not or something failed, and 2 on bad usage.
+ *
+ * Against an installed forkload it builds with
+ *   cc train_linear.c $(pkg-config --cflags --libs forkload) -lm
+ */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, getopt */
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <forkload.h>
+
+#define K 4         /* classes */
+#define D 16        /* features */
+#define ROW (D + 1) /* floats per row: the features, then the class */
+#define SAMPLES 4000
+#define EPOCHS 8
+#define BATCH 64
+#define LEARNING_RATE 0.1f
+#define SEED 42
+/* The class means are Gaussian, SPREAD apart per feature on average, and
+   the features add unit Gaussian noise to them: that leaves some rows
+   near another class's mean, so the loss cannot reach 0, but a linear
+   model still goes well below LOSS_BOUND (guessing scores log 4, 1.39). */
+#define SPREAD 0.7
+#define LOSS_BOUND 0.5
+
+struct config {
+  size_t samples;
+  fl_sharing sharing;
+  const char *path; /* NULL: a temporary file */
+};
+
+struct model {
+  float w[K][D];
+  float b[K];
+};
+
+/* A splitmix64 stream: uniform in (0, 1), and Gaussian by Box-Muller. */
+static double
+uniform(uint64_t *state)
+{
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return ((double)(z >> 11) + 0.5) * 0x1p-53;
+}
+
+static double
+gaussian(uint64_t *state)
+{
+  double r = sqrt(-2 * log(uniform(state)));
+
+  return r * cos(6.283185307179586 * uniform(state));
+}
+
+/*
+ * The version 1.0 .npy header of a float32 array of shape (n, ROW), padded
+ * with spaces to a newline so that the data starts at a multiple of 64, as
+ * numpy.save writes it.  `forkload gen` has the general one: this example
+ * keeps its own so that it builds from this one file.
+ */
+static size_t
+npy_header(char *buf, size_t n)
+{
+  const char *descr =
+      __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? "<f4" : ">f4";
+  size_t len = (size_t)snprintf(buf + 10, 118, "{'descr': '%s', "
+                                "'fortran_order': False, 'shape': (%zu, "
+                                "%d), }", descr, n, ROW);
+  size_t total = (10 + len + 1 + 63) / 64 * 64;
+
+  memset(buf + 10 + len, ' ', total - 10 - len - 1);
+  buf[total - 1] = '\n';
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (char)((total - 10) & 0xff);
+  buf[9] = (char)((total - 10) >> 8);
+  return total;
+}
+
+/* Writes the dataset to path: 0, or -1 having said why. */
+static int
+write_dataset(const char *path, size_t samples)
+{
+  float mean[K][D], row[ROW];
+  uint64_t state = SEED;
+  char head[128];
+  size_t i, len = npy_header(head, samples);
+  FILE *f = fopen(path, "wb");
+  int k, j, rc = -1;
+
+  if (f == NULL)
+    goto out;
+  for (k = 0; k < K; k++)
+    for (j = 0; j < D; j++)
+      mean[k][j] = (float)(SPREAD * gaussian(&state));
+  if (fwrite(head, 1, len, f) != len)
+    goto out;
+  for (i = 0; i < samples; i++) {
+    k = (int)(uniform(&state) * K);
+    for (j = 0; j < D; j++)
+      row[j] = mean[k][j] + (float)gaussian(&state);
+    row[D] = (float)k;
+    if (fwrite(row, sizeof row, 1, f) != 1)
+      goto out;
+  }
+  rc = 0;
+out:
+  if (f != NULL && fclose(f) != 0)
+    rc = -1;
+  if (rc < 0)
+    fprintf(stderr, "train_linear: %s: %s\n", path, strerror(errno));
+  return rc;
+}
+
+/*
+ * One SGD step on the batch's mean cross-entropy.  Adds the batch's summed
+ * loss and its right predictions, both from before the step, to *loss and
+ * *right.  Returns 0, or -1 when a row's class is not one of the K: then
+ * the file is not what write_dataset wrote.
+ */
+static int
+step(struct model *m, const float *rows, size_t n, double *loss,
+     size_t *right)
+{
+  float gw[K][D] = {{0}}, gb[K] = {0}, p[K], top, sum, g;
+  const float *x;
+  size_t i;
+  int k, j, y, best;
+
+  for (i = 0; i < n; i++) {
+    x = rows + i * ROW;
+    y = (int)x[D];
+    if (y < 0 || y >= K || (float)y != x[D])
+      return -1;
+    for (k = 0, best = 0; k < K; k++) {
+      p[k] = m->b[k];
+      for (j = 0; j < D; j++)
+        p[k] += m->w[k][j] * x[j];
+      best = p[k] > p[best] ? k : best;
+    }
+    /* The largest logit is subtracted so that expf cannot overflow. */
+    for (k = 0, top = p[best], sum = 0; k < K; k++)
+      sum += p[k] = expf(p[k] - top);
+    *loss -= log(p[y] / sum);
+    *right += best == y;
+    for (k = 0; k < K; k++) {
+      g = p[k] / sum - (k == y);
+      gb[k] += g;
+      for (j = 0; j < D; j++)
+        gw[k][j] += g * x[j];
+    }
+  }
+  for (k = 0; k < K; k++) {
+    m->b[k] -= LEARNING_RATE * gb[k] / (float)n;
+    for (j = 0; j < D; j++)
+      m->w[k][j] -= LEARNING_RATE * gw[k][j] / (float)n;
+  }
+  return 0;
+}
+
+/* One epoch: its mean loss and accuracy.  0, or -1 having said why. */
+static int
+epoch(fl_loader *l, struct model *m, double *loss, double *accuracy)
+{
+  fl_batch *b;
+  size_t seen = 0, right = 0;
+  double sum = 0;
+  int rc, bad = 0;
+
+  if ((rc = fl_loader_begin(l)) < 0)
+    goto out;
+  while (!bad && (rc = fl_loader_next(l, &b)) == 1) {
+    bad = step(m, fl_batch_data(b), fl_batch_count(b), &sum, &right) < 0;
+    seen += fl_batch_count(b);
+    fl_batch_release(b);
+  }
+  *loss = seen > 0 ? sum / (double)seen : 0;
+  *accuracy = seen > 0 ? (double)right / (double)seen : 0;
+out:
+  if (rc < 0)
+    fprintf(stderr, "train_linear: %s: %s\n", fl_err_name(rc),
+            fl_loader_error(l));
+  if (bad)
+    fprintf(stderr, "train_linear: a row's class is not 0 to %d\n", K - 1);
+  return rc < 0 || bad ? -1 : 0;
+}
+
+/* 0, or -1 having printed the usage. */
+static int
+parse_args(int argc, char **argv, struct config *c)
+{
+  char *end;
+  int opt, bad = 0;
+
+  while ((opt = getopt(argc, argv, "n:s:")) != -1) {
+    if (opt == 'n') {
+      errno = 0;
+      c->samples = strtoul(optarg, &end, 10);
+      bad |= optarg[0] < '1' || optarg[0] > '9' || *end != '\0' ||
+             errno != 0;
+    } else if (opt == 's') {
+      c->sharing = strcmp(optarg, "fs") == 0 ? FL_SHARE_FILE_SYSTEM
+                                             : FL_SHARE_FILE_DESCRIPTOR;
+      bad |= strcmp(optarg, "fs") != 0 && strcmp(optarg, "fd") != 0;
+    } else {
+      bad = 1;
+    }
+  }
+  c->path = optind < argc ? argv[optind] : NULL;
+  if (!bad && optind + 1 >= argc)
+    return 0;
+  fprintf(stderr, "usage: train_linear [-n SAMPLES] [-s fd|fs] [PATH]\n");
+  return -1;
+}
+
+/* Where the dataset goes: c->path, or data.npy in a new directory, whose
+   name goes to dir.  0, or -1 having said why not. */
+static int
+place(const struct config *c, char *dir, char *path)
+{
+  const char *tmp = getenv("TMPDIR");
+
+  if (c->path != NULL) {
+    snprintf(path, PATH_MAX, "%s", c->path);
+    return 0;
+  }
+  snprintf(dir, PATH_MAX, "%s/train_linear.XXXXXX",
+           tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
+  if (mkdtemp(dir) == NULL) {
+    fprintf(stderr, "train_linear: %s: %s\n", dir, strerror(errno));
+    dir[0] = '\0';
+    return -1;
+  }
+  snprintf(path, PATH_MAX, "%s/data.npy", dir);
+  return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+  struct config c = {SAMPLES, FL_SHARE_FILE_DESCRIPTOR, NULL};
+  char dir[PATH_MAX] = "", path[PATH_MAX];
+  struct model m = {{{0}}, {0}};
+  fl_dataset ds;
+  fl_loader *l = NULL;
+  fl_options opt;
+  fl_stats st;
+  double loss = 0, accuracy;
+  int e, opened = 0, status = 1;
+
+  if (parse_args(argc, argv, &c) < 0)
+    return 2;
+  if (place(&c, dir, path) < 0 || write_dataset(path, c.samples) < 0)
+    goto out;
+  printf("data: %zu samples of %d features in %d classes, a '<f4' array "
+         "of shape (%zu, %d)\n", c.samples, D, K, c.samples, ROW);
+  if (fl_dataset_npy_array(&ds, path) < 0) {
+    /* There is no dataset: fl_loader_error(NULL) says why. */
+    fprintf(stderr, "train_linear: %s\n", fl_loader_error(NULL));
+    goto out;
+  }
+  opened = 1;
+  /* A sample is a row, whatever the file says: step() reads it so. */
+  if (ds.sample_bytes != sizeof(float) * ROW) {
+    fprintf(stderr, "train_linear: %s: rows of %zu bytes, not %zu\n", path,
+            ds.sample_bytes, sizeof(float) * ROW);
+    goto out;
+  }
+  fl_options_init(&opt);
+  opt.batch_size = BATCH;
+  opt.shuffle = 1;
+  opt.seed = SEED;
+  opt.num_workers = 2;
+  opt.persistent_workers = 1;
+  opt.sharing = c.sharing;
+  if (fl_loader_create(&l, &ds, &opt) < 0) {
+    fprintf(stderr, "train_linear: %s\n", fl_loader_error(NULL));
+    goto out;
+  }
+  for (e = 1; e <= EPOCHS; e++) {
+    if (epoch(l, &m, &loss, &accuracy) < 0)
+      goto out;
+    printf("epoch %d: loss %.4f, accuracy %.3f\n", e, loss, accuracy);
+  }
+  fl_loader_stats(l, &st);
+  printf("waited %.3f s for data over %d epochs\n", st.wait_seconds, EPOCHS);
+  status = loss < LOSS_BOUND ? 0 : 1;
+  printf("final loss %.4f %s %.1f: %s\n", loss, status ? ">=" : "<",
+         LOSS_BOUND, status ? "the model did not learn" : "ok");
+out:
+  fl_loader_destroy(l);
+  if (opened)
+    fl_dataset_close(&ds);
+  if (dir[0] != '\0') {
+    unlink(path);
+    rmdir(dir);
+  }
+  return status;
+}

@@ -1,0 +1,91 @@
+#!/bin/sh
+# TAP test of examples/train_linear, the classifier trained on a .npy file
+# read through forkload: on a small dataset, shared through /dev/shm by
+# name, it exits 0, prints one loss line per epoch with a falling loss,
+# the waiting time and the line stating the final loss is below its bound;
+# it leaves no /dev/shm name of its pid and removes its temporary file.
+# A second run, given a path, keeps the file, a valid .npy header.
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_builddir=${top_builddir:-$top_srcdir}
+. "$top_srcdir/tests/tap.sh"
+bin=$top_builddir/examples/train_linear
+epochs=8 # EPOCHS in examples/train_linear.c
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/forkload-train.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' HUP INT TERM
+limit=
+command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
+
+echo "1..7"
+
+if [ ! -x "$bin" ]; then
+  for i in 1 2 3 4 5 6 7; do
+    skip "train_linear case $i" "$bin is not built"
+  done
+  exit 0
+fi
+
+# report DESCRIPTION STATUS [WHY]: one case, with WHY and the run's output
+# when it fails.
+report() {
+  if [ "$2" = 0 ]; then
+    ok "$1"
+  else
+    not_ok "$1"
+    diag "${3:-exit status $rc}; output:" "$(cat "$tmp/out")" \
+      "standard error:" "$(cat "$tmp/err")"
+  fi
+}
+
+# In the background, so that $! is its pid, which its /dev/shm names hold
+# (not under timeout(1), whose pid $! would be: run-test.sh bounds the
+# whole script).
+mkdir "$tmp/t"
+TMPDIR=$tmp/t "$bin" -n 1200 -s fs >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+wait $pid
+rc=$?
+[ "$rc" = 0 ]
+report "train_linear -n 1200 -s fs exits 0" $?
+
+# Lines read "epoch E: loss L, accuracy A".
+verdict=$(awk -v want="$epochs" '
+  $1 == "epoch" && $3 == "loss" {
+    n++; loss = $4 + 0; if (n == 1) first = loss; last = loss
+  }
+  END {
+    if (n != want) print "found " n " loss lines, not " want
+    else if (!(last < first / 2)) print "the loss went from " first " to " last
+    else print "ok"
+  }
+' "$tmp/out")
+[ "$verdict" = ok ]
+report "it prints $epochs epochs and the loss falls by half or more" $? \
+  "$verdict"
+
+grep -Eq "^waited [0-9.]+ s for data over $epochs epochs\$" "$tmp/out"
+report "it says how long it waited for data" $?
+
+grep -Eq '^final loss 0\.[0-9]+ < 0\.5: ok$' "$tmp/out"
+report "it states that the final loss is below its bound" $?
+
+left=$(ls /dev/shm 2>/dev/null | grep "^forkload\.$pid\.")
+[ -z "$left" ]
+report "no /dev/shm name of its pid $pid is left" $? "left behind: $left"
+
+[ -z "$(ls -A "$tmp/t")" ]
+report "its temporary directory under TMPDIR is removed" $?
+
+# Given a path, the file stays: magic, version 1.0, the dict, aligned data.
+$limit "$bin" -n 100 "$tmp/data.npy" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+# 0x76: the 118 bytes of the dict that take the data to byte 128.
+[ "$rc" -le 1 ] && [ -f "$tmp/data.npy" ] &&
+  [ "$(head -c 10 "$tmp/data.npy" | od -An -tx1 | tr -d ' \n')" = \
+    934e554d505901007600 ] &&
+  head -c 128 "$tmp/data.npy" | grep -aq \
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (100, 17), }  *\$" &&
+  [ "$(wc -c <"$tmp/data.npy")" = $((128 + 100 * 17 * 4)) ]
+report "given a path, it keeps a .npy file of shape (100, 17) there" $?
+
+exit $failed
