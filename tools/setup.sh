@@ -2,19 +2,30 @@
 # Installs, on Debian or Ubuntu, whatever building and testing forkload needs
 # and the machine lacks; does nothing when all of it is there.
 set -e
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo=sudo
+updated=""
+update() {
+  [ -n "$updated" ] && return 0
+  $sudo apt-get update -qq
+  updated=1
+}
 pkgs="gcc make autoconf automake libtool pkg-config libuv1-dev libcmocka-dev
 mandoc"
 # make fuzz (CI) needs clang and libFuzzer's runtime: its own package in
 # Debian 12, which clang only recommends; older releases ship it in clang.
+# A fresh machine may have no package lists yet to tell which it is.
 pkgs="$pkgs clang"
-apt-cache show libclang-rt-dev >/dev/null 2>&1 && pkgs="$pkgs libclang-rt-dev"
+if ! dpkg -s libclang-rt-dev >/dev/null 2>&1; then
+  apt-cache show libclang-rt-dev >/dev/null 2>&1 || update
+  apt-cache show libclang-rt-dev >/dev/null 2>&1 &&
+    pkgs="$pkgs libclang-rt-dev"
+fi
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo=sudo
 echo "tools/setup.sh: installing$missing"
-$sudo apt-get update -qq
+update
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
