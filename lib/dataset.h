@@ -8,6 +8,7 @@
 #define FL_DATASET_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <stdint.h>
 
 #include "forkload.h"
@@ -24,6 +25,7 @@ struct fl__ds_base {
  * shares the same pages.  An empty file, or one that is not a regular file,
  * is an error naming it (fl__error_set).
  */
+int fl__open_regular(const char *path, int *fd, struct stat *st);
 int fl__map_file(const char *path, void **map, size_t *size);
 
 /*

@@ -115,20 +115,10 @@ probe(const char *path, struct fl__npy *h)
   struct stat st;
   int fd, rc;
 
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fl__error_set(-errno, "%s: cannot open: %s", path,
-                         strerror(errno));
-  if (fstat(fd, &st) != 0) {
-    rc = fl__error_set(-errno, "%s: cannot stat: %s", path, strerror(errno));
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    rc = fl__error_set(FL_EINVAL, "%s: not a regular file", path);
-    goto out;
-  }
+  rc = fl__open_regular(path, &fd, &st);
+  if (rc != 0)
+    return rc;
   rc = read_header(fd, path, (uint64_t)st.st_size, h);
-out:
   fl__close(fd);
   return rc;
 }

@@ -25,25 +25,36 @@ struct region {
   char path[]; /* for messages */
 };
 
+/* Open a regular file for reading, or say why not: *fd, with its stat. */
+int
+fl__open_regular(const char *path, int *fd, struct stat *st)
+{
+  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (*fd < 0)
+    return fl__error_set(-errno, "%s: cannot open: %s", path,
+                         strerror(errno));
+  if (fstat(*fd, st) != 0) {
+    fl__error_set(-errno, "%s: cannot stat: %s", path, strerror(errno));
+    fl__close(*fd);
+    return -errno;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    fl__close(*fd);
+    return fl__error_set(FL_EINVAL, "%s: not a regular file", path);
+  }
+  return 0;
+}
+
 int
 fl__map_file(const char *path, void **map, size_t *size)
 {
   struct stat st;
   void *m = MAP_FAILED;
-  int fd, rc = 0;
+  int fd, rc;
 
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fl__error_set(-errno, "%s: cannot open: %s", path,
-                         strerror(errno));
-  if (fstat(fd, &st) != 0) {
-    rc = fl__error_set(-errno, "%s: cannot stat: %s", path, strerror(errno));
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    rc = fl__error_set(FL_EINVAL, "%s: not a regular file", path);
-    goto out;
-  }
+  rc = fl__open_regular(path, &fd, &st);
+  if (rc != 0)
+    return rc;
   if (st.st_size == 0) {
     rc = fl__error_set(FL_EINVAL, "%s: the file is empty", path);
     goto out;
