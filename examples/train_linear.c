@@ -257,7 +257,12 @@ place(const struct config *c, char *dir, char *path)
     dir[0] = '\0';
     return -1;
   }
-  snprintf(path, PATH_MAX, "%s/data.npy", dir);
+  if (snprintf(path, PATH_MAX, "%s/data.npy", dir) >= PATH_MAX) {
+    fprintf(stderr, "train_linear: %s: the path is too long\n", dir);
+    rmdir(dir);
+    dir[0] = '\0';
+    return -1;
+  }
   return 0;
 }
 
