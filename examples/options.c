@@ -274,6 +274,7 @@ cli_options(int argc, char **argv, struct load_args *a,
   return optind;
 }
 
+/* On a usage error, what parsing allocated is freed here, for every caller. */
 int
 cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
           const struct option *own, cli_own_fn fn, void *ctx)
@@ -281,17 +282,22 @@ cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
   int first = cli_options(argc, argv, a, own, fn, ctx);
 
   if (first < 0)
-    return -1;
+    goto fail;
   if (first < argc) {
     cli_error("%s: unexpected argument '%s'", cmd, argv[first]);
-    return -1;
+    goto fail;
   }
   if (a != NULL && a->file.kind != DS_SYNTHETIC && a->synth_only != 0) {
     cli_error("--%s: does not apply with --dataset, whose files say what "
               "the samples are", option_name(a->synth_only));
-    return -1;
+    goto fail;
   }
   return 0;
+
+fail:
+  if (a != NULL)
+    load_args_free(a);
+  return -1;
 }
 
 /* The synthetic dataset, or the one --dataset names, whose size is then
