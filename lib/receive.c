@@ -162,7 +162,15 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
     fl__slot_recycle(l, b);
     return;
   }
-  if (rc == FL_EMFILE || rc == FL_ENFILE) {
+  if ((rc == FL_EMFILE || rc == FL_ENFILE) && l->iterable) {
+    /* A stream cannot be read again: say what was lost, in its place. */
+    b->status = rc;
+    snprintf(b->msg, sizeof(b->msg),
+             "%u samples of this worker's stream were lost: this process "
+             "hit its open-file limit holding %zu batches; raise `ulimit "
+             "-n` or use FL_SHARE_FILE_SYSTEM",
+             r->count, l->stats.batches_held);
+  } else if (rc == FL_EMFILE || rc == FL_ENFILE) {
     keep_for_refetch(l, b, rc, 1);
     return;
   }

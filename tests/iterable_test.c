@@ -11,10 +11,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -324,6 +326,99 @@ errors_arrive_in_place_and_the_epoch_goes_on(void **state)
   flt_assert_clean(&base);
 }
 
+/* The highest fd number in use, plus one. */
+static int
+fd_ceiling(void)
+{
+  int fd, top = 0;
+
+  for (fd = 0; fd < 4096; fd++) {
+    if (fcntl(fd, F_GETFD) != -1)
+      top = fd + 1;
+  }
+  return top;
+}
+
+static struct rlimit saved_nofile;
+
+static int
+restore_fd_limit(void **state)
+{
+  (void)state;
+  return setrlimit(RLIMIT_NOFILE, &saved_nofile);
+}
+
+/*
+ * A stream cannot be read again, so a batch whose fd the kernel dropped
+ * at the fd limit is not fetched anew (the worker would read on past it):
+ * its place holds an error that counts the samples lost, and once the
+ * consumer releases, the epoch goes on with every other sample.
+ */
+static void
+fd_limit_loses_only_what_it_says_and_the_stream_goes_on(void **state)
+{
+  enum { PER = 400, HOLD = 300 };
+  unsigned char seen[2 * PER];
+  fl_batch *held[HOLD];
+  struct rlimit low;
+  struct streams s;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  fl_batch *b;
+  const char *at;
+  size_t n = 0, i, j, lost = 0, got = 0;
+  unsigned k;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  memset(seen, 0, sizeof(seen));
+  s_init(&s, &it);
+  s.counts[0] = s.counts[1] = PER;
+  s.first[1] = PER;
+  l = make(&it, 2, 2, 1, 1, 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  low = saved_nofile;
+  low.rlim_cur = (rlim_t)fd_ceiling() + 16;
+  setrlimit(RLIMIT_NOFILE, &low);
+  while (n < HOLD && (rc = fl_loader_next(l, &b)) == 1)
+    held[n++] = b;
+  assert_int_equal(rc, FL_EMFILE);
+  at = strstr(fl_loader_error(l), "): ");
+  assert_non_null(at);
+  assert_int_equal(sscanf(at + 3, "%u samples of this worker's stream were "
+                                  "lost", &k), 1);
+  assert_non_null(strstr(fl_loader_error(l), "ulimit -n"));
+  lost += k;
+  for (i = 0; i < n; i++) {
+    for (j = 0; j < fl_batch_count(held[i]); j++, got++)
+      seen[*(const uint64_t *)((const char *)fl_batch_data(held[i]) +
+                               j * 8)]++;
+    fl_batch_release(held[i]);
+  }
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    if (rc == FL_EMFILE) { /* batches in flight at the limit */
+      at = strstr(fl_loader_error(l), "): ");
+      assert_non_null(at);
+      assert_int_equal(sscanf(at + 3, "%u samples", &k), 1);
+      lost += k;
+      continue;
+    }
+    assert_int_equal(rc, 1);
+    for (j = 0; j < fl_batch_count(b); j++, got++)
+      seen[*(const uint64_t *)((const char *)fl_batch_data(b) + j * 8)]++;
+    fl_batch_release(b);
+  }
+  setrlimit(RLIMIT_NOFILE, &saved_nofile);
+  assert_int_equal(got + lost, 2 * PER);
+  for (i = 0; i < 2 * PER; i++)
+    assert_true(seen[i] <= 1); /* none twice */
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
 static void
 shuffle_and_indices_do_not_apply(void **state)
 {
@@ -391,10 +486,14 @@ main(void)
       cmocka_unit_test(drop_last_drops_each_worker_short_batch),
       cmocka_unit_test(every_epoch_reopens_the_streams),
       cmocka_unit_test(errors_arrive_in_place_and_the_epoch_goes_on),
+      cmocka_unit_test_teardown(
+          fd_limit_loses_only_what_it_says_and_the_stream_goes_on,
+          restore_fd_limit),
       cmocka_unit_test(shuffle_and_indices_do_not_apply),
       cmocka_unit_test(destroy_mid_epoch_leaves_nothing),
   };
 
+  getrlimit(RLIMIT_NOFILE, &saved_nofile);
   flt_warm_up();
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
