@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -756,6 +757,80 @@ segments_stay_within_the_window_plus_held_by_lending(void **state)
   segments(3);
 }
 
+/* One thread's loader: its own dataset size, strategy and workers. */
+struct lane {
+  size_t len;
+  fl_sharing sharing;
+  int persistent, ok;
+};
+
+static void *
+lane_run(void *arg)
+{
+  struct lane *ln = arg;
+  unsigned char *seen = calloc(ln->len, 1);
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t i, n;
+  int e, rc, ok = 1;
+
+  flt_data_init(&d, &ds, ln->len, 128);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 2;
+  opt.shuffle = 1;
+  opt.sharing = ln->sharing;
+  opt.persistent_workers = ln->persistent;
+  if (fl_loader_create(&l, &ds, &opt) != 0)
+    return NULL;
+  for (e = 0; e < 3 && ok; e++) {
+    memset(seen, 0, ln->len);
+    ok = fl_loader_begin(l) == 0;
+    for (n = 0; ok && (rc = fl_loader_next(l, &b)) == 1; n++) {
+      for (i = 0; i < fl_batch_count(b); i++) {
+        ok &= flt_sample_ok((const char *)fl_batch_data(b) + i * 128, 128,
+                            fl_batch_indices(b)[i]);
+        ok &= seen[fl_batch_indices(b)[i]]++ == 0;
+      }
+      fl_batch_release(b);
+    }
+    ok &= rc == 0 && n == fl_loader_len(l);
+  }
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  free(seen);
+  ln->ok = ok;
+  return NULL;
+}
+
+/*
+ * Loaders in different threads at once: each forks from its own thread
+ * (so without PR_SET_PDEATHSIG), and each worker lets go of the other
+ * loader's fds; both get every sample of every epoch, intact.
+ */
+static void
+two_loaders_in_two_threads_get_their_own_batches(void **state)
+{
+  struct lane lanes[2] = {{300, FL_SHARE_FILE_DESCRIPTOR, 1, 0},
+                          {420, FL_SHARE_FILE_SYSTEM, 0, 0}};
+  flt_baseline base;
+  pthread_t t[2];
+  int i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, lane_run, &lanes[i]), 0);
+  for (i = 0; i < 2; i++) {
+    assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_true(lanes[i].ok);
+  }
+  flt_assert_clean(&base);
+}
+
 /* Minor page faults of a process so far (field 10 of /proc/PID/stat). */
 static unsigned long
 minor_faults(long pid)
@@ -876,6 +951,7 @@ main(void)
       cmocka_unit_test(stats_count_held_batches_segments_and_fds),
       cmocka_unit_test(segments_stay_within_the_window_plus_held_by_lending),
       cmocka_unit_test(steady_state_refills_segments_without_page_faults),
+      cmocka_unit_test(two_loaders_in_two_threads_get_their_own_batches),
       cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
   };
 
