@@ -3,11 +3,13 @@
  */
 #include <ctype.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,4 +258,41 @@ flt_now(void)
 
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static struct rlimit saved_nofile;
+
+void
+flt_fd_limit_save(void)
+{
+  getrlimit(RLIMIT_NOFILE, &saved_nofile);
+}
+
+/* Fd numbers, not counts, meet the limit: go by the highest in use. */
+void
+flt_fd_limit_lower(int headroom)
+{
+  struct rlimit low = saved_nofile;
+  int fd, top = 0;
+
+  for (fd = 0; fd < 65536; fd++) {
+    if (fcntl(fd, F_GETFD) != -1)
+      top = fd + 1;
+  }
+  low.rlim_cur = (rlim_t)(top + headroom);
+  setrlimit(RLIMIT_NOFILE, &low);
+}
+
+void
+flt_fd_limit_restore(void)
+{
+  setrlimit(RLIMIT_NOFILE, &saved_nofile);
+}
+
+int
+flt_fd_limit_teardown(void **state)
+{
+  (void)state;
+  flt_fd_limit_restore();
+  return 0;
 }

@@ -40,6 +40,16 @@ void flt_assert_clean(const flt_baseline *b);
  */
 void flt_warm_up(void);
 
+/*
+ * The fd limit, for cases that run the parent short of fds: save it once
+ * in main, lower the soft limit to the highest fd in use plus headroom,
+ * and restore it (flt_fd_limit_teardown does that, whatever the case did).
+ */
+void flt_fd_limit_save(void);
+void flt_fd_limit_lower(int headroom);
+void flt_fd_limit_restore(void);
+int flt_fd_limit_teardown(void **state);
+
 /* Monotonic seconds. */
 double flt_now(void);
 

@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,7 +17,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,34 +102,6 @@ get_claiming_more_bytes_than_its_room_is_that_batch_error(void **state)
   overrun(1, 0, "get(index 3) reported 41 bytes, more than sample_bytes 32");
 }
 
-/* The highest fd number in use, plus one. */
-static int
-fd_ceiling(void)
-{
-  DIR *d = opendir("/proc/self/fd");
-  struct dirent *e;
-  int top = 0, fd;
-
-  assert_non_null(d);
-  while ((e = readdir(d)) != NULL) {
-    fd = atoi(e->d_name);
-    if (fd + 1 > top)
-      top = fd + 1;
-  }
-  closedir(d);
-  return top;
-}
-
-static struct rlimit saved_nofile;
-
-/* Whatever a failing case left, the fd limit is restored for the next. */
-static int
-restore_fd_limit(void **state)
-{
-  (void)state;
-  return setrlimit(RLIMIT_NOFILE, &saved_nofile);
-}
-
 /*
  * PyTorch's test_fd_limit_exceeded, done better: the error names both
  * remedies, the batch whose fd was lost is kept, and once the consumer
@@ -143,7 +113,6 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
   enum { LEN = 600, HOLD_MAX = 300 };
   unsigned char seen[LEN];
   fl_batch *held[HOLD_MAX];
-  struct rlimit low;
   flt_baseline base;
   fl_options opt;
   fl_dataset ds;
@@ -164,9 +133,7 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
   assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
   assert_int_equal(fl_loader_begin(l), 0);
   /* Workers are forked: only the parent runs short of fds. */
-  low = saved_nofile;
-  low.rlim_cur = (rlim_t)fd_ceiling() + 24;
-  setrlimit(RLIMIT_NOFILE, &low);
+  flt_fd_limit_lower(24);
   while (nheld < HOLD_MAX && (rc = fl_loader_next(l, &b)) == 1)
     held[nheld++] = b;
   assert_int_equal(rc, FL_EMFILE);
@@ -193,7 +160,7 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
     fl_batch_release(b);
   } while ((rc = fl_loader_next(l, &b)) == 1);
   assert_int_equal(rc, 0);
-  setrlimit(RLIMIT_NOFILE, &saved_nofile);
+  flt_fd_limit_restore();
   for (i = 0; i < LEN; i++)
     assert_int_equal(seen[i], 1);
   fl_loader_destroy(l);
@@ -450,14 +417,14 @@ main(void)
           get_claiming_more_bytes_than_its_room_is_that_batch_error),
       cmocka_unit_test_teardown(
           fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release,
-          restore_fd_limit),
+          flt_fd_limit_teardown),
       cmocka_unit_test(killed_parent_takes_its_workers_down_promptly),
       cmocka_unit_test(
           host_reaping_children_itself_does_not_hide_a_dead_worker),
       cmocka_unit_test(names_of_dead_owners_are_swept_and_no_others),
   };
 
-  getrlimit(RLIMIT_NOFILE, &saved_nofile);
+  flt_fd_limit_save();
   flt_warm_up();
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

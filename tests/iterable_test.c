@@ -11,12 +11,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -326,28 +324,6 @@ errors_arrive_in_place_and_the_epoch_goes_on(void **state)
   flt_assert_clean(&base);
 }
 
-/* The highest fd number in use, plus one. */
-static int
-fd_ceiling(void)
-{
-  int fd, top = 0;
-
-  for (fd = 0; fd < 4096; fd++) {
-    if (fcntl(fd, F_GETFD) != -1)
-      top = fd + 1;
-  }
-  return top;
-}
-
-static struct rlimit saved_nofile;
-
-static int
-restore_fd_limit(void **state)
-{
-  (void)state;
-  return setrlimit(RLIMIT_NOFILE, &saved_nofile);
-}
-
 /*
  * A stream cannot be read again, so a batch whose fd the kernel dropped
  * at the fd limit is not fetched anew (the worker would read on past it):
@@ -360,7 +336,6 @@ fd_limit_loses_only_what_it_says_and_the_stream_goes_on(void **state)
   enum { PER = 400, HOLD = 300 };
   unsigned char seen[2 * PER];
   fl_batch *held[HOLD];
-  struct rlimit low;
   struct streams s;
   flt_baseline base;
   fl_iterable it;
@@ -379,9 +354,7 @@ fd_limit_loses_only_what_it_says_and_the_stream_goes_on(void **state)
   s.first[1] = PER;
   l = make(&it, 2, 2, 1, 1, 0);
   assert_int_equal(fl_loader_begin(l), 0);
-  low = saved_nofile;
-  low.rlim_cur = (rlim_t)fd_ceiling() + 16;
-  setrlimit(RLIMIT_NOFILE, &low);
+  flt_fd_limit_lower(16);
   while (n < HOLD && (rc = fl_loader_next(l, &b)) == 1)
     held[n++] = b;
   assert_int_equal(rc, FL_EMFILE);
@@ -410,7 +383,7 @@ fd_limit_loses_only_what_it_says_and_the_stream_goes_on(void **state)
       seen[*(const uint64_t *)((const char *)fl_batch_data(b) + j * 8)]++;
     fl_batch_release(b);
   }
-  setrlimit(RLIMIT_NOFILE, &saved_nofile);
+  flt_fd_limit_restore();
   assert_int_equal(got + lost, 2 * PER);
   for (i = 0; i < 2 * PER; i++)
     assert_true(seen[i] <= 1); /* none twice */
@@ -488,12 +461,12 @@ main(void)
       cmocka_unit_test(errors_arrive_in_place_and_the_epoch_goes_on),
       cmocka_unit_test_teardown(
           fd_limit_loses_only_what_it_says_and_the_stream_goes_on,
-          restore_fd_limit),
+          flt_fd_limit_teardown),
       cmocka_unit_test(shuffle_and_indices_do_not_apply),
       cmocka_unit_test(destroy_mid_epoch_leaves_nothing),
   };
 
-  getrlimit(RLIMIT_NOFILE, &saved_nofile);
+  flt_fd_limit_save();
   flt_warm_up();
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
