@@ -201,7 +201,11 @@ create_workers(fl_loader *l)
     w->id = i;
     w->mq = w->sock = w->pidfd = -1;
     w->loader = l;
-    w->backlog_cap = l->opt.prefetch_factor + 2;
+    /*
+     * One worker may hold the whole window: an iterable dataset's last
+     * stream takes every task (the ring is never grown on the hot path).
+     */
+    w->backlog_cap = (unsigned)l->window + 2;
     w->backlog = calloc(w->backlog_cap, sizeof(*w->backlog));
     if (w->backlog == NULL)
       return FL_ENOMEM;

@@ -94,7 +94,7 @@ s_free(struct streams *s)
 /* One epoch's batches: values and workers, flattened in delivery order. */
 struct seen {
   uint64_t values[256];
-  unsigned workers[256], sizes[64];
+  unsigned workers[256], sizes[256];
   size_t nvalues, nbatches;
   int errors;
 };
@@ -392,6 +392,41 @@ fd_limit_loses_only_what_it_says_and_the_stream_goes_on(void **state)
   flt_assert_clean(&base);
 }
 
+/*
+ * When the other streams have ended, the one left takes every task of the
+ * window, more than its queue holds: they wait in the parent, in order.
+ */
+static void
+one_stream_left_takes_the_whole_window(void **state)
+{
+  struct streams s;
+  struct seen got;
+  flt_baseline base;
+  fl_iterable it;
+  fl_options opt;
+  fl_loader *l = NULL;
+  size_t i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  s.counts[1] = 200; /* workers 0, 2, 3 have nothing */
+  s.first[1] = 0;
+  fl_options_init(&opt);
+  opt.num_workers = 4;
+  opt.prefetch_factor = 8; /* a window of 32, the queue holds 9 at most */
+  opt.persistent_workers = 1;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), 0);
+  one_epoch(l, &got);
+  assert_int_equal(got.errors, 0);
+  assert_int_equal(got.nvalues, 200);
+  for (i = 0; i < 200; i++)
+    assert_int_equal(got.values[i], i);
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
 static void
 shuffle_and_indices_do_not_apply(void **state)
 {
@@ -462,6 +497,7 @@ main(void)
       cmocka_unit_test_teardown(
           fd_limit_loses_only_what_it_says_and_the_stream_goes_on,
           flt_fd_limit_teardown),
+      cmocka_unit_test(one_stream_left_takes_the_whole_window),
       cmocka_unit_test(shuffle_and_indices_do_not_apply),
       cmocka_unit_test(destroy_mid_epoch_leaves_nothing),
   };
