@@ -121,7 +121,6 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   fl_batch *b = NULL;
   int rc;
 
-
   if (r->slot < l->nslots)
     b = l->slots[r->slot];
   if (b == NULL || b->worker != w->id || b->state != FL__SLOT_TASKED ||
@@ -136,10 +135,15 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   }
   w->sent--;
   fl__dispatch_flush(l, w->id);
-  /* Whatever was lent, or made, the worker maps it now. */
-  b->lent = 0;
-  if (w->id < 64)
-    b->mapped_by |= 1ull << w->id;
+  /*
+   * What was made or lent, the worker maps now; a lent segment the task
+   * failed on may not be mapped, so it is lent again when next used.
+   */
+  if (r->status == 0 || !b->lent) {
+    b->lent = 0;
+    if (w->id < 64)
+      b->mapped_by |= 1ull << w->id;
+  }
   b->seq = r->seq;
   b->count = r->count;
   b->status = r->status;
