@@ -15,6 +15,7 @@ int
 fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out)
 {
   fl_batch **grown;
+  uint32_t *spare;
   fl_batch *b;
   size_t cap;
 
@@ -25,13 +26,17 @@ fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out)
     b->slot = l->spare[--l->nspare];
   } else {
     if (l->nslots == l->slots_cap) {
+      /* spare can hold every slot, so a drop never allocates. */
       cap = l->slots_cap ? l->slots_cap * 2 : 16;
       grown = realloc(l->slots, cap * sizeof(*grown));
-      if (grown == NULL) {
+      spare = grown != NULL ? realloc(l->spare, cap * sizeof(*spare)) : NULL;
+      if (grown != NULL)
+        l->slots = grown;
+      if (spare == NULL) {
         free(b);
         return FL_ENOMEM;
       }
-      l->slots = grown;
+      l->spare = spare;
       l->slots_cap = cap;
     }
     b->slot = (uint32_t)l->nslots++;
@@ -50,7 +55,6 @@ void
 fl__slot_drop(fl_loader *l, fl_batch *b)
 {
   char name[64];
-  uint32_t *grown;
 
   if (b->state == FL__SLOT_REFETCH)
     l->nrefetch--;
@@ -65,12 +69,7 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
     shm_unlink(name);
   }
   l->slots[b->slot] = NULL;
-  /* spare never outgrows slots, so growing it to slots_cap always fits. */
-  grown = realloc(l->spare, l->slots_cap * sizeof(*grown));
-  if (grown != NULL) {
-    l->spare = grown;
-    l->spare[l->nspare++] = b->slot;
-  }
+  l->spare[l->nspare++] = b->slot;
   free(b);
 }
 

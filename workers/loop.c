@@ -64,10 +64,6 @@ slot_drop(struct slot_table *t, uint32_t slot, size_t size)
   }
 }
 
-/*
- * Fill one task; returns the reply status.  *made says whether a segment
- * the task asked for now exists, *fd is its fd under the fd strategy.
- */
 /* Map the segment another worker made, lent to us for this task. */
 static int
 take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
@@ -92,6 +88,11 @@ take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
   return 0;
 }
 
+/*
+ * Fill one task; returns the reply status.  *made says whether a segment
+ * the task asked for now exists, *fd is its fd under the fd strategy,
+ * *count the samples written, *end that an iterable stream is over.
+ */
 static int
 fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
      struct fl__stream *st, const struct fl__task *t, int *fd, int *made,
