@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,9 @@ owner_of(const char *name)
   if (!isdigit((unsigned char)*p))
     return 0;
   pid = strtol(p, &end, 10);
-  if (*end != '.' || pid <= 0)
+  /* A number pid_t cannot hold would reach kill() as another pid, or as a
+     process group. */
+  if (*end != '.' || pid <= 0 || pid > INT_MAX)
     return 0;
   p = end + 1;
   for (i = 0; i < 8; i++, p++) {

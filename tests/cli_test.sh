@@ -2,22 +2,21 @@
 # TAP test of forkload(1): runs the demo with --verify over small synthetic
 # datasets under each option that changes the data path, checks the JSON
 # counts, the one-line errors for bad input, what `exhaust` reports when it
-# runs out of fds and that it leaves nothing, that `cleanup` removes only
-# stale segments, that `gen` writes files of each kind that `run --dataset`
-# reads back verified, and that no shared-memory name outlives the runs.
+# runs out of fds and that it leaves nothing, that `gen` writes files of
+# each kind that `run --dataset` reads back verified, and that no
+# shared-memory name outlives the runs.  `cleanup` is cleanup_test.sh's.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
 bin=$top_builddir/examples/forkload
 tmp=$(mktemp -d) || exit 1
-planted= # names the cleanup cases put in /dev/shm
-trap 'rm -f $planted; rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 # A hung run fails its case instead of the whole script.
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..78"
+echo "1..74"
 
 pass() {
   ok "$1"
@@ -203,50 +202,6 @@ forkload exhaust --strategy fs --hold 3 --samples 100 --sample-bytes 64 &&
   grep -q '^error  *none: 3 batches held$' "$tmp/out" &&
   [ "$(grep -c '^[a-z ]* ok$' "$tmp/out")" = 3 ]
 check $? "exhaust text report"
-
-# cleanup: a name of forkload's form whose owner is gone, one whose owner
-# (this shell) is alive, and one of another form.
-dead=$(sh -c 'echo $$')
-while kill -0 "$dead" 2>/dev/null; do dead=$(sh -c 'echo $$'); done
-stale=/dev/shm/forkload.$dead.deadbeef.7
-live=/dev/shm/forkload.$$.deadbeef.8
-other=/dev/shm/forkload-not-ours
-planted="$stale $live $other"
-
-# sweep_ok DESCRIPTION VERB SUMMARY ARGS...: cleanup ARGS reports the stale
-# name with VERB and a last line ending in SUMMARY, and no other planted
-# name.  A loader created elsewhere meanwhile (make -j check) may sweep
-# the stale name first: then it is planted again, twice at most.
-sweep_ok() {
-  desc=$1 verb=$2 summary=$3
-  shift 3
-  for try in 1 2 3; do
-    : >"$stale" && : >"$live" && : >"$other" || break
-    forkload cleanup "$@"
-    rc=$?
-    grep -q "^$verb $stale " "$tmp/out" || [ -e "$stale" ] || continue
-    break
-  done
-  if [ "$rc" = 0 ] &&
-    grep -qx "$verb $stale (owner pid $dead is gone)" "$tmp/out" &&
-    ! grep -q -e "forkload\.$$\." -e 'forkload-not-ours' "$tmp/out" &&
-    tail -n 1 "$tmp/out" | grep -q "^[0-9]* segment(s) $summary\$"; then
-    pass "$desc"
-  else
-    echo "# exit $rc; stdout:" >>"$tmp/err"
-    sed 's/^/#   /' "$tmp/out" >>"$tmp/err"
-    fail "$desc"
-  fi
-}
-
-sweep_ok "cleanup --dry-run lists only the stale name" "would remove" \
-  "would be removed" --dry-run
-[ -e "$stale" ] && [ -e "$live" ] && [ -e "$other" ]
-check $? "cleanup --dry-run removes nothing"
-sweep_ok "cleanup reports the stale name" removed removed
-[ ! -e "$stale" ] && [ -e "$live" ] && [ -e "$other" ]
-check $? "cleanup removes only the stale name"
-rm -f $planted
 
 # gen writes each kind of file; run --dataset reads it back and --verify
 # checks every byte against the generator, with each sharing strategy.

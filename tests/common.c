@@ -3,12 +3,15 @@
  */
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +101,22 @@ flt_assert_clean(const flt_baseline *b)
   assert_int_equal(flt_child_count(), b->children);
   assert_int_equal(flt_shm_count(), b->shm);
   assert_int_equal(flt_fd_count(), b->fds);
+}
+
+int
+flt_private_dev_shm(const char *opts, char *why, size_t len)
+{
+  if (unshare(CLONE_NEWNS) != 0) {
+    snprintf(why, len, "unshare(CLONE_NEWNS): %s", strerror(errno));
+    return -1;
+  }
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", "/dev/shm", "tmpfs", 0, opts) != 0) {
+    snprintf(why, len, "mounting a tmpfs over /dev/shm: %s",
+             strerror(errno));
+    return -1;
+  }
+  return 0;
 }
 
 void

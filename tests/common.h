@@ -54,6 +54,14 @@ int flt_fd_limit_teardown(void **state);
 double flt_now(void);
 
 /* Print a TAP "skip all" plan with the reason and exit 77. */
+/*
+ * Puts this process in a private mount namespace with its own tmpfs over
+ * /dev/shm, mounted with OPTS ("size=1m"): what it holds is seen by no other
+ * process on the machine, and no other loader's sweep touches it.  Needs
+ * root; on failure returns -1 with the reason in why.
+ */
+int flt_private_dev_shm(const char *opts, char *why, size_t len);
+
 void flt_skip_all(const char *fmt, ...)
     __attribute__((noreturn, format(printf, 1, 2)));
 

@@ -1,15 +1,14 @@
 /*
  * Failures a user can meet, each ending in a clear error with nothing lost,
  * leaked or hung: a get that overruns its room, the fd limit with the fd
- * strategy, a parent killed under its workers, and the names such a parent
- * can leave in /dev/shm.
+ * strategy, and a parent killed under its workers.  The names such a parent can
+ * leave in /dev/shm are sweep_test's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -331,105 +330,6 @@ host_reaping_children_itself_does_not_hide_a_dead_worker(void **state)
   host_that_reaps(SIG_IGN);
 }
 
-static pid_t
-dead_pid(void)
-{
-  pid_t pid = fork();
-
-  if (pid == 0)
-    _exit(0);
-  waitpid(pid, NULL, 0);
-  return pid;
-}
-
-static void
-plant(const char *name)
-{
-  int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
-
-  assert_true(fd >= 0);
-  close(fd);
-}
-
-static int
-exists(const char *name)
-{
-  int fd = shm_open(name, O_RDONLY, 0);
-
-  if (fd < 0)
-    return 0;
-  close(fd);
-  return 1;
-}
-
-/* What a sweep reported of the names this test planted. */
-struct heard {
-  const char *stale, *live, *foreign; /* without the leading slash */
-  int stale_n, others_n;
-};
-
-static void
-note_swept(const char *name, long owner, void *arg)
-{
-  struct heard *h = arg;
-
-  (void)owner;
-  if (strcmp(name, h->stale) == 0)
-    h->stale_n++;
-  else if (strcmp(name, h->live) == 0 || strcmp(name, h->foreign) == 0)
-    h->others_n++;
-}
-
-/*
- * A parent killed while a segment was in transit leaves its name; the next
- * loader on the machine removes it, and never touches a live owner's names
- * or another program's.  Other names of dead owners may come and go meanwhile
- * (make -j check), so only the planted ones are judged, and a loader created
- * elsewhere may sweep the stale name first: then it is planted again.
- */
-static void
-names_of_dead_owners_are_swept_and_no_others(void **state)
-{
-  char stale[64], live[64];
-  const char *foreign = "/forkload-not-ours";
-  struct heard h;
-  flt_baseline base;
-  fl_dataset ds;
-  fl_loader *l;
-  flt_data d;
-  int try;
-
-  (void)state;
-  flt_baseline_take(&base);
-  snprintf(stale, sizeof(stale), "/forkload.%ld.deadbeef.7", (long)dead_pid());
-  snprintf(live, sizeof(live), "/forkload.%ld.deadbeef.8", (long)getpid());
-  h.stale = stale + 1;
-  h.live = live + 1;
-  h.foreign = foreign + 1;
-  for (try = 0; try < 3; try++) {
-    plant(stale);
-    plant(live);
-    plant(foreign);
-    h.stale_n = h.others_n = 0;
-    assert_true(fl_shm_sweep(1, note_swept, &h) >= h.stale_n);
-    if (h.stale_n == 1 && exists(stale))
-      break;
-  }
-  assert_int_equal(h.stale_n, 1);
-  assert_int_equal(h.others_n, 0);
-  assert_true(exists(stale)); /* a dry run removes nothing */
-  flt_data_init(&d, &ds, 10, 8);
-  assert_int_equal(fl_loader_create(&l, &ds, NULL), 0);
-  assert_false(exists(stale));
-  assert_true(exists(live));
-  assert_true(exists(foreign));
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  shm_unlink(live);
-  shm_unlink(foreign);
-  flt_assert_clean(&base);
-}
-
 int
 main(void)
 {
@@ -443,7 +343,6 @@ main(void)
       cmocka_unit_test(killed_parent_takes_its_workers_down_promptly),
       cmocka_unit_test(
           host_reaping_children_itself_does_not_hide_a_dead_worker),
-      cmocka_unit_test(names_of_dead_owners_are_swept_and_no_others),
   };
 
   flt_fd_limit_save();

@@ -10,12 +10,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,23 +20,6 @@
 
 #define SMALL_SHM "size=1m"
 #define SAMPLE (64 * 1024)
-
-/* In the child: a private namespace with a small /dev/shm, or why not. */
-static int
-small_shm(char *why, size_t len)
-{
-  if (unshare(CLONE_NEWNS) != 0) {
-    snprintf(why, len, "unshare(CLONE_NEWNS): %s", strerror(errno));
-    return -1;
-  }
-  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-      mount("tmpfs", "/dev/shm", "tmpfs", 0, SMALL_SHM) != 0) {
-    snprintf(why, len, "mounting a tmpfs over /dev/shm: %s",
-             strerror(errno));
-    return -1;
-  }
-  return 0;
-}
 
 /*
  * Hold batches until the loader fails; the failure must be FL_ENOSPC with
@@ -124,7 +104,7 @@ in_small_shm(fl_sharing sharing, int in_dev_shm, int want_full)
   assert_true(pid >= 0);
   if (pid == 0) {
     close(p[0]);
-    rc = small_shm(why, sizeof(why));
+    rc = flt_private_dev_shm(SMALL_SHM, why, sizeof(why));
     if (rc == 0)
       rc = fill_until_full(sharing, in_dev_shm, want_full, why, sizeof(why));
     if (write(p[1], why, strlen(why)) < 0)
@@ -179,7 +159,7 @@ main(void)
   /* Can this machine give us a namespace at all? */
   pid = fork();
   if (pid == 0)
-    _exit(small_shm(why, sizeof(why)) == 0 ? 0 : 1);
+    _exit(flt_private_dev_shm(SMALL_SHM, why, sizeof(why)) == 0 ? 0 : 1);
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
       WEXITSTATUS(status) != 0)
     flt_skip_all("needs root and a private mount namespace "

@@ -1,0 +1,78 @@
+#!/bin/sh
+# TAP test of `forkload cleanup`: in a /dev/shm holding a name of forkload's
+# form whose owner is gone, one whose owner (this shell) is alive, and one of
+# another form, --dry-run lists only the stale name and removes nothing, and
+# cleanup removes only it.  Runs in a private mount namespace with its own
+# tmpfs over /dev/shm, so that no other loader on the machine (make -j check)
+# sweeps the stale name first; without root and unshare(1) it is skipped.
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_builddir=${top_builddir:-$top_srcdir}
+if [ "${FL_PRIVATE_SHM-}" != 1 ]; then
+  if unshare -m true 2>/dev/null; then
+    FL_PRIVATE_SHM=1 exec unshare -m sh "$0" "$@"
+  fi
+  echo "1..0 # SKIP needs root and unshare -m for a private /dev/shm"
+  exit 77
+fi
+if ! mount -t tmpfs -o size=1m forkload-test /dev/shm 2>/dev/null; then
+  echo "1..0 # SKIP cannot mount a tmpfs over /dev/shm"
+  exit 77
+fi
+. "$top_srcdir/tests/tap.sh"
+bin=$top_builddir/examples/forkload
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' HUP INT TERM
+
+echo "1..5"
+
+dead=$(sh -c 'echo $$')
+while kill -0 "$dead" 2>/dev/null; do dead=$(sh -c 'echo $$'); done
+stale=/dev/shm/forkload.$dead.deadbeef.7
+live=/dev/shm/forkload.$$.deadbeef.8
+other=/dev/shm/forkload-not-ours
+: >"$stale" && : >"$live" && : >"$other" || exit 1
+
+# cleanup_ok DESCRIPTION EXPECTED ARGS...: `forkload cleanup ARGS` exits 0
+# and prints exactly the lines EXPECTED.
+cleanup_ok() {
+  desc=$1 expected=$2
+  shift 2
+  timeout -k 5 60 "$bin" cleanup "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" = 0 ] && [ "$(cat "$tmp/out")" = "$expected" ]; then
+    ok "$desc"
+  else
+    not_ok "$desc"
+    diag "exit $rc; stdout:" "$(cat "$tmp/out")" "stderr:" "$(cat "$tmp/err")"
+  fi
+}
+
+# present WHICH...: which planted names are there, in the order given.
+present() {
+  for f in "$@"; do
+    if [ -e "$f" ]; then echo "$f"; fi
+  done
+}
+
+cleanup_ok "cleanup --dry-run lists only the stale name" \
+  "would remove $stale (owner pid $dead is gone)
+1 segment(s) would be removed" --dry-run
+if [ "$(present "$stale" "$live" "$other")" = "$stale
+$live
+$other" ]; then
+  ok "cleanup --dry-run removes nothing"
+else
+  not_ok "cleanup --dry-run removes nothing"
+fi
+cleanup_ok "cleanup reports the stale name" \
+  "removed $stale (owner pid $dead is gone)
+1 segment(s) removed"
+if [ "$(present "$stale" "$live" "$other")" = "$live
+$other" ]; then
+  ok "cleanup removes only the stale name"
+else
+  not_ok "cleanup removes only the stale name"
+fi
+cleanup_ok "cleanup with nothing stale removes nothing" "0 segment(s) removed"
+exit $failed
