@@ -1,6 +1,6 @@
 /*
  * The census `forkload exhaust` takes before it creates a loader and after
- * it destroys it: the process's open fds, the forkload names in /dev/shm,
+ * it destroys it: the process's open fds, the names in /dev/shm it owns,
  * and its child processes.  What differs is what the loader left behind.
  */
 #include <ctype.h>
@@ -68,19 +68,26 @@ read_fds(struct census *c)
   return rc;
 }
 
-/* Every name that starts with "forkload", of forkload's form or not. */
+/*
+ * The names this process's loader owns: forkload.<our pid>.*.  Other
+ * programs' loaders on the machine make and sweep their own meanwhile.
+ */
 static int
 read_names(struct census *c)
 {
+  char prefix[32];
   struct dirent *e;
   DIR *d = opendir("/dev/shm");
   char *name;
+  size_t n;
   int rc = 0;
 
   if (d == NULL)
     return errno == ENOENT ? 0 : -errno;
+  n = (size_t)snprintf(prefix, sizeof(prefix), "forkload.%ld.",
+                       (long)getpid());
   while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, "forkload", 8) != 0)
+    if (strncmp(e->d_name, prefix, n) != 0)
       continue;
     name = strdup(e->d_name);
     if (name == NULL ||
@@ -140,7 +147,6 @@ census_new_names(const struct census *before, const struct census *after,
 
   list[0] = '\0';
   for (i = 0; i < after->nnames; i++) {
-    /* A stale name that was there before may be gone: create sweeps. */
     if (has_name(before, after->names[i]))
       continue;
     append(list, len, "/dev/shm/%s", after->names[i]);

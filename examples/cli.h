@@ -168,7 +168,7 @@ void cli_catch_signals(void);
 struct census {
   int *fds; /* open fds, ascending */
   size_t nfds;
-  char **names; /* forkload names in /dev/shm */
+  char **names; /* names in /dev/shm this process owns */
   size_t nnames;
 };
 

@@ -7,18 +7,11 @@
 # sweeps the stale name first; without root and unshare(1) it is skipped.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
-if [ "${FL_PRIVATE_SHM-}" != 1 ]; then
-  if unshare -m true 2>/dev/null; then
-    FL_PRIVATE_SHM=1 exec unshare -m sh "$0" "$@"
-  fi
+. "$top_srcdir/tests/tap.sh"
+if ! in_private_dev_shm "$0" "$@"; then
   echo "1..0 # SKIP needs root and unshare -m for a private /dev/shm"
   exit 77
 fi
-if ! mount -t tmpfs -o size=1m forkload-test /dev/shm 2>/dev/null; then
-  echo "1..0 # SKIP cannot mount a tmpfs over /dev/shm"
-  exit 77
-fi
-. "$top_srcdir/tests/tap.sh"
 bin=$top_builddir/examples/forkload
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

@@ -8,6 +8,9 @@
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
+# Alone in /dev/shm where it can be, so that a name another test program's
+# killed parent leaves there for a moment is not taken for one of ours.
+in_private_dev_shm "$0" "$@"
 bin=$top_builddir/examples/forkload
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

@@ -1,4 +1,5 @@
-# TAP helpers for the shell tests, sourced by each: ok, not_ok, skip, diag.
+# TAP helpers for the shell tests, sourced by each: ok, not_ok, skip, diag,
+# and in_private_dev_shm.
 # A script prints its plan, reports each case, and ends with `exit $failed`.
 n=0
 failed=0
@@ -17,4 +18,16 @@ skip() {
 }
 diag() {
   printf '%s\n' "$@" | sed 's/^/# /'
+}
+# in_private_dev_shm SCRIPT ARGS...: runs the script again in a private mount
+# namespace (unshare -m) with its own tmpfs over /dev/shm, where no other
+# program's names or sweeps meet its own, and returns 0 in that run; returns
+# 1 where that cannot be had (it needs root).
+in_private_dev_shm() {
+  if [ "${FL_PRIVATE_SHM-}" = 1 ]; then
+    mount -t tmpfs forkload-test /dev/shm 2>/dev/null
+    return
+  fi
+  unshare -m true 2>/dev/null || return 1
+  FL_PRIVATE_SHM=1 exec unshare -m sh "$@"
 }
