@@ -101,8 +101,7 @@ fl__slot_recycle(fl_loader *l, fl_batch *b)
 
 /*
  * Attach the segment a worker made for b: by fd (this takes the fd over,
- * whatever happens) or by name.  On failure b stays unmapped, except when
- * only pin_memory's mlock failed: then it is mapped, unpinned.
+ * whatever happens) or by name, and pin it.  On failure b stays unmapped.
  */
 int
 fl__slot_map(fl_loader *l, fl_batch *b, int fd)
@@ -123,9 +122,21 @@ fl__slot_map(fl_loader *l, fl_batch *b, int fd)
   if (rc != 0)
     return rc;
   fl__stats_segments(l, 1, (long)b->seg.size, fd >= 0 ? 1 : 0);
-  if (l->opt.pin_memory && mlock(b->seg.base, b->seg.size) != 0)
-    return -errno;
+  fl__slot_pin(l, b);
   return 0;
+}
+
+/*
+ * pin_memory: lock a newly mapped segment, once for its life.  If
+ * RLIMIT_MEMLOCK does not allow it, the segment serves unpinned, and the
+ * first batch it carries says so (loader.c).
+ */
+void
+fl__slot_pin(fl_loader *l, fl_batch *b)
+{
+  b->pin_error = 0;
+  if (l->opt.pin_memory && mlock(b->seg.base, b->seg.size) != 0)
+    b->pin_error = -errno;
 }
 
 /* Point the batch at what the worker wrote into its segment. */

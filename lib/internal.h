@@ -118,6 +118,7 @@ struct fl_batch {
   int lent;          /* lent to `worker`, which may not have mapped it */
   uint64_t mapped_by; /* workers (ids below 64) known to map it */
   int status;        /* 0, or this batch's error */
+  int pin_error;     /* pin_memory could not lock its segment: not yet said */
   uint64_t seq;
   size_t count;
   const size_t *indices;
@@ -131,6 +132,7 @@ int fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out);
 void fl__slot_drop(fl_loader *l, fl_batch *b);
 void fl__slot_recycle(fl_loader *l, fl_batch *b);
 int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
+void fl__slot_pin(fl_loader *l, fl_batch *b);
 void fl__slot_view(fl_loader *l, fl_batch *b);
 
 /* workers/info.c */
@@ -246,6 +248,7 @@ struct fl_loader {
   uint64_t serial;
   fl_batch *inline_free; /* num_workers == 0: refillable segments */
   size_t nrefetch;      /* slots in FL__SLOT_REFETCH */
+  fl_batch *unpinned;   /* whole but unpinned: the next call hands it out */
 
   uv_loop_t loop;
   uv_timer_t timer;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -465,6 +466,10 @@ fl_loader_begin(fl_loader *l)
     return FL_EINVAL;
   if (l->fatal)
     return l->fatal;
+  /* With workers, an epoch cut short takes back a batch kept unpinned. */
+  if (l->unpinned != NULL && l->opt.num_workers == 0)
+    fl__slot_recycle(l, l->unpinned);
+  l->unpinned = NULL;
   if (l->in_epoch && !l->epoch_over && l->opt.num_workers > 0) {
     rc = abandon_epoch(l);
     if (rc != 0)
@@ -525,11 +530,36 @@ settle(fl_loader *l, fl_batch *b)
   return rc;
 }
 
+/*
+ * A good batch in a segment pin_memory could not lock: say so, with the
+ * limit, and keep the batch for the next call, so that nothing is lost.
+ */
+static int
+report_unpinned(fl_loader *l, fl_batch *b)
+{
+  struct rlimit rl;
+  int rc = b->pin_error;
+
+  b->pin_error = 0;
+  l->unpinned = b;
+  getrlimit(RLIMIT_MEMLOCK, &rl);
+  return fl__loader_set_error(
+      l, rc,
+      "batch %llu (worker %u): pin_memory cannot lock its %zu-byte segment "
+      "in memory (RLIMIT_MEMLOCK %llu bytes): raise `ulimit -l` or turn "
+      "pin_memory off. The batch is whole: the next call hands it out, "
+      "unpinned",
+      (unsigned long long)b->seq, b->worker, b->seg.size,
+      (unsigned long long)rl.rlim_cur);
+}
+
 static int
 hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
 {
   int rc;
 
+  if (b->pin_error != 0 && b->status == 0)
+    return report_unpinned(l, b);
   if ((rc = settle(l, b)) != 0)
     return rc;
   l->stats.batches_delivered++;
@@ -609,6 +639,7 @@ next_inline(fl_loader *l, fl_batch **out)
     }
     fl__stats_segments(l, 1, (long)l->seg_size, 0);
     fl__slot_view(l, b);
+    fl__slot_pin(l, b);
   }
   b->seq = l->delivered;
   b->msg[0] = '\0';
@@ -650,6 +681,11 @@ fl_loader_next(fl_loader *l, fl_batch **out)
                                 "begin an epoch first");
   if (l->epoch_over)
     return 0;
+  if (l->unpinned != NULL) {
+    b = l->unpinned;
+    l->unpinned = NULL;
+    return hand_out(l, b, out);
+  }
   if (l->opt.num_workers == 0 && l->iterable)
     return next_inline(l, out);
   if (epoch_done(l))

@@ -185,12 +185,7 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   if (rc != 0 && b->status == 0) {
     b->status = rc;
     snprintf(b->msg, sizeof(b->msg),
-             b->seg.base != NULL
-                 ? "pin_memory: cannot lock a %zu-byte segment in memory "
-                   "(RLIMIT_MEMLOCK too low?): raise `ulimit -l` or turn "
-                   "pin_memory off"
-                 : "cannot map a %zu-byte segment from a worker",
-             l->seg_size);
+             "cannot map a %zu-byte segment from a worker", l->seg_size);
   }
   /* An iterable dataset's worker has no more to give this epoch. */
   b->end = (r->flags & FL__REPLY_END) != 0;

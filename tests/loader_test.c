@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -917,6 +918,128 @@ pin_memory_locks_segments_within_the_memlock_limit(void **state)
   fx_end(&f);
 }
 
+/*
+ * In a child that RLIMIT_MEMLOCK (64 KiB) keeps from locking any 256 KiB
+ * segment: two persistent epochs of 8 batches.  Returns 0, or the number
+ * of the check that failed.  Each segment must be reported once for its
+ * life, each report must be followed by its batch, and no sample may be
+ * lost.
+ */
+static int
+pin_beyond_limit(unsigned workers)
+{
+  struct rlimit rl = {64 * 1024, 64 * 1024};
+  const size_t sample = 64 * 1024, len = 32;
+  size_t reports = 0, i, idx;
+  unsigned char seen[32];
+  int rc, fds, after_report = 0;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  fl_stats st;
+  flt_data d;
+  uint64_t seq;
+  int epoch;
+
+  /* Root's CAP_IPC_LOCK overrides the limit: leave root first. */
+  if (geteuid() == 0 && setuid(65534) != 0)
+    return 1;
+  if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+    return 2;
+  flt_data_init(&d, &ds, len, sample);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = workers;
+  opt.persistent_workers = 1;
+  opt.pin_memory = 1;
+  if (fl_loader_create(&l, &ds, &opt) != 0)
+    return 3;
+  for (epoch = 0; epoch < 2; epoch++) {
+    if (fl_loader_begin(l) != 0)
+      return 4;
+    memset(seen, 0, sizeof(seen));
+    seq = 0;
+    while ((rc = fl_loader_next(l, &b)) != 0) {
+      if (rc < 0) {
+        if (rc != FL_ENOMEM || after_report ||
+            strstr(fl_loader_error(l), "RLIMIT_MEMLOCK 65536 bytes") == NULL ||
+            strstr(fl_loader_error(l), "`ulimit -l`") == NULL)
+          return 5;
+        reports++;
+        after_report = 1;
+        continue;
+      }
+      after_report = 0;
+      if (fl_batch_seq(b) != seq++ || fl_batch_count(b) != 4)
+        return 6;
+      for (i = 0; i < 4; i++) {
+        idx = fl_batch_indices(b)[i];
+        if (idx >= len || seen[idx]++ ||
+            !flt_sample_ok((const char *)fl_batch_data(b) + i * sample,
+                           sample, idx))
+          return 7;
+      }
+      fl_batch_release(b);
+    }
+    if (seq != len / 4)
+      return 8;
+  }
+  if (fl_loader_stats(l, &st) != 0 || st.segments_peak == 0 ||
+      reports != st.segments_peak)
+    return 9;
+  fl_loader_destroy(l);
+  /* Right after a report: an epoch begun anew, then a loader destroyed. */
+  fds = flt_fd_count();
+  if (fl_loader_create(&l, &ds, &opt) != 0 || fl_loader_begin(l) != 0 ||
+      fl_loader_next(l, &b) != FL_ENOMEM || fl_loader_begin(l) != 0)
+    return 10;
+  while ((rc = fl_loader_next(l, &b)) == FL_ENOMEM)
+    ;
+  if (rc != 1 || fl_batch_seq(b) != 0)
+    return 11;
+  fl_batch_release(b);
+  fl_loader_destroy(l);
+  if (fl_loader_create(&l, &ds, &opt) != 0 || fl_loader_begin(l) != 0 ||
+      fl_loader_next(l, &b) != FL_ENOMEM)
+    return 12;
+  fl_loader_destroy(l);
+  if (flt_fd_count() != fds || flt_shm_count() != 0 || flt_child_count() != 0)
+    return 13;
+  flt_data_free(&d);
+  return 0;
+}
+
+/*
+ * Where RLIMIT_MEMLOCK cannot hold a segment, pin_memory says so once per
+ * segment, with the limit and the remedy, and the next call hands out the
+ * batch, whole and unpinned: nothing is lost.  With workers and without.
+ */
+static void
+pin_memory_beyond_the_memlock_limit_says_so_and_loses_nothing(void **state)
+{
+  static const unsigned workers[] = {2, 0};
+  flt_baseline base;
+  int status;
+  size_t i;
+  pid_t pid;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (i = 0; i < 2; i++) {
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+      _exit(pin_beyond_limit(workers[i]));
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) != 0)
+      fail_msg("%u workers: check %d failed", workers[i],
+               WEXITSTATUS(status));
+  }
+  flt_assert_clean(&base);
+}
+
 int
 main(void)
 {
@@ -953,6 +1076,8 @@ main(void)
       cmocka_unit_test(steady_state_refills_segments_without_page_faults),
       cmocka_unit_test(two_loaders_in_two_threads_get_their_own_batches),
       cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
+      cmocka_unit_test(
+          pin_memory_beyond_the_memlock_limit_says_so_and_loses_nothing),
   };
 
   flt_warm_up();
