@@ -25,6 +25,7 @@ static void
 child(fl_loader *l, unsigned w, int sock, pid_t parent, int main_thread,
       const sigset_t *old)
 {
+  struct sigaction sa;
   int keep[2], sig;
 
   keep[0] = l->workers[w].mq;
@@ -33,10 +34,12 @@ child(fl_loader *l, unsigned w, int sock, pid_t parent, int main_thread,
   /*
    * The host's handlers are not the worker's: a crash handler that
    * longjmps or reports for the parent must not run here.  worker_init
-   * may install its own.
+   * may install its own.  What the host ignores stays ignored, as across
+   * exec: a program run under nohup keeps its workers on SIGHUP.
    */
   for (sig = 1; sig < NSIG; sig++) {
-    if (sig != SIGKILL && sig != SIGSTOP)
+    if (sig != SIGKILL && sig != SIGSTOP &&
+        sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN)
       signal(sig, SIG_DFL);
   }
   signal(SIGINT, SIG_IGN);

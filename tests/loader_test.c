@@ -919,6 +919,46 @@ pin_memory_locks_segments_within_the_memlock_limit(void **state)
   fx_end(&f);
 }
 
+/*
+ * A host that ignores SIGHUP (nohup) keeps its workers on a hangup: what
+ * the host ignores stays ignored in them, as across exec, while its
+ * handlers do not follow them.
+ */
+static void
+workers_keep_the_signals_their_host_ignores(void **state)
+{
+  struct sigaction ign = {0}, old;
+  unsigned char seen[64];
+  fx f;
+  fl_batch *b;
+  size_t n;
+  int rc;
+
+  (void)state;
+  memset(seen, 0, sizeof(seen));
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGHUP, &ign, &old);
+  fx_init(&f, 64, 32);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 2;
+  f.opt.worker_init = flt_worker_init;
+  f.opt.worker_init_arg = &f.d;
+  fx_start(&f);
+  assert_int_equal(fl_loader_next(f.l, &b), 1);
+  check_batch(b, 32, seen, 64);
+  fl_batch_release(b);
+  kill((pid_t)f.d.counters->init_pid[0], SIGHUP);
+  kill((pid_t)f.d.counters->init_pid[1], SIGHUP);
+  for (n = 1; (rc = fl_loader_next(f.l, &b)) == 1; n++) {
+    check_batch(b, 32, seen, 64);
+    fl_batch_release(b);
+  }
+  assert_int_equal(rc, 0);
+  assert_int_equal(n, 16);
+  fx_end(&f);
+  sigaction(SIGHUP, &old, NULL);
+}
+
 /* Returned by pin_beyond_limit where the limit is not enforced. */
 #define PIN_UNENFORCED 100
 
@@ -1103,6 +1143,7 @@ main(void)
       cmocka_unit_test(segments_stay_within_the_window_plus_held_by_lending),
       cmocka_unit_test(steady_state_refills_segments_without_page_faults),
       cmocka_unit_test(two_loaders_in_two_threads_get_their_own_batches),
+      cmocka_unit_test(workers_keep_the_signals_their_host_ignores),
       cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
       cmocka_unit_test(
           pin_memory_beyond_the_memlock_limit_says_so_and_loses_nothing),
