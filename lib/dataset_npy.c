@@ -147,7 +147,7 @@ dir_get(void *ctx, size_t index, void *dst, size_t *nbytes)
   }
   f = &d->files[index];
   path = file_path(d, index);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
+  fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     rc = -errno;
     fl_worker_error("%s: cannot open: %s", path, strerror(errno));

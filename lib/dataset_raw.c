@@ -29,7 +29,8 @@ struct region {
 int
 fl__open_regular(const char *path, int *fd, struct stat *st)
 {
-  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+  *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (*fd < 0)
     return fl__error_set(-errno, "%s: cannot open: %s", path,
                          strerror(errno));

@@ -754,6 +754,11 @@ npy_dir_refuses_empty_missing_and_sample_free_directories(void **state)
   assert_int_equal(fl_dataset_npy_dir(&ds, dir), -EINVAL);
   assert_error(path, "not a regular file");
   rmdir(path);
+  /* A FIFO named like a sample: refused at once, not waited on. */
+  assert_int_equal(mkfifo(path, 0600), 0);
+  assert_int_equal(fl_dataset_npy_dir(&ds, dir), -EINVAL);
+  assert_error(path, "not a regular file");
+  unlink(path);
   snprintf(path, sizeof(path), "%s/absent", dir);
   assert_int_equal(fl_dataset_npy_dir(&ds, path), -ENOENT);
   assert_error(path, "cannot open the directory");
