@@ -63,7 +63,9 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
     if (b->seg.fd >= 0)
       fl__fdtrack_del(b->seg.fd);
     fl__segment_close(&b->seg);
-  } else if (l->opt.sharing == FL_SHARE_FILE_SYSTEM && b->serial != 0) {
+  } else if ((l->opt.sharing == FL_SHARE_FILE_SYSTEM ||
+              l->opt.fd_in_dev_shm) &&
+             b->serial != 0) {
     /* A worker may have made it before it died or the epoch was cut. */
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
     shm_unlink(name);
