@@ -121,10 +121,10 @@ fl__fetch_stream(const fl_iterable *it, size_t bs, void *data,
       *over = 1;
       break;
     }
-    if (rc < 0) {
-      *count = i;
+    /* What next consumed counts, so that the stream's position holds. */
+    *count = i + (rc > 0);
+    if (rc < 0)
       return failed(err, errlen, "next", i, rc);
-    }
     if (trampled(dst + (i + 1) * sb))
       return overran(err, errlen, "next", i, sb);
     if (sizes[i] > sb)
