@@ -69,8 +69,8 @@ static int
 take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
           char *err, size_t errlen)
 {
-  void *m;
-  int fd;
+  fl__segment seg = {NULL, 0, -1};
+  int fd, rc;
 
   fd = fl__channel_take_grant(sock, t->serial);
   if (fd < 0) {
@@ -78,13 +78,13 @@ take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
              (unsigned long long)t->seq, fl_strerror(fd));
     return fd;
   }
-  m = mmap(NULL, l->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  rc = fl__segment_attach_fd(&seg, fd, l->seg_size);
   fl__close(fd);
-  if (m == MAP_FAILED) {
-    snprintf(err, errlen, "cannot map a lent segment: %s", strerror(errno));
-    return -errno;
+  if (rc != 0) {
+    snprintf(err, errlen, "cannot map a lent segment: %s", fl_strerror(rc));
+    return rc;
   }
-  *base = m;
+  *base = seg.base;
   return 0;
 }
 
