@@ -78,9 +78,11 @@ fl__receive_lost_error(fl_loader *l, const fl_batch *b)
   else if (l->opt.sharing == FL_SHARE_FILE_SYSTEM)
     remedy = "; enlarge /dev/shm (docker --shm-size) or use "
              "FL_SHARE_FILE_DESCRIPTOR";
-  else
+  else if (l->opt.fd_in_dev_shm)
     remedy = "; enlarge /dev/shm (docker --shm-size) or turn "
              "fd_in_dev_shm off: memfd segments are not charged to it";
+  else
+    remedy = "";
   return fl__loader_set_error(
       l, b->status,
       "batch %llu (worker %u): %s%s; this loader holds %zu bytes in %zu "
