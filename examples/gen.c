@@ -71,7 +71,8 @@ gen_option(int c, const char *arg, void *ctx)
     a->data.seed = v;
     break;
   case OPT_HEADER_BYTES:
-    rc = cli_uint(c, arg, 0, SIZE_MAX, &v);
+    /* Not SIZE_MAX: write_raw allocates header_bytes + 1. */
+    rc = cli_uint(c, arg, 0, SIZE_MAX - 1, &v);
     a->header_bytes = v;
     a->header_set = 1;
     break;

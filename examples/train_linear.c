@@ -275,7 +275,7 @@ main(int argc, char **argv)
   fl_dataset ds;
   fl_loader *l = NULL;
   fl_options opt;
-  fl_stats st;
+  fl_stats st = {0};
   double loss = 0, accuracy;
   int e, opened = 0, status = 1;
 
