@@ -237,6 +237,7 @@ fl_bandwidth(struct result *r, size_t *peak, size_t *bound, size_t *segs)
   fl_options opt;
   fl_loader *l;
   fl_stats st;
+  size_t page;
 
   for (i = 0; i < floats; i++)
     src[i] = (float)rand() / (float)RAND_MAX;
@@ -254,12 +255,15 @@ fl_bandwidth(struct result *r, size_t *peak, size_t *bound, size_t *segs)
   *peak = st.bytes_mapped_peak;
   *segs = st.segments_peak;
   /*
-   * The bound: (prefetch x workers + 1 held) batches, each as it lies in
-   * its segment: the samples, then its indices, sizes and header, in whole
-   * pages (every segment has the same size).
+   * The bound, from the batch's shape and not from what was measured:
+   * (prefetch x workers + 1 held) batches, each its samples, indices and
+   * sizes plus at most a page of header, in whole pages.
    */
+  page = (size_t)sysconf(_SC_PAGESIZE);
   *bound = (opt.prefetch_factor * opt.num_workers + 1) *
-           (st.bytes_mapped_peak / st.segments_peak);
+           ((bs * floats * sizeof(float) + 2 * bs * sizeof(size_t) + 2 * page -
+             1) /
+            page * page);
   fl_loader_destroy(l);
   free(src);
 }
@@ -325,8 +329,9 @@ fl_one_worker(unsigned delay_us)
   l = make(&d, len, 0, &opt);
   t0 = now();
   n = epoch(l, 16, 0, NULL, NULL, &sum, &bytes);
+  t0 = now() - t0; /* the epoch, not the teardown */
   fl_loader_destroy(l);
-  return (double)n / (now() - t0);
+  return (double)n / t0;
 }
 
 /* Workload 5: from fl_loader_create to the first batch. */
@@ -443,9 +448,10 @@ fl_npy(const char *path, int dir)
   t0 = now();
   epoch(l, ds.sample_bytes / sizeof(float), 0, NULL, NULL, &sum, &bytes);
   n = ds.len;
+  t0 = now() - t0; /* the epoch, not the teardown */
   fl_loader_destroy(l);
   fl_dataset_close(&ds);
-  return (double)n / (now() - t0);
+  return (double)n / t0;
 }
 
 /* The machine's warm memset bandwidth, MB/s: the ceiling for a batch. */
