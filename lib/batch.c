@@ -81,6 +81,8 @@ fl__slot_recycle(fl_loader *l, fl_batch *b)
 {
   fl__worker *w;
 
+  if (b->state == FL__SLOT_REFETCH)
+    l->nrefetch--; /* an epoch cut short while it waited */
   b->state = FL__SLOT_FREE;
   if (b->seg.base == NULL || !l->opt.reuse_segments) {
     fl__slot_drop(l, b);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "internal.h"
 
 /* Sample 3 writes 9 bytes past its room, or claims 9 bytes too many. */
 static int
@@ -160,6 +161,57 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
   } while ((rc = fl_loader_next(l, &b)) == 1);
   assert_int_equal(rc, 0);
   flt_fd_limit_restore();
+  for (i = 0; i < LEN; i++)
+    assert_int_equal(seen[i], 1);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+/*
+ * An epoch begun anew while a batch waits to be fetched again: the next
+ * epoch owes nothing to the old one and is whole.
+ */
+static void
+epoch_cut_short_at_the_fd_limit_leaves_nothing_to_fetch_again(void **s)
+{
+  enum { LEN = 600, HOLD_MAX = 300 };
+  unsigned char seen[LEN];
+  fl_batch *held[HOLD_MAX];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t i, nheld = 0;
+  int rc;
+
+  (void)s;
+  flt_baseline_take(&base);
+  memset(seen, 0, sizeof(seen));
+  flt_data_init(&d, &ds, LEN, 64);
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  opt.num_workers = 2;
+  opt.persistent_workers = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  flt_fd_limit_lower(24);
+  while (nheld < HOLD_MAX && (rc = fl_loader_next(l, &b)) == 1)
+    held[nheld++] = b;
+  assert_int_equal(rc, FL_EMFILE);
+  for (i = 0; i < nheld; i++)
+    fl_batch_release(held[i]);
+  flt_fd_limit_restore();
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(l->nrefetch, 0);
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    for (i = 0; i < fl_batch_count(b); i++)
+      seen[fl_batch_indices(b)[i]]++;
+    fl_batch_release(b);
+  }
+  assert_int_equal(rc, 0);
   for (i = 0; i < LEN; i++)
     assert_int_equal(seen[i], 1);
   fl_loader_destroy(l);
@@ -339,6 +391,9 @@ main(void)
           get_claiming_more_bytes_than_its_room_is_that_batch_error),
       cmocka_unit_test_teardown(
           fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release,
+          flt_fd_limit_teardown),
+      cmocka_unit_test_teardown(
+          epoch_cut_short_at_the_fd_limit_leaves_nothing_to_fetch_again,
           flt_fd_limit_teardown),
       cmocka_unit_test(killed_parent_takes_its_workers_down_promptly),
       cmocka_unit_test(
