@@ -187,7 +187,8 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   if (rc != 0 && b->status == 0) {
     b->status = rc;
     snprintf(b->msg, sizeof(b->msg),
-             "cannot map a %zu-byte segment from a worker", l->seg_size);
+             "cannot map a %zu-byte segment from a worker: %s", l->seg_size,
+             fl_strerror(rc));
   }
   /* An iterable dataset's worker has no more to give this epoch. */
   b->end = (r->flags & FL__REPLY_END) != 0;
@@ -222,7 +223,7 @@ fl__receive_one(fl_loader *l, unsigned wi)
   /* A worker that died with grants unread resets instead of closing. */
   if (rc == 0 || rc == -ECONNRESET) {
     sock_closed(l, wi);
-    return 0;
+    return l->fatal; /* without a pidfd, the close itself tells the death */
   }
   if (rc < 0 && rc != FL_EMFILE)
     return fl__loader_fail(l, rc, "cannot read worker %u's reply: %s", wi,
