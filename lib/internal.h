@@ -194,7 +194,8 @@ int fl__dispatch_refetch(fl_loader *l, int reuse_only);
 int fl__dispatch_flush(fl_loader *l, unsigned w);
 int fl__dispatch_withdraw(fl_loader *l, unsigned w);
 
-/* loader.c */
+/* loader.c: the loader itself, whose fields every file of the data path
+   reads. */
 typedef struct fl__worker {
   unsigned id;
   pid_t pid;          /* 0 when no process */
@@ -260,8 +261,10 @@ struct fl_loader {
   char err[FL__ERRMSG_MAX];
 };
 
+/* report.c */
 int fl__error_set(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void fl__error_clear(void);
 int fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)

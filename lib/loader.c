@@ -5,7 +5,6 @@
  * itself, in the calling process.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,80 +15,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-/* Why the last fl_loader_create of this thread failed. */
-static __thread char create_error[FL__ERRMSG_MAX];
-
-/*
- * Why a call that has no loader to carry its message failed (a dataset's
- * open, say): fl_loader_error(NULL) returns it.
- */
-int
-fl__error_set(int code, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(create_error, sizeof(create_error), fmt, ap);
-  va_end(ap);
-  return code;
-}
-
-static int
-vset_error(fl_loader *l, int code, const char *fmt, va_list ap)
-{
-  vsnprintf(l->err, sizeof(l->err), fmt, ap);
-  return code;
-}
-
-int
-fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start(ap, fmt);
-  vset_error(l, code, fmt, ap);
-  va_end(ap);
-  return code;
-}
-
-/* An error the loader cannot recover from: every later call returns it. */
-int
-fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
-{
-  va_list ap;
-
-  if (l->fatal)
-    return l->fatal;
-  va_start(ap, fmt);
-  vset_error(l, code, fmt, ap);
-  va_end(ap);
-  l->fatal = code;
-  return code;
-}
-
-void
-fl__stats_fds(fl_loader *l, int delta)
-{
-  l->stats.fds += delta;
-  if (l->stats.fds > l->stats.fds_peak)
-    l->stats.fds_peak = l->stats.fds;
-}
-
-void
-fl__stats_segments(fl_loader *l, int delta_segments, long delta_bytes,
-                   int delta_fds)
-{
-  fl_stats *s = &l->stats;
-
-  s->segments += delta_segments;
-  s->bytes_mapped += delta_bytes;
-  if (s->segments > s->segments_peak)
-    s->segments_peak = s->segments;
-  if (s->bytes_mapped > s->bytes_mapped_peak)
-    s->bytes_mapped_peak = s->bytes_mapped;
-  fl__stats_fds(l, delta_fds);
-}
 
 static double
 now(void)
@@ -297,6 +222,7 @@ static int
 create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
               const fl_options *opt)
 {
+  char err[FL__ERRMSG_MAX];
   fl_options defaults;
   fl_loader *l;
   int rc;
@@ -305,17 +231,14 @@ create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
     fl_options_init(&defaults);
     opt = &defaults;
   }
-  rc = fl__options_check(ds, opt, it != NULL, create_error,
-                         sizeof(create_error));
+  rc = fl__options_check(ds, opt, it != NULL, err, sizeof(err));
   if (rc != 0)
-    return rc;
+    return fl__error_set(rc, "%s", err);
   /* What loaders killed mid-transfer left behind (their owners are gone). */
   fl_shm_sweep(0, NULL, NULL);
   l = calloc(1, sizeof(*l));
-  if (l == NULL) {
-    snprintf(create_error, sizeof(create_error), "out of memory");
-    return FL_ENOMEM;
-  }
+  if (l == NULL)
+    return fl__error_set(FL_ENOMEM, "out of memory");
   if (it != NULL) {
     l->it = *it;
     l->iterable = 1;
@@ -325,7 +248,7 @@ create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
     if (l->err[0] == '\0')
       snprintf(l->err, sizeof(l->err), "cannot create the loader: %s",
                fl_strerror(rc));
-    memcpy(create_error, l->err, sizeof(create_error));
+    fl__error_set(rc, "%s", l->err);
     release_all(l);
     return rc;
   }
@@ -336,7 +259,7 @@ create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
 int
 fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
 {
-  create_error[0] = '\0';
+  fl__error_clear();
   if (out != NULL)
     *out = NULL;
   if (out == NULL || ds == NULL)
@@ -351,7 +274,7 @@ fl_loader_create_iterable(fl_loader **out, const fl_iterable *it,
 {
   fl_dataset ds = {0};
 
-  create_error[0] = '\0';
+  fl__error_clear();
   if (out != NULL)
     *out = NULL;
   if (out == NULL || it == NULL)
@@ -368,25 +291,6 @@ size_t
 fl_loader_len(const fl_loader *l)
 {
   return l != NULL ? l->nbatches : 0;
-}
-
-const char *
-fl_loader_error(const fl_loader *l)
-{
-  if (l == NULL)
-    return create_error;
-  return l->err;
-}
-
-int
-fl_loader_stats(const fl_loader *l, fl_stats *out)
-{
-  if (l == NULL || out == NULL)
-    return FL_EINVAL;
-  *out = l->stats;
-  out->reorder_depth = l->reorder.depth;
-  out->reorder_peak = l->reorder.peak;
-  return 0;
 }
 
 /*

@@ -1,0 +1,106 @@
+/*
+ * What a loader reports: the sentence for its last error, the sticky
+ * failure every later call returns, and its stats counters.  The files of
+ * the data path (batch.c, dispatch.c, receive.c, spawn.c) record into
+ * these, and loader.c reads them; nothing here calls up into them.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+/* Why the last fl_loader_create* or fl_dataset_* call of this thread
+   failed: there is no loader to carry the message. */
+static __thread char create_error[FL__ERRMSG_MAX];
+
+int
+fl__error_set(int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(create_error, sizeof(create_error), fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+void
+fl__error_clear(void)
+{
+  create_error[0] = '\0';
+}
+
+static int
+vset_error(fl_loader *l, int code, const char *fmt, va_list ap)
+{
+  vsnprintf(l->err, sizeof(l->err), fmt, ap);
+  return code;
+}
+
+int
+fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  vset_error(l, code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+/* An error the loader cannot recover from: every later call returns it. */
+int
+fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (l->fatal)
+    return l->fatal;
+  va_start(ap, fmt);
+  vset_error(l, code, fmt, ap);
+  va_end(ap);
+  l->fatal = code;
+  return code;
+}
+
+void
+fl__stats_fds(fl_loader *l, int delta)
+{
+  l->stats.fds += delta;
+  if (l->stats.fds > l->stats.fds_peak)
+    l->stats.fds_peak = l->stats.fds;
+}
+
+void
+fl__stats_segments(fl_loader *l, int delta_segments, long delta_bytes,
+                   int delta_fds)
+{
+  fl_stats *s = &l->stats;
+
+  s->segments += delta_segments;
+  s->bytes_mapped += delta_bytes;
+  if (s->segments > s->segments_peak)
+    s->segments_peak = s->segments;
+  if (s->bytes_mapped > s->bytes_mapped_peak)
+    s->bytes_mapped_peak = s->bytes_mapped;
+  fl__stats_fds(l, delta_fds);
+}
+
+const char *
+fl_loader_error(const fl_loader *l)
+{
+  if (l == NULL)
+    return create_error;
+  return l->err;
+}
+
+int
+fl_loader_stats(const fl_loader *l, fl_stats *out)
+{
+  if (l == NULL || out == NULL)
+    return FL_EINVAL;
+  *out = l->stats;
+  out->reorder_depth = l->reorder.depth;
+  out->reorder_peak = l->reorder.peak;
+  return 0;
+}
