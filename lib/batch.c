@@ -114,14 +114,14 @@ fl__slot_map(fl_loader *l, fl_batch *b, int fd)
   int rc;
 
   if (fd >= 0) {
-    rc = fl__segment_attach_fd(&b->seg, fd, l->seg_size);
+    rc = fl__segment_attach_fd(&b->seg, fd, l->layout.size);
     if (rc != 0)
       fl__close(fd);
     else if ((rc = fl__fdtrack_add(fd)) != 0)
       fl__segment_close(&b->seg);
   } else {
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
-    rc = fl__segment_attach_name(&b->seg, name, l->seg_size);
+    rc = fl__segment_attach_name(&b->seg, name, l->layout.size);
   }
   if (rc != 0)
     return rc;
@@ -148,11 +148,10 @@ void
 fl__slot_view(fl_loader *l, fl_batch *b)
 {
   const unsigned char *base = b->seg.base;
-  size_t bs = l->opt.batch_size;
 
   b->indices = (const size_t *)(base + sizeof(struct fl__segment_header));
-  b->sizes = b->indices + bs;
-  b->data = base + l->data_offset;
+  b->sizes = (const size_t *)(base + l->layout.sizes_offset);
+  b->data = base + l->layout.field_offset[0];
 }
 
 const void *

@@ -18,7 +18,7 @@
 #include "forkload.h"
 #include "protocol.h"
 
-#define FL__ERRMSG_MAX 512
+#define FL__ERRMSG_MAX 1024
 
 /* sampler.c */
 typedef struct fl__sampler {
@@ -58,8 +58,21 @@ typedef struct fl__segment {
   int fd; /* kept open under the fd strategy, -1 otherwise */
 } fl__segment;
 
-int fl__segment_layout(size_t batch_size, size_t sample_bytes, size_t *size,
-                       size_t *data_offset);
+/* The most fields a sample may have (fl_dataset.nfields). */
+#define FL__MAX_FIELDS 32
+
+/* Where things lie in every segment of a loader. */
+typedef struct fl__layout {
+  size_t cap;         /* samples a segment holds */
+  size_t nfields;     /* arrays per batch: 1 without fields */
+  size_t size;        /* the whole segment, in pages */
+  size_t sizes_offset; /* cap x nfields sizes, after the indices */
+  size_t field_offset[FL__MAX_FIELDS];
+  size_t field_bytes[FL__MAX_FIELDS];
+} fl__layout;
+
+int fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
+                       const size_t *field_bytes);
 void fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
                       uint64_t serial);
 int fl__segment_create(fl__segment *seg, const char *name, size_t size,
@@ -227,7 +240,7 @@ struct fl_loader {
   pid_t owner;
   uint32_t token;       /* tells this loader's names from any other's */
   size_t nbatches;
-  size_t seg_size, data_offset;
+  fl__layout layout;    /* of every segment */
   size_t *order;        /* the epoch's index order, shared with workers */
   size_t order_bytes;
   size_t window;        /* prefetch_factor * num_workers */
@@ -296,6 +309,35 @@ int fl__npy_check_size(const struct fl__npy *h, uint64_t file_bytes,
                        char *err, size_t errlen);
 int fl__npy_same(const struct fl__npy *a, const struct fl__npy *b);
 void fl__npy_shape_str(const struct fl__npy *h, char *buf, size_t len);
+
+/* limits.c: what the machine can give now, and where that was read. */
+typedef struct fl__room {
+  uint64_t bytes; /* UINT64_MAX: no limit found */
+  char source[320];
+} fl__room;
+
+/* root prefixes every path read (tests point it at a made-up tree). */
+void fl__room_memory(fl__room *r, const char *root);
+void fl__room_file_size(fl__room *r);
+void fl__room_dev_shm(fl__room *r);
+
+/* admit.c: what a loader will reserve, made and checked before it does. */
+typedef struct fl__plan {
+  size_t n;            /* samples in an epoch's order; 0 when iterable */
+  size_t window;       /* batches out at once */
+  size_t nsegs;        /* segments the window needs: window + 1 */
+  size_t backlog;      /* tasks a worker's backlog holds */
+  fl__layout layout;
+  size_t order_bytes;
+  uint64_t segs_bytes; /* nsegs segments */
+  uint64_t need;       /* everything, in bytes */
+} fl__plan;
+
+int fl__plan_make(fl__plan *p, const fl_dataset *ds, const fl_options *opt,
+                  int iterable, char *err, size_t errlen);
+int fl__plan_admit(const fl__plan *p, const fl_dataset *ds,
+                   const fl_options *opt, int iterable, char *err,
+                   size_t errlen);
 
 /* options.c */
 int fl__options_check(const fl_dataset *ds, const fl_options *opt,

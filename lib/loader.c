@@ -113,7 +113,7 @@ release_all(fl_loader *l)
 }
 
 static int
-create_workers(fl_loader *l)
+create_workers(fl_loader *l, const fl__plan *p)
 {
   unsigned i, n = l->opt.num_workers;
   fl__worker *w;
@@ -127,11 +127,8 @@ create_workers(fl_loader *l)
     w->id = i;
     w->mq = w->sock = w->pidfd = -1;
     w->loader = l;
-    /*
-     * One worker may hold the whole window: an iterable dataset's last
-     * stream takes every task (the ring is never grown on the hot path).
-     */
-    w->backlog_cap = (unsigned)l->window + 2;
+    /* Never grown on the hot path: the plan says what it must hold. */
+    w->backlog_cap = (unsigned)p->backlog;
     w->backlog = calloc(w->backlog_cap, sizeof(*w->backlog));
     if (w->backlog == NULL)
       return FL_ENOMEM;
@@ -147,9 +144,10 @@ create_workers(fl_loader *l)
 }
 
 static int
-create(fl_loader *l, const fl_dataset *ds, const fl_options *opt)
+create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
+       const fl__plan *p)
 {
-  size_t n, bytes, nfds, i;
+  size_t nfds, i;
   int fds[5];
   size_t *custom = NULL;
   int rc;
@@ -159,42 +157,31 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt)
   l->stream = (struct fl__stream)FL__STREAM_INIT;
   l->owner = getpid();
   l->token = make_token();
-  n = opt->indices != NULL ? opt->indices_len : ds->len;
   if (opt->indices != NULL) {
-    custom = malloc((n ? n : 1) * sizeof(*custom));
+    custom = malloc(p->order_bytes);
     if (custom == NULL)
       return FL_ENOMEM;
-    memcpy(custom, opt->indices, n * sizeof(*custom));
+    memcpy(custom, opt->indices, p->n * sizeof(*custom));
     l->opt.indices = custom;
   }
-  l->sampler.n = n;
+  l->sampler.n = p->n;
   l->sampler.custom = custom;
   l->sampler.shuffle = opt->shuffle;
   l->sampler.seed = opt->seed;
   l->sampler.batch_size = opt->batch_size;
   l->sampler.drop_last = opt->drop_last;
   l->nbatches = fl__sampler_batches(&l->sampler);
-  rc = fl__segment_layout(opt->batch_size, ds->sample_bytes, &l->seg_size,
-                          &l->data_offset);
-  if (rc != 0) {
-    snprintf(l->err, sizeof(l->err),
-             "batch_size %zu x sample_bytes %zu is too large for one segment",
-             opt->batch_size, ds->sample_bytes);
-    return rc;
-  }
-  l->window = opt->num_workers ? (size_t)opt->prefetch_factor *
-                                     opt->num_workers
-                               : 1;
+  l->layout = p->layout;
+  l->window = p->window;
   /* Shared, and made before any fork: every worker reads the same order. */
-  bytes = (n ? n : 1) * sizeof(size_t);
-  l->order = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+  l->order = mmap(NULL, p->order_bytes, PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (l->order == MAP_FAILED) {
     l->order = NULL;
     return FL_ENOMEM;
   }
-  l->order_bytes = bytes;
-  rc = fl__fdtrack_map_add(l->order, bytes);
+  l->order_bytes = p->order_bytes;
+  rc = fl__fdtrack_map_add(l->order, l->order_bytes);
   if (rc == 0)
     rc = fl__reorder_init(&l->reorder, l->window, opt->in_order);
   if (rc != 0)
@@ -213,7 +200,7 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt)
   uv_timer_init(&l->loop, &l->timer);
   l->timer.data = l;
   if (opt->num_workers > 0)
-    return create_workers(l);
+    return create_workers(l, p);
   return 0;
 }
 
@@ -224,6 +211,7 @@ create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
 {
   char err[FL__ERRMSG_MAX];
   fl_options defaults;
+  fl__plan plan;
   fl_loader *l;
   int rc;
 
@@ -231,7 +219,12 @@ create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
     fl_options_init(&defaults);
     opt = &defaults;
   }
+  /* Nothing is reserved before the options and the memory are checked. */
   rc = fl__options_check(ds, opt, it != NULL, err, sizeof(err));
+  if (rc == 0)
+    rc = fl__plan_make(&plan, ds, opt, it != NULL, err, sizeof(err));
+  if (rc == 0)
+    rc = fl__plan_admit(&plan, ds, opt, it != NULL, err, sizeof(err));
   if (rc != 0)
     return fl__error_set(rc, "%s", err);
   /* What loaders killed mid-transfer left behind (their owners are gone). */
@@ -243,7 +236,7 @@ create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
     l->it = *it;
     l->iterable = 1;
   }
-  rc = create(l, ds, opt);
+  rc = create(l, ds, opt, &plan);
   if (rc != 0) {
     if (l->err[0] == '\0')
       snprintf(l->err, sizeof(l->err), "cannot create the loader: %s",
@@ -535,13 +528,13 @@ next_inline(fl_loader *l, fl_batch **out)
     rc = fl__slot_new(l, 0, &b);
     if (rc != 0)
       return fl__loader_set_error(l, rc, "out of memory for a batch");
-    rc = fl__segment_private(&b->seg, l->seg_size);
+    rc = fl__segment_private(&b->seg, l->layout.size);
     if (rc != 0) {
       fl__slot_drop(l, b);
       return fl__loader_set_error(l, rc, "cannot map %zu bytes for a batch",
-                                  l->seg_size);
+                                  l->layout.size);
     }
-    fl__stats_segments(l, 1, (long)l->seg_size, 0);
+    fl__stats_segments(l, 1, (long)l->layout.size, 0);
     fl__slot_view(l, b);
     fl__slot_pin(l, b);
   }

@@ -107,7 +107,7 @@ check_header(fl_loader *l, fl_batch *b, const struct fl__reply *r)
   const struct fl__segment_header *h = b->seg.base;
 
   if (h->magic != FL__SEGMENT_MAGIC || h->seq != r->seq ||
-      h->count != r->count || h->count > l->opt.batch_size) {
+      h->count != r->count || h->count > l->layout.cap) {
     snprintf(b->msg, sizeof(b->msg),
              "segment of batch %llu does not hold what worker %u announced",
              (unsigned long long)r->seq, r->worker);
@@ -187,7 +187,7 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   if (rc != 0 && b->status == 0) {
     b->status = rc;
     snprintf(b->msg, sizeof(b->msg),
-             "cannot map a %zu-byte segment from a worker: %s", l->seg_size,
+             "cannot map a %zu-byte segment from a worker: %s", l->layout.size,
              fl_strerror(rc));
   }
   /* An iterable dataset's worker has no more to give this epoch. */

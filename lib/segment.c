@@ -18,23 +18,53 @@
 
 #define FL__ALIGN(x, a) (((x) + (a) - 1) & ~((size_t)(a) - 1))
 
-int
-fl__segment_layout(size_t batch_size, size_t sample_bytes, size_t *size,
-                   size_t *data_offset)
-{
-  size_t meta, data, page = (size_t)sysconf(_SC_PAGESIZE);
+/* Sizes stay below SIZE_MAX / 4, so that sums of a few never wrap. */
+#define FL__SIZE_LIMIT (SIZE_MAX / 4)
 
-  if (batch_size > (SIZE_MAX / 4) / (2 * sizeof(size_t)))
+/* a * b + c, aligned to 64, or 0 past FL__SIZE_LIMIT. */
+static size_t
+span(size_t a, size_t b, size_t c)
+{
+  size_t r;
+
+  if (__builtin_mul_overflow(a, b, &r) || r > FL__SIZE_LIMIT - c - 64)
+    return 0;
+  return FL__ALIGN(r + c, 64);
+}
+
+/*
+ * A segment: the header, the indices, the sizes (nfields per sample),
+ * then one array per field, each 64-byte aligned and followed by a guard
+ * where the worker plants a canary.  Returns 0, or FL_ENOMEM when it
+ * would be larger than this machine can address.
+ */
+int
+fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
+                   const size_t *field_bytes)
+{
+  size_t at, len, f, page = (size_t)sysconf(_SC_PAGESIZE);
+
+  memset(lo, 0, sizeof(*lo));
+  if (nfields == 0 || nfields > FL__MAX_FIELDS)
     return FL_EINVAL;
-  meta = sizeof(struct fl__segment_header) + 2 * batch_size * sizeof(size_t);
-  meta = FL__ALIGN(meta, 64);
-  if (sample_bytes > (SIZE_MAX / 4) / batch_size)
-    return FL_EINVAL;
-  data = batch_size * sample_bytes + FL__GUARD_BYTES;
-  if (data > SIZE_MAX / 4 - meta)
-    return FL_EINVAL;
-  *size = FL__ALIGN(meta + data, page);
-  *data_offset = meta;
+  lo->cap = cap;
+  lo->nfields = nfields;
+  at = span(cap, sizeof(size_t), sizeof(struct fl__segment_header));
+  lo->sizes_offset = sizeof(struct fl__segment_header) +
+                     cap * sizeof(size_t);
+  len = span(cap, nfields * sizeof(size_t), 0);
+  if (at == 0 || (len == 0 && cap > 0))
+    return FL_ENOMEM;
+  at += len;
+  for (f = 0; f < nfields; f++) {
+    len = span(cap, field_bytes[f], FL__GUARD_BYTES);
+    if (len == 0 || at > FL__SIZE_LIMIT - len)
+      return FL_ENOMEM;
+    lo->field_offset[f] = at;
+    lo->field_bytes[f] = field_bytes[f];
+    at += len;
+  }
+  lo->size = FL__ALIGN(at, page);
   return 0;
 }
 

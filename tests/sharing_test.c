@@ -142,41 +142,44 @@ segment_layout_is_page_multiple_with_aligned_data(void **state)
   static const size_t cases[][2] = {
       {1, 1}, {1, 4096}, {7, 100}, {64, 3 * 224 * 224}, {1000, 1}, {3, 63},
   };
-  size_t i, bs, sb, size, off, meta;
+  size_t i, bs, sb, off, meta;
+  fl__layout lo;
 
   (void)state;
   for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     bs = cases[i][0];
     sb = cases[i][1];
-    size = off = 0;
-    assert_int_equal(fl__segment_layout(bs, sb, &size, &off), 0);
+    assert_int_equal(fl__segment_layout(&lo, bs, 1, &sb), 0);
+    off = lo.field_offset[0];
     meta = sizeof(struct fl__segment_header) + 2 * bs * sizeof(size_t);
-    assert_int_equal(size % page, 0);
+    assert_int_equal(lo.cap, bs);
+    assert_int_equal(lo.size % page, 0);
     assert_int_equal(off % 64, 0);
     /* Room for the header, indices and sizes, then all the samples... */
     assert_true(off >= meta);
-    assert_true(size >= off + bs * sb);
+    assert_true(lo.sizes_offset + bs * sizeof(size_t) <= off);
+    assert_true(lo.size >= off + bs * sb + FL__GUARD_BYTES);
     /* ...and no more than alignment adds. */
-    assert_true(off < meta + 64);
-    assert_true(size < off + bs * sb + page);
+    assert_true(off < meta + 128);
+    assert_true(lo.size < off + bs * sb + FL__GUARD_BYTES + 64 + page);
   }
 }
 
 static void
 segment_layout_rejects_absurd_sizes(void **state)
 {
-  size_t size = 0, off = 0;
+  size_t one = 1, huge = SIZE_MAX / 2, big = (size_t)1 << 50, max = SIZE_MAX;
+  fl__layout lo;
 
   (void)state;
-  assert_int_equal(fl__segment_layout(SIZE_MAX / 2, 1, &size, &off),
-                   FL_EINVAL);
-  assert_int_equal(fl__segment_layout(2, SIZE_MAX / 2, &size, &off),
-                   FL_EINVAL);
+  assert_int_equal(fl__segment_layout(&lo, SIZE_MAX / 2, 1, &one),
+                   FL_ENOMEM);
+  assert_int_equal(fl__segment_layout(&lo, 2, 1, &huge), FL_ENOMEM);
   /* Each factor is fine alone; their product overflows. */
-  assert_int_equal(fl__segment_layout((size_t)1 << 20, (size_t)1 << 50,
-                                      &size, &off),
-                   FL_EINVAL);
-  assert_int_equal(fl__segment_layout(1, SIZE_MAX, &size, &off), FL_EINVAL);
+  assert_int_equal(fl__segment_layout(&lo, (size_t)1 << 20, 1, &big),
+                   FL_ENOMEM);
+  assert_int_equal(fl__segment_layout(&lo, 1, 1, &max), FL_ENOMEM);
+  assert_int_equal(fl__segment_layout(&lo, 1, 0, &one), FL_EINVAL);
 }
 
 static void

@@ -22,13 +22,13 @@ collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
   h->epoch = epoch;
   h->seq = seq;
   h->count = n;
-  h->capacity = l->opt.batch_size;
+  h->capacity = l->layout.cap;
   h->sample_bytes = l->ds.sample_bytes;
-  h->data_offset = l->data_offset;
+  h->data_offset = l->layout.field_offset[0];
   if (n > 0)
     memcpy(idx, indices, n * sizeof(*idx));
-  *sizes = idx + l->opt.batch_size;
-  *data = (unsigned char *)base + l->data_offset;
+  *sizes = (size_t *)((unsigned char *)base + l->layout.sizes_offset);
+  *data = (unsigned char *)base + l->layout.field_offset[0];
 }
 
 int
@@ -54,7 +54,7 @@ fl__fill_stream(const fl_loader *l, void *base, unsigned worker,
                 int *over, char *err, size_t errlen)
 {
   struct fl__segment_header *h = base;
-  size_t bs = l->opt.batch_size, *idx, *sizes, i;
+  size_t bs = l->layout.cap, *idx, *sizes, i;
   void *data;
   int rc;
 

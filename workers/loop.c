@@ -78,7 +78,7 @@ take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
              (unsigned long long)t->seq, fl_strerror(fd));
     return fd;
   }
-  rc = fl__segment_attach_fd(&seg, fd, l->seg_size);
+  rc = fl__segment_attach_fd(&seg, fd, l->layout.size);
   fl__close(fd);
   if (rc != 0) {
     snprintf(err, errlen, "cannot map a lent segment: %s", fl_strerror(rc));
@@ -113,17 +113,17 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
     return FL_ENOMEM;
   }
   if (t->flags & FL__TASK_GRANTED) {
-    slot_drop(slots, t->slot, l->seg_size);
+    slot_drop(slots, t->slot, l->layout.size);
     rc = take_lent(l, sock, base, t, err, errlen);
     if (rc != 0)
       return rc;
   } else if (t->flags & FL__TASK_NEW_SEGMENT) {
-    slot_drop(slots, t->slot, l->seg_size);
+    slot_drop(slots, t->slot, l->layout.size);
     if (named || l->opt.fd_in_dev_shm)
       fl__segment_name(name, sizeof(name), l->owner, l->token, t->serial);
     rc = fl__segment_create(&seg,
                             named || l->opt.fd_in_dev_shm ? name : NULL,
-                            l->seg_size, err, errlen);
+                            l->layout.size, err, errlen);
     if (rc != 0)
       return rc;
     *base = seg.base;
@@ -184,6 +184,6 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
     if (rc != 0)
       _exit(0); /* the parent is gone */
     if (t.flags & FL__TASK_ONE_SHOT)
-      slot_drop(&slots, t.slot, l->seg_size);
+      slot_drop(&slots, t.slot, l->layout.size);
   }
 }

@@ -1,0 +1,284 @@
+/*
+ * What the machine can give a loader now, read before it reserves
+ * anything: memory (MemAvailable, and the room left under every memory
+ * cgroup above this process, v1 or v2), the largest file it may make
+ * (RLIMIT_FSIZE: memfd and shm segments are files), and the free space of
+ * /dev/shm.  Each reading says where it came from, for the messages.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+
+#include "internal.h"
+
+/* cgroup v1 says "no limit" with a page-rounded LONG_MAX. */
+#define FL__CGROUP_UNLIMITED (UINT64_C(1) << 62)
+
+static void
+room_set(fl__room *r, uint64_t bytes, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+room_set(fl__room *r, uint64_t bytes, const char *fmt, ...)
+{
+  va_list ap;
+
+  r->bytes = bytes;
+  va_start(ap, fmt);
+  vsnprintf(r->source, sizeof(r->source), fmt, ap);
+  va_end(ap);
+}
+
+/* The first number in file dir/name, or -1 (absent, "max", unreadable). */
+static int
+read_number(const char *dir, const char *name, uint64_t *out)
+{
+  char full[PATH_MAX];
+  unsigned long long v;
+  FILE *f;
+  int rc;
+
+  if (snprintf(full, sizeof(full), "%s/%s", dir, name) >= (int)sizeof(full))
+    return -1;
+  f = fopen(full, "re");
+  if (f == NULL)
+    return -1;
+  rc = fscanf(f, "%llu", &v) == 1 ? 0 : -1;
+  fclose(f);
+  *out = v;
+  return rc;
+}
+
+/* The value of `key` in dir/memory.stat. */
+static int
+read_stat(const char *dir, const char *key, uint64_t *out)
+{
+  char full[PATH_MAX], name[64];
+  unsigned long long v;
+  FILE *f;
+  int rc = -1;
+
+  if (snprintf(full, sizeof(full), "%s/memory.stat", dir) >=
+      (int)sizeof(full))
+    return -1;
+  f = fopen(full, "re");
+  if (f == NULL)
+    return -1;
+  while (fscanf(f, "%63s %llu", name, &v) == 2) {
+    if (strcmp(name, key) == 0) {
+      *out = v;
+      rc = 0;
+      break;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+/* MemAvailable, in bytes, from /proc/meminfo. */
+static int
+mem_available(const char *root, uint64_t *out)
+{
+  char full[PATH_MAX], line[256];
+  unsigned long long kb;
+  FILE *f;
+  int rc = -1;
+
+  snprintf(full, sizeof(full), "%s/proc/meminfo", root);
+  f = fopen(full, "re");
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+      *out = (uint64_t)kb * 1024;
+      rc = 0;
+      break;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+/* Whether comma-separated list holds word. */
+static int
+has_word(const char *list, const char *word)
+{
+  size_t n = strlen(word);
+  const char *p = list;
+
+  while ((p = strstr(p, word)) != NULL) {
+    if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+      return 1;
+    p += n;
+  }
+  return 0;
+}
+
+/*
+ * This process's cgroup path in the hierarchy of the memory controller:
+ * v2 (the "0::" line) or v1 (a line whose controllers include memory).
+ */
+static int
+cgroup_path(const char *root, int v2, char *path, size_t len)
+{
+  char full[PATH_MAX], line[PATH_MAX + 64], *ctl, *p;
+  FILE *f;
+  int rc = -1;
+
+  snprintf(full, sizeof(full), "%s/proc/self/cgroup", root);
+  f = fopen(full, "re");
+  if (f == NULL)
+    return -1;
+  while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    ctl = strchr(line, ':');
+    if (ctl == NULL)
+      continue;
+    *ctl++ = '\0';
+    p = strchr(ctl, ':');
+    if (p == NULL)
+      continue;
+    *p++ = '\0';
+    if (v2 ? strcmp(line, "0") == 0 && *ctl == '\0'
+           : has_word(ctl, "memory")) {
+      snprintf(path, len, "%s", p);
+      rc = 0;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+/*
+ * Where the hierarchy is mounted, and which of its paths the mount shows
+ * at its top, from /proc/self/mountinfo: "... ROOT MOUNTPOINT ... - TYPE
+ * SOURCE OPTIONS".
+ */
+static int
+cgroup_mount(const char *root, int v2, char *top, char *mnt, size_t len)
+{
+  char full[PATH_MAX], line[2 * PATH_MAX], r[PATH_MAX], m[PATH_MAX],
+      type[64], opts[512], *dash;
+  FILE *f;
+  int rc = -1;
+
+  snprintf(full, sizeof(full), "%s/proc/self/mountinfo", root);
+  f = fopen(full, "re");
+  if (f == NULL)
+    return -1;
+  while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
+    dash = strstr(line, " - ");
+    if (dash == NULL ||
+        sscanf(line, "%*s %*s %*s %4095s %4095s", r, m) != 2 ||
+        sscanf(dash + 3, "%63s %*s %511s", type, opts) != 2)
+      continue;
+    if (v2 ? strcmp(type, "cgroup2") == 0
+           : strcmp(type, "cgroup") == 0 && has_word(opts, "memory")) {
+      snprintf(top, len, "%s", r);
+      snprintf(mnt, len, "%s", m);
+      rc = 0;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+/*
+ * The least room under the memory cgroups of one hierarchy, from this
+ * process's group up to the top of the mount: a limit set higher up binds
+ * too.  Usage leaves out inactive file pages, which the kernel reclaims
+ * before it fails a charge.  Returns 0 with *r set, or -1 when no level
+ * sets a limit.
+ */
+static int
+cgroup_room(const char *root, int v2, fl__room *r)
+{
+  const char *limit_file = v2 ? "memory.max" : "memory.limit_in_bytes";
+  const char *usage_file = v2 ? "memory.current" : "memory.usage_in_bytes";
+  const char *inactive = v2 ? "inactive_file" : "total_inactive_file";
+  char path[PATH_MAX], top[PATH_MAX], mnt[PATH_MAX], dir[PATH_MAX], *rel,
+      *cut;
+  uint64_t limit, usage, idle, room;
+  size_t ntop, floor;
+  int found = -1;
+
+  if (cgroup_path(root, v2, path, sizeof(path)) != 0 ||
+      cgroup_mount(root, v2, top, mnt, sizeof(mnt)) != 0)
+    return -1;
+  ntop = strcmp(top, "/") == 0 ? 0 : strlen(top);
+  rel = strncmp(path, top, ntop) == 0 ? path + ntop : path;
+  if (strcmp(rel, "/") == 0)
+    rel = "";
+  floor = strlen(root) + strlen(mnt);
+  if (snprintf(dir, sizeof(dir), "%s%s%s", root, mnt, rel) >=
+      (int)sizeof(dir))
+    return -1;
+  for (;;) {
+    if (read_number(dir, limit_file, &limit) == 0 &&
+        limit < FL__CGROUP_UNLIMITED) {
+      if (read_number(dir, usage_file, &usage) != 0)
+        usage = 0;
+      if (read_stat(dir, inactive, &idle) == 0 && idle < usage)
+        usage -= idle;
+      room = usage < limit ? limit - usage : 0;
+      if (found != 0 || room < r->bytes)
+        room_set(r, room,
+                 "the memory cgroup %s (%s %" PRIu64 " bytes, %" PRIu64
+                 " in use)", dir + strlen(root), limit_file, limit, usage);
+      found = 0;
+    }
+    /* Up one level, but not above the mount. */
+    cut = strrchr(dir, '/');
+    if (cut == NULL || (size_t)(cut - dir) < floor)
+      break;
+    *cut = '\0';
+  }
+  return found;
+}
+
+void
+fl__room_memory(fl__room *r, const char *root)
+{
+  fl__room c;
+  uint64_t avail;
+  int v2;
+
+  room_set(r, UINT64_MAX, "no memory limit could be read");
+  if (mem_available(root, &avail) == 0)
+    room_set(r, avail, "MemAvailable in /proc/meminfo");
+  for (v2 = 0; v2 <= 1; v2++) {
+    c.bytes = UINT64_MAX;
+    if (cgroup_room(root, v2, &c) == 0 && c.bytes < r->bytes)
+      *r = c;
+  }
+}
+
+void
+fl__room_file_size(fl__room *r)
+{
+  struct rlimit rl;
+
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    room_set(r, UINT64_MAX, "RLIMIT_FSIZE");
+  else
+    room_set(r, (uint64_t)rl.rlim_cur, "RLIMIT_FSIZE (ulimit -f)");
+}
+
+void
+fl__room_dev_shm(fl__room *r)
+{
+  struct statvfs vfs;
+
+  if (statvfs("/dev/shm", &vfs) != 0)
+    room_set(r, UINT64_MAX, "/dev/shm");
+  else
+    room_set(r, (uint64_t)vfs.f_bavail * vfs.f_frsize,
+             "the free space of /dev/shm (%.1f MB in all)",
+             (double)vfs.f_blocks * vfs.f_frsize / 1e6);
+}
