@@ -3,6 +3,8 @@
  * it destroys it: the process's open fds, the names in /dev/shm it owns,
  * and its child processes.  What differs is what the loader left behind.
  */
+#include "config.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>

@@ -3,6 +3,8 @@
  * while a batch was in transit left in /dev/shm.  fl_shm_sweep picks them:
  * only names of forkload's own form whose owner process is gone.
  */
+#include "config.h"
+
 #include <stdio.h>
 
 #include "cli.h"

@@ -3,6 +3,8 @@
  * parsing of a SPEC naming one, and its opening through the library's
  * built-in datasets.  `forkload gen` names its kinds with the same words.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,6 +5,8 @@
  * releasing the batches lets the loader go on; then destroy the loader and
  * check that it left no name in /dev/shm, no open fd and no process.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,6 +3,8 @@
  * subcommand; usage(), cli_error() and the small helpers below serve all
  * of them.
  */
+#include "config.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

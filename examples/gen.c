@@ -4,6 +4,8 @@
  * one .npy array, or raw records), so that `run --dataset ... --verify`
  * can check every byte the library reads back against its index.
  */
+#include "config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>

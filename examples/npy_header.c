@@ -4,6 +4,8 @@
  * little-endian u16, and the dict padded with spaces and ended by a
  * newline so that the data starts at a multiple of 64.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <string.h>
 

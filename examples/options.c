@@ -4,6 +4,8 @@
  * and `exhaust` both take, so that one flag means one thing in both; and
  * the making of the dataset they name.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>

@@ -2,6 +2,8 @@
  * Time, rates, and the live progress line that `forkload run` redraws on a
  * terminal while it loads.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>

@@ -4,6 +4,8 @@
  * files --dataset names, for some epochs the way a training loop would,
  * and reports what it measured.
  */
+#include "config.h"
+
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>

@@ -2,6 +2,8 @@
  * A first ^C or SIGTERM only asks a subcommand to stop, so that it still
  * destroys its loader and leaves no names in /dev/shm; a second one kills.
  */
+#include "config.h"
+
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>

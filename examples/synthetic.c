@@ -8,6 +8,8 @@
  * made it, and `forkload gen` writes the same content to files for
  * --verify to check after the library has read them back.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>

@@ -5,6 +5,8 @@
  * returns its slot to that worker's free list, with no message and no
  * syscall.
  */
+#include "config.h"
+
 #include <stdlib.h>
 #include <errno.h>
 #include <sys/mman.h>

@@ -5,6 +5,8 @@
  * not at all.  Replies go up; grants (a segment lent to this worker) come
  * down, each just before the task that names it.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>

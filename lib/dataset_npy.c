@@ -5,6 +5,8 @@
  * samples, mapped once).  Samples are handed out as the bytes stored:
  * forkload does not byte-swap big-endian data.
  */
+#include "config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

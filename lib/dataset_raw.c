@@ -4,6 +4,8 @@
  * fl_dataset_close (which frees any built-in dataset).  fl_dataset_npy_array
  * (dataset_npy.c) is the same region with an NPY header in front.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -5,6 +5,8 @@
  * does; as they arrive, the next worker in the cycle with room takes it, so
  * a slow worker does not hold the others back.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <string.h>
 

@@ -1,6 +1,8 @@
 /*
  * Error codes: fl_strerror and fl_err_name, both from FL_ERRNO_MAP.
  */
+#include "config.h"
+
 #include <string.h>
 
 #include "forkload.h"

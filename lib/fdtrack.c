@@ -6,6 +6,8 @@
  * forking thread holds the lock across fork(), so the child reads a
  * consistent table even when other threads run other loaders.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>

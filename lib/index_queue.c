@@ -5,6 +5,8 @@
  * depth respects fs.mqueue.msg_max (10 on a stock system); tasks that do not
  * fit wait in the parent's backlog (dispatch.c).
  */
+#include "config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <mqueue.h>

@@ -4,6 +4,8 @@
  * buffer can hand out the next batch; with num_workers 0 it fills the batch
  * itself, in the calling process.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

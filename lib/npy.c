@@ -7,6 +7,8 @@
  * Nothing here touches the rest of the library: the fuzzer compiles this
  * file alone.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <string.h>
 

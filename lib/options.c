@@ -2,6 +2,8 @@
  * Option defaults and the checks fl_loader_create makes before it does
  * anything: each failure names the field at fault.
  */
+#include "config.h"
+
 #include <stdio.h>
 
 #include "internal.h"

@@ -3,6 +3,8 @@
  * each worker's replies, attach new segments, put finished batches into the
  * reorder buffer, and notice a worker's exit from its pidfd.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

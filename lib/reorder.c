@@ -4,6 +4,8 @@
  * been handed out; as they arrive, batches leave in arrival order.  Both are
  * rings of the prefetch window, O(1) per batch and allocated once.
  */
+#include "config.h"
+
 #include <stdlib.h>
 
 #include "internal.h"

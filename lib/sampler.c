@@ -3,6 +3,8 @@
  * how they are cut into batches.  It runs only in the parent; the order is
  * written into a mapping the workers share, and a task names a span of it.
  */
+#include "config.h"
+
 #include "internal.h"
 
 /* splitmix64's finaliser: a bijective mix with good avalanche. */

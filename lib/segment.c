@@ -5,6 +5,8 @@
  * fails here with ENOSPC instead of raising SIGBUS on a later write, and
  * the parent attaches to them by fd or by name.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

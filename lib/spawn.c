@@ -5,6 +5,8 @@
  * Ctrl-C is the parent's to handle, and its death ends the workers), then
  * runs the worker loop and never returns.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>

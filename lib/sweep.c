@@ -5,6 +5,8 @@
  * machine, or `forkload cleanup`, removes it.  Only names of forkload's own
  * exact form are ever touched, and never one whose owner is alive.
  */
+#include "config.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,8 @@
 /*
  * Test helpers: see common.h.
  */
+#include "config.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>

@@ -4,6 +4,8 @@
  * a fresh directory per case, read back directly and through real loaders,
  * and every malformed file must give FL_EINVAL and a message naming it.
  */
+#include "config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

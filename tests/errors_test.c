@@ -4,6 +4,8 @@
  * fl_loader_create and the other entry points reject bad input (a code, a
  * message naming the field, nothing left behind).
  */
+#include "config.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

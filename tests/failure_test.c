@@ -4,6 +4,8 @@
  * strategy, and a parent killed under its workers.  The names such a parent can
  * leave in /dev/shm are sweep_test's.
  */
+#include "config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -5,6 +5,8 @@
  * overflow.  Whatever the bytes, the parser must return 0 with a header
  * that adds up, or FL_EINVAL with a reason.
  */
+#include "config.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

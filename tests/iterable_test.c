@@ -7,6 +7,8 @@
  * and each epoch reopens the streams.  Every case ends by proving a clean
  * teardown.
  */
+#include "config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -4,6 +4,8 @@
  * persistent x num_workers, then one case per promised behaviour.  Every
  * case ends by proving a clean teardown.
  */
+#include "config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

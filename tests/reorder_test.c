@@ -4,6 +4,8 @@
  * order.  Only fl_batch.seq is read, so the batches here are zeroed structs
  * with a seq and nothing behind them.
  */
+#include "config.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

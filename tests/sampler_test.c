@@ -3,6 +3,8 @@
  * depends on (seed, epoch) and nothing else, how the order is cut into
  * batches, and a crude check that the shuffle is not biased.
  */
+#include "config.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

@@ -6,6 +6,8 @@
  * of its parent's tracked fds and mappings.  Each case ends by proving that
  * no process, /dev/shm name or fd is left behind.
  */
+#include "config.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

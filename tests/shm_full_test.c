@@ -6,6 +6,8 @@
  * come free, and leave nothing behind.  Needs root and unshare(CLONE_NEWNS):
  * elsewhere the whole program is skipped with the reason.
  */
+#include "config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

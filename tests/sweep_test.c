@@ -6,6 +6,8 @@
  * first; that needs root and unshare(CLONE_NEWNS), and elsewhere the whole
  * program is skipped with the reason.
  */
+#include "config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

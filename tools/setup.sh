@@ -1,7 +1,19 @@
 #!/bin/sh
-# Installs, on Debian or Ubuntu, whatever building and testing forkload needs
-# and the machine lacks; does nothing when all of it is there.
+# Installs, on Debian or Ubuntu, whatever building forkload and running
+# make check need and the machine lacks; with --fuzz, also what make fuzz
+# needs.  Does nothing when all of it is there.
 set -e
+usage() {
+  echo "usage: sh tools/setup.sh [--fuzz]"
+}
+fuzz=""
+for arg; do
+  case $arg in
+  --fuzz) fuzz=1 ;;
+  -h | --help) usage; exit 0 ;;
+  *) usage >&2; exit 2 ;;
+  esac
+done
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo=sudo
 updated=""
@@ -15,11 +27,13 @@ mandoc"
 # make fuzz (CI) needs clang and libFuzzer's runtime: its own package in
 # Debian 12, which clang only recommends; older releases ship it in clang.
 # A fresh machine may have no package lists yet to tell which it is.
-pkgs="$pkgs clang"
-if ! dpkg -s libclang-rt-dev >/dev/null 2>&1; then
-  apt-cache show libclang-rt-dev >/dev/null 2>&1 || update
-  apt-cache show libclang-rt-dev >/dev/null 2>&1 &&
-    pkgs="$pkgs libclang-rt-dev"
+if [ -n "$fuzz" ]; then
+  pkgs="$pkgs clang"
+  if ! dpkg -s libclang-rt-dev >/dev/null 2>&1; then
+    apt-cache show libclang-rt-dev >/dev/null 2>&1 || update
+    apt-cache show libclang-rt-dev >/dev/null 2>&1 &&
+      pkgs="$pkgs libclang-rt-dev"
+  fi
 fi
 missing=""
 for p in $pkgs; do

@@ -4,6 +4,8 @@
  * born in shared memory: nothing is copied afterwards.  For an iterable
  * dataset, this is also where its stream is opened and closed.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <string.h>
 

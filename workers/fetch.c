@@ -4,6 +4,8 @@
  * full or the stream is over), straight into the segment, and check what
  * it reports.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <string.h>
 

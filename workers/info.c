@@ -2,6 +2,8 @@
  * What a worker knows about itself (fl_get_worker_info) and the message a
  * dataset leaves for its failing get (fl_worker_error).
  */
+#include "config.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 

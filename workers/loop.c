@@ -4,6 +4,8 @@
  * names, and reply, until the parent says stop or goes away.  Every way
  * out is _exit: a worker never runs the host program's atexit handlers.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,6 +2,8 @@
  * Reply: tell the parent that a task's batch is in its segment (or why it
  * is not), attaching the segment's fd the first time it travels.
  */
+#include "config.h"
+
 #include <string.h>
 
 #include "internal.h"

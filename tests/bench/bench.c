@@ -7,6 +7,8 @@
  * the same run, to put forkload's MB/s in proportion.  --smoke runs tiny
  * sizes and no PyTorch, so that CI can keep this program from rotting.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
