@@ -8,6 +8,8 @@
  * That is what keeps a typo in batch_size from reserving memfd memory until
  * the kernel's OOM killer takes down unrelated processes.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <string.h>
 

@@ -5,6 +5,8 @@
  * (RLIMIT_FSIZE: memfd and shm segments are files), and the free space of
  * /dev/shm.  Each reading says where it came from, for the messages.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>

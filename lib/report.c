@@ -4,6 +4,8 @@
  * the data path (batch.c, dispatch.c, receive.c, spawn.c) record into
  * these, and loader.c reads them; nothing here calls up into them.
  */
+#include "config.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
