@@ -265,7 +265,7 @@ fl__plan_admit(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
   fl__room room;
   int workers = opt->num_workers > 0;
 
-  fl__room_memory(&room, "");
+  fl__room_memory(&room);
   if (p->need > room.bytes)
     return refuse(p, ds, opt, iterable, MEMORY, &room, FL_ENOMEM, err,
                   errlen);

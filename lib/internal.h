@@ -316,8 +316,10 @@ typedef struct fl__room {
   char source[320];
 } fl__room;
 
-/* root prefixes every path read (tests point it at a made-up tree). */
-void fl__room_memory(fl__room *r, const char *root);
+/* Prefixes the /proc and /sys paths read: "" (tests point it at a made-up
+   tree). */
+extern const char *fl__limits_root;
+void fl__room_memory(fl__room *r);
 void fl__room_file_size(fl__room *r);
 void fl__room_dev_shm(fl__room *r);
 

@@ -19,6 +19,8 @@
 
 #include "internal.h"
 
+const char *fl__limits_root = "";
+
 /* cgroup v1 says "no limit" with a page-rounded LONG_MAX. */
 #define FL__CGROUP_UNLIMITED (UINT64_C(1) << 62)
 
@@ -245,8 +247,9 @@ cgroup_room(const char *root, int v2, fl__room *r)
 }
 
 void
-fl__room_memory(fl__room *r, const char *root)
+fl__room_memory(fl__room *r)
 {
+  const char *root = fl__limits_root;
   fl__room c;
   uint64_t avail;
   int v2;

@@ -130,8 +130,9 @@ fl__segment_create(fl__segment *seg, const char *name, size_t size,
   }
   if (ftruncate(fd, (off_t)size) != 0) {
     rc = -errno;
-    snprintf(err, errlen, "cannot size a %zu-byte segment: %s", size,
-             strerror(errno));
+    snprintf(err, errlen, "cannot size a %zu-byte segment: %s%s", size,
+             strerror(errno),
+             errno == EFBIG ? " (RLIMIT_FSIZE, `ulimit -f`, is lower)" : "");
     goto fail;
   }
   rc = reserve(fd, size);

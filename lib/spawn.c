@@ -46,6 +46,9 @@ child(fl_loader *l, unsigned w, int sock, pid_t parent, int main_thread,
   }
   signal(SIGINT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
+  /* A segment past RLIMIT_FSIZE is then EFBIG, an error at its batch,
+     rather than a worker killed by SIGXFSZ. */
+  signal(SIGXFSZ, SIG_IGN);
   /*
    * PR_SET_PDEATHSIG fires when the forking *thread* exits, so it is only
    * safe when the main thread forked; otherwise the worker loop's checks

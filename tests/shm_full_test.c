@@ -90,9 +90,54 @@ fill_until_full(fl_sharing sharing, int in_dev_shm, int want_full,
   return 0;
 }
 
+/*
+ * A prefetch window larger than /dev/shm is refused at create, with
+ * FL_ENOSPC and the arithmetic, before any segment is made; memfd
+ * segments are not charged to /dev/shm, so the same options pass there.
+ */
+static int
+refuse_at_create(fl_sharing sharing, int in_dev_shm, int want_full,
+                 char *why, size_t len)
+{
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l = NULL;
+  flt_data d;
+  int rc;
+
+  flt_data_init(&d, &ds, 400, SAMPLE);
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  opt.num_workers = 8;
+  opt.prefetch_factor = 4;
+  opt.sharing = sharing;
+  opt.fd_in_dev_shm = in_dev_shm;
+  rc = fl_loader_create(&l, &ds, &opt);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  if (!want_full && rc != 0) {
+    snprintf(why, len, "memfd refused: %s", fl_loader_error(NULL));
+    return 1;
+  }
+  if (want_full &&
+      (rc != FL_ENOSPC ||
+       strstr(fl_loader_error(NULL), "the prefetch window needs in "
+                                     "/dev/shm") == NULL ||
+       strstr(fl_loader_error(NULL), "(prefetch_factor 4 x num_workers 8 "
+                                     "+ 1) segments") == NULL ||
+       strstr(fl_loader_error(NULL), "the free space of /dev/shm") == NULL)) {
+    snprintf(why, len, "%s: %s", fl_err_name(rc), fl_loader_error(NULL));
+    return 2;
+  }
+  return flt_shm_count() == 0 ? 0 : 3;
+}
+
+typedef int (*check_fn)(fl_sharing, int, int, char *, size_t);
+
 /* Run a check in a namespaced child; fail with its reason. */
 static void
-in_small_shm(fl_sharing sharing, int in_dev_shm, int want_full)
+in_small_shm(check_fn check, fl_sharing sharing, int in_dev_shm,
+             int want_full)
 {
   char why[512] = "";
   flt_baseline base;
@@ -108,7 +153,7 @@ in_small_shm(fl_sharing sharing, int in_dev_shm, int want_full)
     close(p[0]);
     rc = flt_private_dev_shm(SMALL_SHM, why, sizeof(why));
     if (rc == 0)
-      rc = fill_until_full(sharing, in_dev_shm, want_full, why, sizeof(why));
+      rc = check(sharing, in_dev_shm, want_full, why, sizeof(why));
     if (write(p[1], why, strlen(why)) < 0)
       rc = 9;
     _exit(rc == 0 ? 0 : 10 + rc);
@@ -127,21 +172,30 @@ static void
 file_system_strategy_into_full_dev_shm_gives_enospc_not_sigbus(void **s)
 {
   (void)s;
-  in_small_shm(FL_SHARE_FILE_SYSTEM, 0, 1);
+  in_small_shm(fill_until_full, FL_SHARE_FILE_SYSTEM, 0, 1);
 }
 
 static void
 fd_strategy_in_dev_shm_as_pytorch_gives_enospc_not_sigbus(void **s)
 {
   (void)s;
-  in_small_shm(FL_SHARE_FILE_DESCRIPTOR, 1, 1);
+  in_small_shm(fill_until_full, FL_SHARE_FILE_DESCRIPTOR, 1, 1);
 }
 
 static void
 fd_strategy_memfd_is_not_charged_to_dev_shm(void **s)
 {
   (void)s;
-  in_small_shm(FL_SHARE_FILE_DESCRIPTOR, 0, 0);
+  in_small_shm(fill_until_full, FL_SHARE_FILE_DESCRIPTOR, 0, 0);
+}
+
+static void
+window_larger_than_dev_shm_is_refused_at_create(void **s)
+{
+  (void)s;
+  in_small_shm(refuse_at_create, FL_SHARE_FILE_SYSTEM, 0, 1);
+  in_small_shm(refuse_at_create, FL_SHARE_FILE_DESCRIPTOR, 1, 1);
+  in_small_shm(refuse_at_create, FL_SHARE_FILE_DESCRIPTOR, 0, 0);
 }
 
 int
@@ -153,6 +207,7 @@ main(void)
       cmocka_unit_test(
           fd_strategy_in_dev_shm_as_pytorch_gives_enospc_not_sigbus),
       cmocka_unit_test(fd_strategy_memfd_is_not_charged_to_dev_shm),
+      cmocka_unit_test(window_larger_than_dev_shm_is_refused_at_create),
   };
   char why[256] = "";
   pid_t pid;

@@ -1,0 +1,499 @@
+/*
+ * Admission: fl_loader_create weighs what the prefetch window will reserve
+ * against what the machine can give, before anything is reserved, and a
+ * segment holds no more samples than an epoch has.  The program runs under
+ * a low RLIMIT_FSIZE with SIGXFSZ ignored: memfd and shm segments are
+ * files, so if admission ever regresses, a worker's reservation fails with
+ * EFBIG here instead of waking the OOM killer on the test machine.  The
+ * cgroup readings are checked against made-up /proc and /sys trees.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "internal.h"
+
+/* Far below this machine's memory, far above what the cases reserve. */
+#define FILE_LIMIT (256u << 20)
+
+static uint64_t
+mem_total(void)
+{
+  unsigned long long kb = 0;
+  char line[256];
+  FILE *f = fopen("/proc/meminfo", "r");
+
+  assert_non_null(f);
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+      break;
+  fclose(f);
+  assert_true(kb > 0);
+  return (uint64_t)kb * 1024;
+}
+
+static void
+batch_size_far_above_the_samples_makes_segments_of_the_samples(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  fl_stats st;
+  flt_data d;
+  size_t i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 10, 4096);
+  fl_options_init(&opt);
+  opt.batch_size = (size_t)100000000000000ull;
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_len(l), 1);
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(fl_loader_next(l, &b), 1);
+  assert_int_equal(fl_batch_count(b), 10);
+  for (i = 0; i < 10; i++)
+    assert_true(flt_sample_ok((const char *)fl_batch_data(b) + i * 4096,
+                              4096, fl_batch_indices(b)[i]));
+  fl_batch_release(b);
+  assert_int_equal(fl_loader_next(l, &b), 0);
+  assert_int_equal(fl_loader_stats(l, &st), 0);
+  /* Room for ten samples and their indices, not for 10^14. */
+  assert_true(st.bytes_mapped_peak <= 3 * (10 * 4096 + 8192));
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+custom_indices_bound_the_segment_too(void **state)
+{
+  static const size_t idx[] = {3, 1, 4};
+  fl_dataset ds;
+  fl_options opt;
+  fl__plan p;
+  char err[FL__ERRMSG_MAX];
+  flt_data d;
+
+  (void)state;
+  flt_data_init(&d, &ds, 100, 64);
+  fl_options_init(&opt);
+  opt.batch_size = 1000;
+  opt.indices = idx;
+  opt.indices_len = 3;
+  assert_int_equal(fl__plan_make(&p, &ds, &opt, 0, err, sizeof(err)), 0);
+  assert_int_equal(p.layout.cap, 3);
+  /* An iterable dataset's length is unknown: batch_size it is. */
+  opt.indices = NULL;
+  opt.indices_len = 0;
+  assert_int_equal(fl__plan_make(&p, &ds, &opt, 1, err, sizeof(err)), 0);
+  assert_int_equal(p.layout.cap, 1000);
+  flt_data_free(&d);
+}
+
+static void
+sample_bytes_above_the_machines_memory_is_refused_at_create(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l = (fl_loader *)&l;
+  flt_data d;
+  const char *msg;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 1000, (size_t)(mem_total() * 2));
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
+  assert_null(l);
+  msg = fl_loader_error(NULL);
+  assert_non_null(strstr(msg, "the prefetch window needs"));
+  assert_non_null(strstr(msg, "(prefetch_factor 2 x num_workers 2 + 1) "
+                              "segments of"));
+  assert_true(strstr(msg, "MemAvailable") != NULL ||
+              strstr(msg, "memory cgroup") != NULL);
+  assert_non_null(strstr(msg, "a sample of"));
+  /* In the calling process too: one private segment is memory as well. */
+  opt.num_workers = 0;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
+  assert_non_null(strstr(fl_loader_error(NULL), "the loader needs"));
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+/* The value after `key ` in msg, or 0. */
+static unsigned long long
+after(const char *msg, const char *key)
+{
+  const char *p = strstr(msg, key);
+
+  return p != NULL ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* Whether the options fit, by the library's own reckoning. */
+static int
+admitted(const fl_dataset *ds, const fl_options *opt)
+{
+  char err[FL__ERRMSG_MAX];
+  fl__plan p;
+
+  assert_int_equal(fl__plan_make(&p, ds, opt, 0, err, sizeof(err)), 0);
+  return fl__plan_admit(&p, ds, opt, 0, err, sizeof(err));
+}
+
+static void
+window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic(
+    void **state)
+{
+  char msg[FL__ERRMSG_MAX], expect[400], err[FL__ERRMSG_MAX];
+  const char *fit;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl__plan p;
+  flt_data d;
+  unsigned long long pf, nw, bs;
+
+  (void)state;
+  /* 64 samples of 1 MiB: 4097 segments of 64 MiB, 275 GB in all, where
+     MemAvailable says 8 GB. */
+  flt_data_init(&d, &ds, 100000, 1u << 20);
+  fl_options_init(&opt);
+  opt.batch_size = 64;
+  opt.num_workers = 64;
+  opt.prefetch_factor = 64;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
+  snprintf(msg, sizeof(msg), "%s", fl_loader_error(NULL));
+  assert_int_equal(fl__plan_make(&p, &ds, &opt, 0, err, sizeof(err)), 0);
+  assert_true(p.need >= 4097 * (uint64_t)p.layout.size);
+  snprintf(expect, sizeof(expect),
+           "the prefetch window needs %llu bytes: (prefetch_factor 64 x "
+           "num_workers 64 + 1) segments of %zu bytes, each for 64 samples "
+           "of 1048576 bytes with their indices and sizes, but "
+           "MemAvailable in /proc/meminfo is 8192000000 bytes. Options that "
+           "fit, each alone: prefetch_factor ",
+           (unsigned long long)p.need, p.layout.size);
+  if (strstr(msg, expect) != msg)
+    fail_msg("'%s' does not start '%s'", msg, expect);
+  /* Each option it proposes fits, and one more of it would not. */
+  fit = strstr(msg, "fit,");
+  pf = after(fit, "prefetch_factor ");
+  nw = after(fit, "num_workers ");
+  bs = after(fit, "batch_size ");
+  assert_true(pf > 0 && nw > 0 && bs > 0);
+  opt.prefetch_factor = (unsigned)pf;
+  assert_int_equal(admitted(&ds, &opt), 0);
+  opt.prefetch_factor = (unsigned)pf + 1;
+  assert_int_equal(admitted(&ds, &opt), FL_ENOMEM);
+  opt.prefetch_factor = 64;
+  opt.num_workers = (unsigned)nw;
+  assert_int_equal(admitted(&ds, &opt), 0);
+  opt.num_workers = (unsigned)nw + 1;
+  assert_int_equal(admitted(&ds, &opt), FL_ENOMEM);
+  opt.num_workers = 64;
+  opt.batch_size = bs;
+  assert_int_equal(admitted(&ds, &opt), 0);
+  opt.batch_size = bs + 1;
+  assert_int_equal(admitted(&ds, &opt), FL_ENOMEM);
+  flt_data_free(&d);
+}
+
+static void
+segment_larger_than_rlimit_fsize_is_refused(void **state)
+{
+  struct rlimit saved, low;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+  const char *msg;
+
+  (void)state;
+  flt_data_init(&d, &ds, 1000, 1u << 20);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 1;
+  getrlimit(RLIMIT_FSIZE, &saved);
+  low = saved;
+  low.rlim_cur = 2u << 20;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &low), 0);
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  msg = fl_loader_error(NULL);
+  assert_non_null(strstr(msg, "RLIMIT_FSIZE (ulimit -f) is 2097152 bytes"));
+  assert_non_null(strstr(msg, "batch_size 1;"));
+  /* In the calling process a segment is private memory, not a file. */
+  opt.num_workers = 0;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &low), 0);
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+}
+
+/*
+ * RLIMIT_FSIZE lowered after create: the worker's segment fails with
+ * EFBIG as an error at its batch, and no SIGXFSZ kills the worker, even
+ * where the host leaves that signal's default action.
+ */
+static void
+fsize_lowered_after_create_is_an_error_at_the_batch(void **state)
+{
+  struct rlimit saved, low;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 100, 64 * 1024);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  getrlimit(RLIMIT_FSIZE, &saved);
+  low = saved;
+  low.rlim_cur = 64 * 1024;
+  signal(SIGXFSZ, SIG_DFL);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &low), 0);
+  rc = fl_loader_begin(l);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  signal(SIGXFSZ, SIG_IGN);
+  assert_int_equal(rc, 0);
+  rc = fl_loader_next(l, &b);
+  assert_int_equal(rc, -EFBIG);
+  assert_non_null(strstr(fl_loader_error(l), "ulimit -f"));
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+an_order_too_large_for_memory_is_refused(void **state)
+{
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+
+  (void)state;
+  /* Its n x 8 bytes would wrap: once, that was a segfault. */
+  flt_data_init(&d, &ds, (size_t)2305843009213693953ull, 1);
+  fl_options_init(&opt);
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
+  assert_non_null(strstr(fl_loader_error(NULL), "more bytes than this "
+                                                "machine can address"));
+  /* 8 TB of order: addressable, but not there. */
+  ds.len = (size_t)1000000000000ull;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
+  assert_non_null(strstr(fl_loader_error(NULL), "load fewer samples"));
+  flt_data_free(&d);
+}
+
+static void
+iterable_batch_size_is_the_segment_and_is_checked(void **state)
+{
+  fl_iterable it = {0};
+  fl_options opt;
+  fl_loader *l;
+
+  (void)state;
+  it.sample_bytes = 1024;
+  it.next = (int (*)(void *, void *, size_t *))1; /* never called */
+  fl_options_init(&opt);
+  opt.batch_size = 4000000000u;
+  opt.num_workers = 1;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), FL_ENOMEM);
+  assert_non_null(strstr(fl_loader_error(NULL), "bytes, each for "
+                                                "4000000000 samples"));
+  /* A task counts a batch's samples in 32 bits. */
+  opt.batch_size = (size_t)100000000000000ull;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), FL_EINVAL);
+  assert_string_equal(fl_loader_error(NULL),
+                      "batch_size is 100000000000000: a batch holds at most "
+                      "4294967295 samples");
+}
+
+/* --- the readings, from made-up trees ------------------------------- */
+
+static char tree[64];
+
+static void
+put(const char *path, const char *text)
+{
+  char full[512], *slash;
+  FILE *f;
+
+  snprintf(full, sizeof(full), "%s%s", tree, path);
+  for (slash = full + strlen(tree) + 1; (slash = strchr(slash, '/'));
+       slash++) {
+    *slash = '\0';
+    mkdir(full, 0755);
+    *slash = '/';
+  }
+  f = fopen(full, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int
+tree_setup(void **state)
+{
+  (void)state;
+  snprintf(tree, sizeof(tree), "/tmp/forkload-admit.XXXXXX");
+  if (mkdtemp(tree) == NULL)
+    return -1;
+  fl__limits_root = tree;
+  put("/proc/meminfo", "MemTotal:       24683656 kB\n"
+                       "MemFree:         1000000 kB\n"
+                       "MemAvailable:    8000000 kB\n");
+  return 0;
+}
+
+static int
+tree_teardown(void **state)
+{
+  char cmd[128];
+
+  (void)state;
+  fl__limits_root = "";
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tree);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void
+mem_available_alone_when_no_cgroup_limits(void **state)
+{
+  fl__room r;
+
+  (void)state;
+  fl__room_memory(&r);
+  assert_int_equal(r.bytes, 8000000ull * 1024);
+  assert_string_equal(r.source, "MemAvailable in /proc/meminfo");
+}
+
+static void
+cgroup_v2_limit_of_a_parent_binds_and_inactive_files_do_not_count(
+    void **state)
+{
+  fl__room r;
+
+  (void)state;
+  put("/proc/self/cgroup", "0::/pod/app\n");
+  put("/proc/self/mountinfo",
+      "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n");
+  /* app: no limit of its own; pod: 1 GiB, 900 MiB used of which 300 MiB
+     are inactive file pages. */
+  put("/sys/fs/cgroup/pod/app/memory.max", "max\n");
+  put("/sys/fs/cgroup/pod/app/memory.current", "104857600\n");
+  put("/sys/fs/cgroup/pod/memory.max", "1073741824\n");
+  put("/sys/fs/cgroup/pod/memory.current", "943718400\n");
+  put("/sys/fs/cgroup/pod/memory.stat", "anon 1\ninactive_file 314572800\n"
+                                        "active_file 2\n");
+  fl__room_memory(&r);
+  assert_int_equal(r.bytes, 1073741824ull - (943718400ull - 314572800ull));
+  assert_non_null(strstr(r.source, "the memory cgroup /sys/fs/cgroup/pod "
+                                   "(memory.max 1073741824 bytes"));
+}
+
+static void
+cgroup_v1_limit_is_read_under_its_mount_root(void **state)
+{
+  fl__room r;
+
+  (void)state;
+  put("/proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory:/docker/abc\n"
+                           "0::/\n");
+  /* A container's view: the mount shows /docker/abc as its top. */
+  put("/proc/self/mountinfo",
+      "35 31 0:32 /docker/abc /sys/fs/cgroup/memory rw - cgroup cgroup "
+      "rw,memory\n");
+  put("/sys/fs/cgroup/memory/memory.limit_in_bytes", "536870912\n");
+  put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "268435456\n");
+  put("/sys/fs/cgroup/memory/memory.stat", "cache 5\n"
+                                           "total_inactive_file 67108864\n");
+  fl__room_memory(&r);
+  assert_int_equal(r.bytes, 536870912ull - (268435456ull - 67108864ull));
+  assert_non_null(strstr(r.source, "memory.limit_in_bytes 536870912"));
+}
+
+static void
+cgroup_v1_without_a_limit_leaves_mem_available(void **state)
+{
+  fl__room r;
+
+  (void)state;
+  put("/proc/self/cgroup", "4:memory:/\n");
+  put("/proc/self/mountinfo",
+      "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n");
+  put("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+      "9223372036854771712\n");
+  put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "1000\n");
+  fl__room_memory(&r);
+  assert_int_equal(r.bytes, 8000000ull * 1024);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(
+          batch_size_far_above_the_samples_makes_segments_of_the_samples),
+      cmocka_unit_test(custom_indices_bound_the_segment_too),
+      cmocka_unit_test(
+          sample_bytes_above_the_machines_memory_is_refused_at_create),
+      cmocka_unit_test_setup_teardown(
+          window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic,
+          tree_setup, tree_teardown),
+      cmocka_unit_test(segment_larger_than_rlimit_fsize_is_refused),
+      cmocka_unit_test(
+          fsize_lowered_after_create_is_an_error_at_the_batch),
+      cmocka_unit_test(an_order_too_large_for_memory_is_refused),
+      cmocka_unit_test(iterable_batch_size_is_the_segment_and_is_checked),
+      cmocka_unit_test_setup_teardown(
+          mem_available_alone_when_no_cgroup_limits, tree_setup,
+          tree_teardown),
+      cmocka_unit_test_setup_teardown(
+          cgroup_v2_limit_of_a_parent_binds_and_inactive_files_do_not_count,
+          tree_setup, tree_teardown),
+      cmocka_unit_test_setup_teardown(
+          cgroup_v1_limit_is_read_under_its_mount_root, tree_setup,
+          tree_teardown),
+      cmocka_unit_test_setup_teardown(
+          cgroup_v1_without_a_limit_leaves_mem_available, tree_setup,
+          tree_teardown),
+  };
+  struct rlimit fsize;
+
+  /* A regression must meet EFBIG, not the OOM killer. */
+  signal(SIGXFSZ, SIG_IGN);
+  getrlimit(RLIMIT_FSIZE, &fsize);
+  if (fsize.rlim_cur == RLIM_INFINITY || fsize.rlim_cur > FILE_LIMIT) {
+    fsize.rlim_cur = FILE_LIMIT;
+    setrlimit(RLIMIT_FSIZE, &fsize);
+  }
+  flt_warm_up();
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
