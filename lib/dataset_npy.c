@@ -291,7 +291,7 @@ mismatch(const char *path, const struct fl__npy *h, const char *first,
 }
 
 int
-fl_dataset_npy_dir(fl_dataset *out, const char *dir)
+fl_dataset_npy_dir_sized(fl_dataset *out, size_t size, const char *dir)
 {
   struct npy_dir *d = NULL;
   struct fl__npy first, h, *cur;
@@ -299,9 +299,9 @@ fl_dataset_npy_dir(fl_dataset *out, const char *dir)
   size_t i;
   int rc;
 
-  if (out == NULL)
-    return fl__error_set(FL_EINVAL, "fl_dataset_npy_dir: out is NULL");
-  *out = (fl_dataset){0};
+  rc = fl__dataset_out_check(out, size, "fl_dataset_npy_dir");
+  if (rc != 0)
+    return rc;
   if (dir == NULL)
     return fl__error_set(FL_EINVAL, "fl_dataset_npy_dir: dir is NULL");
   d = calloc(1, sizeof(*d));
@@ -331,35 +331,37 @@ fl_dataset_npy_dir(fl_dataset *out, const char *dir)
     goto fail;
   }
   d->sample_bytes = first.data_bytes;
-  *out = (fl_dataset){.ctx = d, .len = d->n, .sample_bytes = d->sample_bytes,
-                      .get = dir_get};
-  return 0;
+  return fl__dataset_out(out, size,
+                         &(fl_dataset){.ctx = d, .len = d->n,
+                                       .sample_bytes = d->sample_bytes,
+                                       .get = dir_get});
 fail:
   dir_free(d);
   return rc;
 }
 
 int
-fl_dataset_npy_array(fl_dataset *out, const char *path)
+fl_dataset_npy_array_sized(fl_dataset *out, size_t size, const char *path)
 {
+  fl_dataset ds;
   struct fl__npy h;
   char err[FL__ERRMSG_MAX - 64], s[FL__NPY_MAX_DIMS * 22];
   void *map = NULL;
-  size_t size = 0;
+  size_t bytes = 0;
   int rc;
 
-  if (out == NULL)
-    return fl__error_set(FL_EINVAL, "fl_dataset_npy_array: out is NULL");
-  *out = (fl_dataset){0};
+  rc = fl__dataset_out_check(out, size, "fl_dataset_npy_array");
+  if (rc != 0)
+    return rc;
   if (path == NULL)
     return fl__error_set(FL_EINVAL, "fl_dataset_npy_array: path is NULL");
-  rc = fl__map_file(path, &map, &size);
+  rc = fl__map_file(path, &map, &bytes);
   if (rc != 0)
     return rc;
   /* Parsed from the mapping itself: what is checked is what is served. */
-  rc = fl__npy_parse(map, size, &h, err, sizeof(err));
+  rc = fl__npy_parse(map, bytes, &h, err, sizeof(err));
   if (rc == 0)
-    rc = fl__npy_check_size(&h, size, err, sizeof(err));
+    rc = fl__npy_check_size(&h, bytes, err, sizeof(err));
   if (rc != 0) {
     rc = fl__error_set(rc, "%s: %s", path, err);
     goto fail;
@@ -380,9 +382,10 @@ fl_dataset_npy_array(fl_dataset *out, const char *path)
                        "bytes", path, s);
     goto fail;
   }
-  return fl__region_dataset(out, path, map, size, h.data_offset,
-                            h.data_bytes / h.shape[0], h.shape[0]);
+  rc = fl__region_dataset(&ds, path, map, bytes, h.data_offset,
+                          h.data_bytes / h.shape[0], h.shape[0]);
+  return rc != 0 ? rc : fl__dataset_out(out, size, &ds);
 fail:
-  munmap(map, size);
+  munmap(map, bytes);
   return rc;
 }

@@ -159,16 +159,17 @@ fl__region_dataset(fl_dataset *out, const char *path, void *map,
 }
 
 int
-fl_dataset_raw(fl_dataset *out, const char *path, size_t record_bytes,
-               size_t header_bytes)
+fl_dataset_raw_sized(fl_dataset *out, size_t out_size, const char *path,
+                     size_t record_bytes, size_t header_bytes)
 {
+  fl_dataset ds;
   void *map = NULL;
   size_t size = 0, body;
   int rc;
 
-  if (out == NULL)
-    return fl__error_set(FL_EINVAL, "fl_dataset_raw: out is NULL");
-  *out = (fl_dataset){0};
+  rc = fl__dataset_out_check(out, out_size, "fl_dataset_raw");
+  if (rc != 0)
+    return rc;
   if (path == NULL)
     return fl__error_set(FL_EINVAL, "fl_dataset_raw: path is NULL");
   if (record_bytes == 0)
@@ -194,19 +195,20 @@ fl_dataset_raw(fl_dataset *out, const char *path, size_t record_bytes,
                        "%zu-byte header", path, header_bytes);
     goto fail;
   }
-  return fl__region_dataset(out, path, map, size, header_bytes,
-                            record_bytes, body / record_bytes);
+  rc = fl__region_dataset(&ds, path, map, size, header_bytes, record_bytes,
+                          body / record_bytes);
+  return rc != 0 ? rc : fl__dataset_out(out, out_size, &ds);
 fail:
   munmap(map, size);
   return rc;
 }
 
 void
-fl_dataset_close(fl_dataset *ds)
+fl_dataset_close_sized(fl_dataset *ds, size_t size)
 {
   struct fl__ds_base *b;
 
-  if (ds == NULL)
+  if (ds == NULL || size < FL__DATASET_SIZE_0_1)
     return;
   b = ds->ctx;
   /* Only a context this library made carries the magic. */
@@ -214,5 +216,5 @@ fl_dataset_close(fl_dataset *ds)
     b->magic = 0;
     b->free(b);
   }
-  *ds = (fl_dataset){0};
+  memset(ds, 0, size);
 }

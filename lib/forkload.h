@@ -9,6 +9,18 @@
  * Every fallible call returns 0 (or a count) on success and a negative
  * error code on failure: a negative errno where one fits, otherwise one of
  * the FL_E* codes below.  forkload(3) states the contract of each function.
+ *
+ * How the public structs grow (the ABI rule).  fl_options, fl_stats,
+ * fl_dataset and fl_iterable are allocated by the caller, and new fields
+ * are only ever added at their end.  Every call that reads or writes one
+ * is told its size: the macros below (fl_options_init, fl_loader_create,
+ * ...) pass sizeof of the struct in the header the program was built with
+ * to the function named *_sized.  The library reads only the fields that
+ * size holds and takes the defaults for the rest, and writes no further.
+ * A struct larger than the library knows (a program built against a newer
+ * forkload) is refused with FL_EINVAL if it sets a field the library
+ * lacks.  Programs built against 0.1, which passed no size, keep working
+ * with this library: it still exports the 0.1 functions under their names.
  */
 #ifndef FORKLOAD_H
 #define FORKLOAD_H
@@ -27,9 +39,7 @@ extern "C" {
 #define FL_EXTERN
 #endif
 
-#define FL_VERSION_MAJOR 0
-#define FL_VERSION_MINOR 1
-#define FL_VERSION_PATCH 0
+#include "forkload_version.h"
 
 /*
  * The error table: name, value, description.  Codes that have an errno are
@@ -133,16 +143,34 @@ typedef struct fl_stats {
   size_t in_flight, in_flight_peak;       /* sent to workers, not handed out */
 } fl_stats;
 
-FL_EXTERN void fl_options_init(fl_options *opt);
+/* The library's version at run time: FL_VERSION_HEX and
+   FL_VERSION_STRING as it was built. */
+FL_EXTERN unsigned fl_version(void);
+FL_EXTERN const char *fl_version_string(void);
+
+/* The defaults, in the caller's struct of `size` bytes. */
+FL_EXTERN void fl_options_init_sized(fl_options *opt, size_t size);
+#define fl_options_init(opt) fl_options_init_sized((opt), sizeof(fl_options))
 /* 0, or a negative code with *out NULL and fl_loader_error(NULL) saying
-   why (per thread).  opt NULL means the defaults. */
-FL_EXTERN int fl_loader_create(fl_loader **out, const fl_dataset *ds,
-                               const fl_options *opt);
+   why (per thread).  opt NULL means the defaults.  Nothing is reserved
+   before the options are checked and the prefetch window is known to fit
+   in memory, RLIMIT_FSIZE and (where segments go there) /dev/shm. */
+FL_EXTERN int fl_loader_create_sized(fl_loader **out, const fl_dataset *ds,
+                                     size_t ds_size, const fl_options *opt,
+                                     size_t opt_size);
+#define fl_loader_create(out, ds, opt)                                       \
+  fl_loader_create_sized((out), (ds), sizeof(fl_dataset), (opt),             \
+                         sizeof(fl_options))
 /* Like fl_loader_create, for an iterable-style dataset: shuffle and
    indices do not apply and are refused. */
-FL_EXTERN int fl_loader_create_iterable(fl_loader **out,
-                                        const fl_iterable *it,
-                                        const fl_options *opt);
+FL_EXTERN int fl_loader_create_iterable_sized(fl_loader **out,
+                                              const fl_iterable *it,
+                                              size_t it_size,
+                                              const fl_options *opt,
+                                              size_t opt_size);
+#define fl_loader_create_iterable(out, it, opt)                              \
+  fl_loader_create_iterable_sized((out), (it), sizeof(fl_iterable), (opt),   \
+                                  sizeof(fl_options))
 /* Batches per epoch; 0 for an iterable dataset, whose length is unknown. */
 FL_EXTERN size_t fl_loader_len(const fl_loader *l);
 /* Start an epoch, like iter(loader); one left unfinished is dropped. */
@@ -153,7 +181,10 @@ FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);
 /* The last error as a sentence; NULL l: why the last fl_loader_create*
    or fl_dataset_* call of this thread failed. */
 FL_EXTERN const char *fl_loader_error(const fl_loader *l);
-FL_EXTERN int fl_loader_stats(const fl_loader *l, fl_stats *out);
+FL_EXTERN int fl_loader_stats_sized(const fl_loader *l, fl_stats *out,
+                                    size_t size);
+#define fl_loader_stats(l, out)                                              \
+  fl_loader_stats_sized((l), (out), sizeof(fl_stats))
 /* Stops and reaps the workers and frees every segment, held batches too.
    NULL is a no-op. */
 FL_EXTERN void fl_loader_destroy(fl_loader *l);
@@ -181,11 +212,22 @@ FL_EXTERN void fl_worker_error(const char *fmt, ...)
  * fl_loader_error(NULL) naming the file and what is wrong.  A dataset must
  * be closed after the loaders that use it are destroyed.
  */
-FL_EXTERN int fl_dataset_npy_dir(fl_dataset *out, const char *dir);
-FL_EXTERN int fl_dataset_npy_array(fl_dataset *out, const char *path);
-FL_EXTERN int fl_dataset_raw(fl_dataset *out, const char *path,
-                             size_t record_bytes, size_t header_bytes);
-FL_EXTERN void fl_dataset_close(fl_dataset *ds);
+FL_EXTERN int fl_dataset_npy_dir_sized(fl_dataset *out, size_t size,
+                                       const char *dir);
+#define fl_dataset_npy_dir(out, dir)                                         \
+  fl_dataset_npy_dir_sized((out), sizeof(fl_dataset), (dir))
+FL_EXTERN int fl_dataset_npy_array_sized(fl_dataset *out, size_t size,
+                                         const char *path);
+#define fl_dataset_npy_array(out, path)                                      \
+  fl_dataset_npy_array_sized((out), sizeof(fl_dataset), (path))
+FL_EXTERN int fl_dataset_raw_sized(fl_dataset *out, size_t size,
+                                   const char *path, size_t record_bytes,
+                                   size_t header_bytes);
+#define fl_dataset_raw(out, path, record_bytes, header_bytes)                \
+  fl_dataset_raw_sized((out), sizeof(fl_dataset), (path), (record_bytes),    \
+                       (header_bytes))
+FL_EXTERN void fl_dataset_close_sized(fl_dataset *ds, size_t size);
+#define fl_dataset_close(ds) fl_dataset_close_sized((ds), sizeof(fl_dataset))
 
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a

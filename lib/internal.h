@@ -341,7 +341,28 @@ int fl__plan_admit(const fl__plan *p, const fl_dataset *ds,
                    const fl_options *opt, int iterable, char *err,
                    size_t errlen);
 
+/* abi.c: the public structs grow at their end; each call knows its size.
+   The sizes of the 0.1 structs, the oldest there are: */
+#define FL__SIZE_TO(type, field)                                             \
+  (offsetof(type, field) + sizeof(((type *)0)->field))
+#define FL__OPTIONS_SIZE_0_1 FL__SIZE_TO(fl_options, fd_in_dev_shm)
+#define FL__STATS_SIZE_0_1 FL__SIZE_TO(fl_stats, in_flight_peak)
+#define FL__DATASET_SIZE_0_1 FL__SIZE_TO(fl_dataset, get_batch)
+#define FL__ITERABLE_SIZE_0_1 FL__SIZE_TO(fl_iterable, close)
+
+/* Reads the caller's struct src of `size` bytes over the defaults in dst
+   (`full` bytes): 0, or FL_EINVAL with err saying why. */
+int fl__struct_in(void *dst, size_t full, const void *src, size_t size,
+                  size_t oldest, const char *name, char *err, size_t errlen);
+/* Writes src into the caller's struct of `size` bytes, no further. */
+void fl__struct_out(void *dst, size_t size, const void *src, size_t full);
+/* A builder of datasets checks the caller's struct (and zeroes it) first,
+   then fills a whole one and copies out what the caller's holds. */
+int fl__dataset_out_check(fl_dataset *out, size_t size, const char *fn);
+int fl__dataset_out(fl_dataset *out, size_t size, const fl_dataset *ds);
+
 /* options.c */
+void fl__options_defaults(fl_options *opt);
 int fl__options_check(const fl_dataset *ds, const fl_options *opt,
                       int iterable, char *err, size_t errlen);
 

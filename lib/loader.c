@@ -206,27 +206,49 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   return 0;
 }
 
-/* Both kinds of dataset: it is NULL for a map-style one. */
+/*
+ * Both kinds of dataset (it is NULL for a map-style one), read from the
+ * caller's structs of the sizes given, over the defaults.
+ */
 static int
-create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
-              const fl_options *opt)
+create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
+              const fl_iterable *it_in, size_t it_size,
+              const fl_options *opt_in, size_t opt_size)
 {
   char err[FL__ERRMSG_MAX];
-  fl_options defaults;
+  fl_dataset ds = {0};
+  fl_iterable it = {0};
+  fl_options opt;
   fl__plan plan;
   fl_loader *l;
-  int rc;
+  int rc = 0, iterable = it_in != NULL;
 
-  if (opt == NULL) {
-    fl_options_init(&defaults);
-    opt = &defaults;
+  fl__options_defaults(&opt);
+  if (iterable)
+    rc = fl__struct_in(&it, sizeof(it), it_in, it_size,
+                       FL__ITERABLE_SIZE_0_1, "fl_iterable", err,
+                       sizeof(err));
+  else
+    rc = fl__struct_in(&ds, sizeof(ds), ds_in, ds_size,
+                       FL__DATASET_SIZE_0_1, "fl_dataset", err, sizeof(err));
+  if (rc == 0 && opt_in != NULL)
+    rc = fl__struct_in(&opt, sizeof(opt), opt_in, opt_size,
+                       FL__OPTIONS_SIZE_0_1, "fl_options", err, sizeof(err));
+  if (rc == 0 && iterable && it.next == NULL) {
+    snprintf(err, sizeof(err), "iterable: next is NULL");
+    rc = FL_EINVAL;
+  }
+  if (iterable) {
+    ds.ctx = it.ctx;
+    ds.sample_bytes = it.sample_bytes;
   }
   /* Nothing is reserved before the options and the memory are checked. */
-  rc = fl__options_check(ds, opt, it != NULL, err, sizeof(err));
   if (rc == 0)
-    rc = fl__plan_make(&plan, ds, opt, it != NULL, err, sizeof(err));
+    rc = fl__options_check(&ds, &opt, iterable, err, sizeof(err));
   if (rc == 0)
-    rc = fl__plan_admit(&plan, ds, opt, it != NULL, err, sizeof(err));
+    rc = fl__plan_make(&plan, &ds, &opt, iterable, err, sizeof(err));
+  if (rc == 0)
+    rc = fl__plan_admit(&plan, &ds, &opt, iterable, err, sizeof(err));
   if (rc != 0)
     return fl__error_set(rc, "%s", err);
   /* What loaders killed mid-transfer left behind (their owners are gone). */
@@ -234,11 +256,9 @@ create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
   l = calloc(1, sizeof(*l));
   if (l == NULL)
     return fl__error_set(FL_ENOMEM, "out of memory");
-  if (it != NULL) {
-    l->it = *it;
-    l->iterable = 1;
-  }
-  rc = create(l, ds, opt, &plan);
+  l->it = it;
+  l->iterable = iterable;
+  rc = create(l, &ds, &opt, &plan);
   if (rc != 0) {
     if (l->err[0] == '\0')
       snprintf(l->err, sizeof(l->err), "cannot create the loader: %s",
@@ -252,7 +272,8 @@ create_loader(fl_loader **out, const fl_dataset *ds, const fl_iterable *it,
 }
 
 int
-fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
+fl_loader_create_sized(fl_loader **out, const fl_dataset *ds, size_t ds_size,
+                       const fl_options *opt, size_t opt_size)
 {
   fl__error_clear();
   if (out != NULL)
@@ -260,26 +281,21 @@ fl_loader_create(fl_loader **out, const fl_dataset *ds, const fl_options *opt)
   if (out == NULL || ds == NULL)
     return fl__error_set(FL_EINVAL, "fl_loader_create: %s is NULL",
                          out == NULL ? "out" : "ds");
-  return create_loader(out, ds, NULL, opt);
+  return create_loader(out, ds, ds_size, NULL, 0, opt, opt_size);
 }
 
 int
-fl_loader_create_iterable(fl_loader **out, const fl_iterable *it,
-                          const fl_options *opt)
+fl_loader_create_iterable_sized(fl_loader **out, const fl_iterable *it,
+                                size_t it_size, const fl_options *opt,
+                                size_t opt_size)
 {
-  fl_dataset ds = {0};
-
   fl__error_clear();
   if (out != NULL)
     *out = NULL;
   if (out == NULL || it == NULL)
     return fl__error_set(FL_EINVAL, "fl_loader_create_iterable: %s is NULL",
                          out == NULL ? "out" : "it");
-  if (it->next == NULL)
-    return fl__error_set(FL_EINVAL, "iterable: next is NULL");
-  ds.ctx = it->ctx;
-  ds.sample_bytes = it->sample_bytes;
-  return create_loader(out, &ds, it, opt);
+  return create_loader(out, NULL, 0, it, it_size, opt, opt_size);
 }
 
 size_t

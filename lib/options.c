@@ -9,16 +9,25 @@
 #include "internal.h"
 
 void
-fl_options_init(fl_options *opt)
+fl__options_defaults(fl_options *opt)
 {
-  if (opt == NULL)
-    return;
   *opt = (fl_options){0};
   opt->batch_size = 1;
   opt->prefetch_factor = 2;
   opt->in_order = 1;
   opt->sharing = FL_SHARE_FILE_DESCRIPTOR;
   opt->reuse_segments = 1;
+}
+
+void
+fl_options_init_sized(fl_options *opt, size_t size)
+{
+  fl_options d;
+
+  if (opt == NULL)
+    return;
+  fl__options_defaults(&d);
+  fl__struct_out(opt, size, &d, sizeof(d));
 }
 
 /* Workers beyond this are a mistake, not a configuration (PyTorch warns). */

@@ -97,12 +97,15 @@ fl_loader_error(const fl_loader *l)
 }
 
 int
-fl_loader_stats(const fl_loader *l, fl_stats *out)
+fl_loader_stats_sized(const fl_loader *l, fl_stats *out, size_t size)
 {
-  if (l == NULL || out == NULL)
+  fl_stats st;
+
+  if (l == NULL || out == NULL || size < FL__STATS_SIZE_0_1)
     return FL_EINVAL;
-  *out = l->stats;
-  out->reorder_depth = l->reorder.depth;
-  out->reorder_peak = l->reorder.peak;
+  st = l->stats;
+  st.reorder_depth = l->reorder.depth;
+  st.reorder_peak = l->reorder.peak;
+  fl__struct_out(out, size, &st, sizeof(st));
   return 0;
 }

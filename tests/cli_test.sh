@@ -127,7 +127,7 @@ forkload run --quiet --samples 500 --sample-bytes 64 &&
   grep -q '^samples  *500$' "$tmp/out"
 check $? "text summary"
 
-forkload -V && [ "$(cat "$tmp/out")" = "forkload 0.1.0" ]
+forkload -V && [ "$(cat "$tmp/out")" = "forkload $PACKAGE_VERSION" ]
 check $? "-V prints the version"
 
 forkload help && grep -q '^usage: forkload run' "$tmp/out" &&

@@ -73,7 +73,8 @@ fi
 compiled=0
 if [ -f "$tmp/example.c" ] &&
   $CC $CFLAGS -std=gnu11 -Wall -Wextra -Werror -I"$top_srcdir/lib" \
-    -c "$tmp/example.c" -o "$tmp/example.o" >"$tmp/cc.out" 2>&1; then
+    -I"$top_builddir/lib" -c "$tmp/example.c" -o "$tmp/example.o" \
+    >"$tmp/cc.out" 2>&1; then
   compiled=1
   ok "the forkload.3 example compiles with -Wall -Wextra -Werror"
 else
@@ -136,7 +137,8 @@ if [ ! -f "$lib" ]; then
   skip "the README's program compiles and runs" "$lib is not built"
 elif [ -s "$tmp/readme.c" ] &&
   $CC $CFLAGS $LDFLAGS -std=gnu11 -Wall -Wextra -Werror \
-    -I"$top_srcdir/lib" -o "$tmp/readme" "$tmp/readme.c" "$lib" \
+    -I"$top_srcdir/lib" -I"$top_builddir/lib" -o "$tmp/readme" \
+    "$tmp/readme.c" "$lib" \
     $(pkg-config --libs libuv) -lrt -lpthread -lm >"$tmp/readme.out" 2>&1 &&
   limited "$tmp/readme" >>"$tmp/readme.out" 2>&1; then
   ok "the README's program compiles and runs"

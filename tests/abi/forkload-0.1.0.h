@@ -1,0 +1,205 @@
+/* forkload 0.1.0's public header, as released (git 95cc2a8): tests/abi_test.sh
+   builds a program against it and runs it with the current library. */
+/*
+ * forkload: a process-based batch loader for C training programs.
+ *
+ * A parent process forks worker processes; each worker fills whole batches
+ * straight into POSIX shared memory; the batch reaches the parent as an fd
+ * over a Unix socket or as a named segment in /dev/shm; a reorder buffer hands
+ * batches to the consumer in sampler order, or as they arrive.
+ *
+ * Every fallible call returns 0 (or a count) on success and a negative
+ * error code on failure: a negative errno where one fits, otherwise one of
+ * the FL_E* codes below.  forkload(3) states the contract of each function.
+ */
+#ifndef FORKLOAD_H
+#define FORKLOAD_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define FL_EXTERN __attribute__((visibility("default")))
+#else
+#define FL_EXTERN
+#endif
+
+#define FL_VERSION_MAJOR 0
+#define FL_VERSION_MINOR 1
+#define FL_VERSION_PATCH 0
+
+/*
+ * The error table: name, value, description.  Codes that have an errno are
+ * that errno negated; forkload's own codes sit far below the errno range.
+ */
+#define FL_ERRNO_MAP(XX)                                                      \
+  XX(EINVAL, -EINVAL, "invalid argument")                                     \
+  XX(ENOMEM, -ENOMEM, "not enough memory")                                    \
+  XX(EMFILE, -EMFILE, "too many open files in this process")                  \
+  XX(ENFILE, -ENFILE, "too many open files in the system")                    \
+  XX(ENOSPC, -ENOSPC, "no space left for shared memory")                      \
+  XX(ETIMEDOUT, -ETIMEDOUT, "timed out waiting for the workers")              \
+  XX(EAGAIN, -EAGAIN, "resource temporarily unavailable")                     \
+  XX(EPERM, -EPERM, "operation not permitted")                                \
+  XX(EPROTO, -EPROTO, "malformed message between parent and worker")        \
+  XX(EDATASET, -4001, "the dataset failed to produce a sample")               \
+  XX(EWORKER, -4002, "a worker process died")                                 \
+  XX(ESTATE, -4003, "call not allowed in the loader's current state")
+
+typedef enum {
+#define FL__ERR_ENUM(name, value, text) FL_##name = (value),
+  FL_ERRNO_MAP(FL__ERR_ENUM)
+#undef FL__ERR_ENUM
+} fl_errno_t;
+
+typedef struct fl_loader fl_loader; /* opaque */
+typedef struct fl_batch fl_batch;   /* opaque */
+
+typedef struct fl_dataset {
+  void *ctx;
+  size_t len;          /* number of samples */
+  size_t sample_bytes; /* the most bytes one sample may take in a batch */
+  /* Write sample `index` to dst (room: sample_bytes).  *nbytes is
+     sample_bytes on entry; set it to the bytes written.  Return 0, or
+     non-zero on failure (fl_worker_error() may say why). */
+  int (*get)(void *ctx, size_t index, void *dst, size_t *nbytes);
+  /* Optional batched fetch, PyTorch's __getitems__: fill n samples at once,
+     sample i at dst + i*sample_bytes, its size in nbytes[i] (sample_bytes on
+     entry).  When set, workers call it instead of get. */
+  int (*get_batch)(void *ctx, const size_t *indices, size_t n, void *dst,
+                   size_t *nbytes);
+} fl_dataset;
+
+typedef struct fl_worker_info {
+  unsigned id, num_workers;
+  uint64_t seed;
+  const fl_dataset *dataset;
+} fl_worker_info;
+
+/*
+ * An iterable-style dataset, as PyTorch's IterableDataset: each worker
+ * reads its own stream, sharded by the dataset itself from
+ * fl_get_worker_info().
+ */
+typedef struct fl_iterable {
+  void *ctx;
+  size_t sample_bytes;
+  /* In each worker, at each epoch's start. */
+  int (*open)(void *ctx, const fl_worker_info *w);
+  /* 1: a sample written (*nbytes: sample_bytes on entry, bytes written on
+     return), 0: stream over, <0: error. */
+  int (*next)(void *ctx, void *dst, size_t *nbytes);
+  void (*close)(void *ctx);
+} fl_iterable;
+
+typedef enum { FL_SHARE_FILE_DESCRIPTOR, FL_SHARE_FILE_SYSTEM } fl_sharing;
+
+typedef struct fl_options {
+  size_t batch_size;         /* default 1 */
+  int shuffle;               /* default 0 */
+  uint64_t seed;             /* the same seed gives the same epochs */
+  int drop_last;             /* default 0 */
+  unsigned num_workers;      /* 0: load in the calling process */
+  unsigned prefetch_factor;  /* default 2: batches sent, not handed out,
+                                per worker */
+  int persistent_workers;    /* default 0: workers forked each epoch */
+  int in_order;              /* default 1 */
+  int pin_memory;            /* default 0: mlock batch memory in the parent */
+  unsigned timeout_ms;       /* default 0: wait forever */
+  fl_sharing sharing;        /* default FL_SHARE_FILE_DESCRIPTOR */
+  void (*worker_init)(unsigned worker_id, void *arg);
+  void *worker_init_arg;
+  const size_t *indices;     /* optional sampler: this order, not 0..len-1 */
+  size_t indices_len;
+  int reuse_segments;        /* default 1: refill released segments; 0: a
+                                new segment per batch, as PyTorch does */
+  int fd_in_dev_shm;         /* default 0: FL_SHARE_FILE_DESCRIPTOR makes
+                                segments with memfd_create, not charged to
+                                /dev/shm; 1: shm_open + shm_unlink in
+                                /dev/shm, as PyTorch does */
+} fl_options;
+
+typedef struct fl_stats {
+  size_t segments, segments_peak;         /* segments alive in the parent */
+  size_t bytes_mapped, bytes_mapped_peak; /* bytes of those segments */
+  size_t fds, fds_peak;                   /* fds the loader holds */
+  size_t batches_held;                    /* handed out, not released */
+  size_t reorder_depth, reorder_peak;     /* batches waiting in order */
+  uint64_t batches_delivered;
+  double wait_seconds; /* time fl_loader_next spent waiting for workers */
+  size_t in_flight, in_flight_peak;       /* sent to workers, not handed out */
+} fl_stats;
+
+FL_EXTERN void fl_options_init(fl_options *opt);
+/* 0, or a negative code with *out NULL and fl_loader_error(NULL) saying
+   why (per thread).  opt NULL means the defaults. */
+FL_EXTERN int fl_loader_create(fl_loader **out, const fl_dataset *ds,
+                               const fl_options *opt);
+/* Like fl_loader_create, for an iterable-style dataset: shuffle and
+   indices do not apply and are refused. */
+FL_EXTERN int fl_loader_create_iterable(fl_loader **out,
+                                        const fl_iterable *it,
+                                        const fl_options *opt);
+/* Batches per epoch; 0 for an iterable dataset, whose length is unknown. */
+FL_EXTERN size_t fl_loader_len(const fl_loader *l);
+/* Start an epoch, like iter(loader); one left unfinished is dropped. */
+FL_EXTERN int fl_loader_begin(fl_loader *l);
+/* 1 and a batch the caller owns until fl_batch_release; 0 (and *out NULL)
+   when the epoch is over; a negative code on error. */
+FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);
+/* The last error as a sentence; NULL l: why the last fl_loader_create*
+   or fl_dataset_* call of this thread failed. */
+FL_EXTERN const char *fl_loader_error(const fl_loader *l);
+FL_EXTERN int fl_loader_stats(const fl_loader *l, fl_stats *out);
+/* Stops and reaps the workers and frees every segment, held batches too.
+   NULL is a no-op. */
+FL_EXTERN void fl_loader_destroy(fl_loader *l);
+
+/* Sample i of a batch is at data + i * sample_bytes.  All of these stay
+   valid until fl_batch_release. */
+FL_EXTERN const void *fl_batch_data(const fl_batch *b);
+FL_EXTERN size_t fl_batch_count(const fl_batch *b);
+FL_EXTERN const size_t *fl_batch_indices(const fl_batch *b);
+FL_EXTERN const size_t *fl_batch_sizes(const fl_batch *b);
+FL_EXTERN uint64_t fl_batch_seq(const fl_batch *b); /* from 0 each epoch */
+FL_EXTERN unsigned fl_batch_worker(const fl_batch *b);
+FL_EXTERN void fl_batch_release(fl_batch *b); /* once; NULL is a no-op */
+
+
+FL_EXTERN const fl_worker_info *fl_get_worker_info(void);
+FL_EXTERN void fl_worker_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/*
+ * Built-in datasets.  Each fills a ready fl_dataset (sample_bytes = one
+ * sample's bytes) and returns 0, or a negative code with
+ * fl_loader_error(NULL) naming the file and what is wrong.  A dataset must
+ * be closed after the loaders that use it are destroyed.
+ */
+FL_EXTERN int fl_dataset_npy_dir(fl_dataset *out, const char *dir);
+FL_EXTERN int fl_dataset_npy_array(fl_dataset *out, const char *path);
+FL_EXTERN int fl_dataset_raw(fl_dataset *out, const char *path,
+                             size_t record_bytes, size_t header_bytes);
+FL_EXTERN void fl_dataset_close(fl_dataset *ds);
+
+/* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
+   process is gone; cb, if set, hears of each.  Returns how many, or a
+   negative code.  fl_loader_create does this on its own. */
+typedef void (*fl_sweep_cb)(const char *name, long owner_pid, void *arg);
+FL_EXTERN int fl_shm_sweep(int dry_run, fl_sweep_cb cb, void *arg);
+
+FL_EXTERN const char *fl_strerror(int code);
+FL_EXTERN const char *fl_err_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FORKLOAD_H */
