@@ -23,7 +23,7 @@
                  #type " must end with " #last ", without padding")
 FL__ENDS_AT(fl_options, fd_in_dev_shm);
 FL__ENDS_AT(fl_stats, in_flight_peak);
-FL__ENDS_AT(fl_dataset, get_batch);
+FL__ENDS_AT(fl_dataset, get_fields);
 FL__ENDS_AT(fl_iterable, close);
 
 unsigned

@@ -66,13 +66,15 @@ cost_of(struct cost *c, const fl_dataset *ds, const fl_options *opt,
         int iterable, size_t bs, unsigned pf, unsigned nw)
 {
   size_t ring = 1, sb = ds->sample_bytes;
+  const size_t *fields = ds->nfields > 0 ? ds->field_bytes : &sb;
 
   memset(c, 0, sizeof(*c));
   c->n = epoch_samples(ds, opt, iterable);
   c->cap = iterable || bs < c->n ? bs : c->n;
   if (c->cap == 0)
     c->cap = 1;
-  if (fl__segment_layout(&c->layout, c->cap, 1, &sb) != 0)
+  if (fl__segment_layout(&c->layout, c->cap,
+                         ds->nfields > 0 ? ds->nfields : 1, fields) != 0)
     return FL_ENOMEM;
   c->window = nw ? (size_t)pf * nw : 1;
   c->nsegs = nw ? c->window + 1 : 1;

@@ -162,6 +162,23 @@ fl_batch_data(const fl_batch *b)
   return b != NULL ? b->data : NULL;
 }
 
+const void *
+fl_batch_field(const fl_batch *b, size_t f)
+{
+  if (b == NULL || b->data == NULL || f >= b->loader->layout.nfields)
+    return NULL;
+  return (const unsigned char *)b->seg.base +
+         b->loader->layout.field_offset[f];
+}
+
+size_t
+fl_batch_stride(const fl_batch *b, size_t f)
+{
+  if (b == NULL || f >= b->loader->layout.nfields)
+    return 0;
+  return b->loader->layout.field_bytes[f];
+}
+
 size_t
 fl_batch_count(const fl_batch *b)
 {

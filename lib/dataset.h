@@ -36,4 +36,15 @@ int fl__region_dataset(fl_dataset *out, const char *path, void *map,
                        size_t map_bytes, size_t offset, size_t sample_bytes,
                        size_t len);
 
+/* dataset_raw.c: copy the samples `indices` names out of a region of len
+   samples of sb bytes, a memcpy per run; FL_EINVAL for an index past it. */
+int fl__copy_runs(const unsigned char *data, size_t len, size_t sb,
+                  const size_t *indices, size_t n, unsigned char *out,
+                  const char *path);
+
+/* dataset_npy.c: map a .npy array whose first axis is the samples. */
+struct fl__npy;
+int fl__npy_map_array(const char *path, void **map, size_t *bytes,
+                      struct fl__npy *h);
+
 #endif /* FL_DATASET_H */

@@ -340,12 +340,57 @@ fail:
   return rc;
 }
 
+/*
+ * Map an .npy file whose first axis is the samples and parse its header
+ * from the mapping itself, so that what is checked is what is served.
+ * Returns 0 with the mapping, or a negative code, fl_loader_error(NULL)
+ * naming the file, and nothing mapped.
+ */
+int
+fl__npy_map_array(const char *path, void **map, size_t *bytes,
+                  struct fl__npy *h)
+{
+  char err[FL__ERRMSG_MAX - 64], s[FL__NPY_MAX_DIMS * 22];
+  int rc;
+
+  rc = fl__map_file(path, map, bytes);
+  if (rc != 0)
+    return rc;
+  rc = fl__npy_parse(*map, *bytes, h, err, sizeof(err));
+  if (rc == 0)
+    rc = fl__npy_check_size(h, *bytes, err, sizeof(err));
+  if (rc != 0) {
+    rc = fl__error_set(rc, "%s: %s", path, err);
+    goto fail;
+  }
+  fl__npy_shape_str(h, s, sizeof(s));
+  if (h->ndim == 0) {
+    rc = fl__error_set(FL_EINVAL, "%s: holds a 0-d array (shape ()): its "
+                       "first axis must be the samples", path);
+    goto fail;
+  }
+  if (h->shape[0] == 0) {
+    rc = fl__error_set(FL_EINVAL, "%s: shape %s holds no samples", path, s);
+    goto fail;
+  }
+  /* data_bytes = shape[0] x the rest, and did not overflow. */
+  if (h->data_bytes == 0) {
+    rc = fl__error_set(FL_EINVAL, "%s: shape %s: each sample holds no "
+                       "bytes", path, s);
+    goto fail;
+  }
+  return 0;
+fail:
+  munmap(*map, *bytes);
+  *map = NULL;
+  return rc;
+}
+
 int
 fl_dataset_npy_array_sized(fl_dataset *out, size_t size, const char *path)
 {
   fl_dataset ds;
   struct fl__npy h;
-  char err[FL__ERRMSG_MAX - 64], s[FL__NPY_MAX_DIMS * 22];
   void *map = NULL;
   size_t bytes = 0;
   int rc;
@@ -355,37 +400,10 @@ fl_dataset_npy_array_sized(fl_dataset *out, size_t size, const char *path)
     return rc;
   if (path == NULL)
     return fl__error_set(FL_EINVAL, "fl_dataset_npy_array: path is NULL");
-  rc = fl__map_file(path, &map, &bytes);
+  rc = fl__npy_map_array(path, &map, &bytes, &h);
   if (rc != 0)
     return rc;
-  /* Parsed from the mapping itself: what is checked is what is served. */
-  rc = fl__npy_parse(map, bytes, &h, err, sizeof(err));
-  if (rc == 0)
-    rc = fl__npy_check_size(&h, bytes, err, sizeof(err));
-  if (rc != 0) {
-    rc = fl__error_set(rc, "%s: %s", path, err);
-    goto fail;
-  }
-  fl__npy_shape_str(&h, s, sizeof(s));
-  if (h.ndim == 0) {
-    rc = fl__error_set(FL_EINVAL, "%s: holds a 0-d array (shape ()): its "
-                       "first axis must be the samples", path);
-    goto fail;
-  }
-  if (h.shape[0] == 0) {
-    rc = fl__error_set(FL_EINVAL, "%s: shape %s holds no samples", path, s);
-    goto fail;
-  }
-  /* data_bytes = shape[0] x the rest, and did not overflow. */
-  if (h.data_bytes == 0) {
-    rc = fl__error_set(FL_EINVAL, "%s: shape %s: each sample holds no "
-                       "bytes", path, s);
-    goto fail;
-  }
   rc = fl__region_dataset(&ds, path, map, bytes, h.data_offset,
                           h.data_bytes / h.shape[0], h.shape[0]);
   return rc != 0 ? rc : fl__dataset_out(out, size, &ds);
-fail:
-  munmap(map, bytes);
-  return rc;
 }

@@ -98,29 +98,39 @@ region_get(void *ctx, size_t index, void *dst, size_t *nbytes)
 }
 
 /* One memcpy per run of consecutive indices: a sequential batch is one. */
+int
+fl__copy_runs(const unsigned char *data, size_t len, size_t sb,
+              const size_t *indices, size_t n, unsigned char *out,
+              const char *path)
+{
+  size_t i, j;
+
+  for (i = 0; i < n; i = j) {
+    if (indices[i] >= len) {
+      fl_worker_error("%s: index %zu is out of range (%zu samples)", path,
+                      indices[i], len);
+      return FL_EINVAL;
+    }
+    /* indices[j - 1] < len, so the + 1 cannot wrap. */
+    for (j = i + 1; j < n && indices[j] == indices[j - 1] + 1 &&
+                    indices[j] < len; j++)
+      ;
+    memcpy(out + i * sb, data + indices[i] * sb, (j - i) * sb);
+  }
+  return 0;
+}
+
 static int
 region_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
                  size_t *nbytes)
 {
   const struct region *r = ctx;
-  unsigned char *out = dst;
-  size_t i, j, sb = r->sample_bytes;
+  size_t i;
 
-  for (i = 0; i < n; i = j) {
-    if (indices[i] >= r->len) {
-      fl_worker_error("%s: index %zu is out of range (%zu samples)",
-                      r->path, indices[i], r->len);
-      return FL_EINVAL;
-    }
-    /* indices[j - 1] < len, so the + 1 cannot wrap. */
-    for (j = i + 1; j < n && indices[j] == indices[j - 1] + 1 &&
-                    indices[j] < r->len; j++)
-      ;
-    memcpy(out + i * sb, r->data + indices[i] * sb, (j - i) * sb);
-  }
   for (i = 0; i < n; i++)
-    nbytes[i] = sb;
-  return 0;
+    nbytes[i] = r->sample_bytes;
+  return fl__copy_runs(r->data, r->len, r->sample_bytes, indices, n, dst,
+                       r->path);
 }
 
 static void

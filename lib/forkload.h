@@ -78,9 +78,21 @@ typedef struct fl_dataset {
   int (*get)(void *ctx, size_t index, void *dst, size_t *nbytes);
   /* Optional batched fetch, PyTorch's __getitems__: fill n samples at once,
      sample i at dst + i*sample_bytes, its size in nbytes[i] (sample_bytes on
-     entry).  When set, workers call it instead of get. */
+     entry).  When set, workers call it instead of get.  With fields, dst
+     is a void *const * of nfields arrays: field f of sample i at
+     dst[f] + i*field_bytes[f], its size in nbytes[i*nfields + f]. */
   int (*get_batch)(void *ctx, const size_t *indices, size_t n, void *dst,
                    size_t *nbytes);
+  /* Since 0.2: samples of several fields, each field batched into an array
+     of its own (struct of arrays: inputs in one, labels in another). */
+  size_t nfields;            /* 0: one field of sample_bytes, as in 0.1 */
+  const size_t *field_bytes; /* nfields sizes (copied at create);
+                                sample_bytes is 0 or their sum */
+  /* Write field f of sample `index` to dst[f] (room: field_bytes[f]);
+     nbytes[f] is that on entry, set it to the bytes written.  Used instead
+     of get when nfields > 0 (get_batch still comes first). */
+  int (*get_fields)(void *ctx, size_t index, void *const *dst,
+                    size_t *nbytes);
 } fl_dataset;
 
 typedef struct fl_worker_info {
@@ -189,11 +201,18 @@ FL_EXTERN int fl_loader_stats_sized(const fl_loader *l, fl_stats *out,
    NULL is a no-op. */
 FL_EXTERN void fl_loader_destroy(fl_loader *l);
 
-/* Sample i of a batch is at data + i * sample_bytes.  All of these stay
-   valid until fl_batch_release. */
+/* Sample i of a batch is at data + i * sample_bytes (field 0 when the
+   dataset has fields).  All of these stay valid until fl_batch_release. */
 FL_EXTERN const void *fl_batch_data(const fl_batch *b);
+/* Field f of sample 0; sample i at + i * fl_batch_stride(b, f).  NULL
+   (and a stride of 0) past the last field.  A dataset without fields has
+   one, field 0, which is fl_batch_data. */
+FL_EXTERN const void *fl_batch_field(const fl_batch *b, size_t f);
+FL_EXTERN size_t fl_batch_stride(const fl_batch *b, size_t f);
 FL_EXTERN size_t fl_batch_count(const fl_batch *b);
 FL_EXTERN const size_t *fl_batch_indices(const fl_batch *b);
+/* The bytes get wrote per sample; with fields, nfields per sample:
+   sizes[i * nfields + f]. */
 FL_EXTERN const size_t *fl_batch_sizes(const fl_batch *b);
 FL_EXTERN uint64_t fl_batch_seq(const fl_batch *b); /* from 0 each epoch */
 FL_EXTERN unsigned fl_batch_worker(const fl_batch *b);
@@ -226,6 +245,12 @@ FL_EXTERN int fl_dataset_raw_sized(fl_dataset *out, size_t size,
 #define fl_dataset_raw(out, path, record_bytes, header_bytes)                \
   fl_dataset_raw_sized((out), sizeof(fl_dataset), (path), (record_bytes),    \
                        (header_bytes))
+/* n .npy arrays with the same first dimension: sample i is row i of each,
+   one field per array (X.npy and y.npy: inputs and labels). */
+FL_EXTERN int fl_dataset_npy_zip_sized(fl_dataset *out, size_t size,
+                                       const char *const *paths, size_t n);
+#define fl_dataset_npy_zip(out, paths, n)                                    \
+  fl_dataset_npy_zip_sized((out), sizeof(fl_dataset), (paths), (n))
 FL_EXTERN void fl_dataset_close_sized(fl_dataset *ds, size_t size);
 #define fl_dataset_close(ds) fl_dataset_close_sized((ds), sizeof(fl_dataset))
 

@@ -155,7 +155,7 @@ const char *fl__worker_error_text(void);
 
 /* workers/fetch.c, workers/collate.c */
 int fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
-              void *data, size_t *sizes, char *err, size_t errlen);
+              void *const *fields, size_t *sizes, char *err, size_t errlen);
 int fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
              uint64_t seq, size_t offset, size_t count, char *err,
              size_t errlen);
@@ -363,6 +363,7 @@ int fl__dataset_out(fl_dataset *out, size_t size, const fl_dataset *ds);
 
 /* options.c */
 void fl__options_defaults(fl_options *opt);
+size_t fl__sample_bytes(const fl_dataset *ds);
 int fl__options_check(const fl_dataset *ds, const fl_options *opt,
                       int iterable, char *err, size_t errlen);
 

@@ -174,6 +174,9 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   l->sampler.drop_last = opt->drop_last;
   l->nbatches = fl__sampler_batches(&l->sampler);
   l->layout = p->layout;
+  /* The caller's array may go once create returns: the layout has it. */
+  if (ds->nfields > 0)
+    l->ds.field_bytes = l->layout.field_bytes;
   l->window = p->window;
   /* Shared, and made before any fork: every worker reads the same order. */
   l->order = mmap(NULL, p->order_bytes, PROT_READ | PROT_WRITE,
@@ -245,6 +248,7 @@ create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
   /* Nothing is reserved before the options and the memory are checked. */
   if (rc == 0)
     rc = fl__options_check(&ds, &opt, iterable, err, sizeof(err));
+  ds.sample_bytes = rc == 0 ? fl__sample_bytes(&ds) : ds.sample_bytes;
   if (rc == 0)
     rc = fl__plan_make(&plan, &ds, &opt, iterable, err, sizeof(err));
   if (rc == 0)

@@ -33,11 +33,75 @@ fl_options_init_sized(fl_options *opt, size_t size)
 /* Workers beyond this are a mistake, not a configuration (PyTorch warns). */
 #define FL__MAX_WORKERS 1024
 
+/* A dataset's fields: their sizes, and a call that fills them. */
+static int
+check_fields(const fl_dataset *ds, char *err, size_t errlen)
+{
+  size_t f, sum = 0;
+
+  if (ds->nfields == 0) {
+    if (ds->get_fields != NULL || ds->field_bytes != NULL) {
+      snprintf(err, errlen, "dataset: get_fields or field_bytes is set but "
+                            "nfields is 0");
+      return FL_EINVAL;
+    }
+    return 0;
+  }
+  if (ds->nfields > FL__MAX_FIELDS) {
+    snprintf(err, errlen, "dataset: nfields is %zu: at most %d are allowed",
+             ds->nfields, FL__MAX_FIELDS);
+    return FL_EINVAL;
+  }
+  if (ds->field_bytes == NULL) {
+    snprintf(err, errlen, "dataset: field_bytes is NULL but nfields is %zu",
+             ds->nfields);
+    return FL_EINVAL;
+  }
+  for (f = 0; f < ds->nfields; f++) {
+    if (ds->field_bytes[f] == 0) {
+      snprintf(err, errlen, "dataset: field_bytes[%zu] is 0: a field holds "
+               "at least one byte", f);
+      return FL_EINVAL;
+    }
+    if (__builtin_add_overflow(sum, ds->field_bytes[f], &sum)) {
+      snprintf(err, errlen, "dataset: the field sizes add up to more than "
+                            "this machine can address");
+      return FL_EINVAL;
+    }
+  }
+  if (ds->sample_bytes != 0 && ds->sample_bytes != sum) {
+    snprintf(err, errlen, "dataset: sample_bytes is %zu but the %zu fields "
+             "add up to %zu", ds->sample_bytes, ds->nfields, sum);
+    return FL_EINVAL;
+  }
+  if (ds->get_fields == NULL && ds->get_batch == NULL) {
+    snprintf(err, errlen, "dataset: with nfields, get_fields or get_batch "
+                          "must fill the fields (get writes one whole "
+                          "sample)");
+    return FL_EINVAL;
+  }
+  return 0;
+}
+
+/* A dataset's sample_bytes: its fields' sum when it has fields. */
+size_t
+fl__sample_bytes(const fl_dataset *ds)
+{
+  size_t f, sum = 0;
+
+  if (ds->nfields == 0)
+    return ds->sample_bytes;
+  for (f = 0; f < ds->nfields; f++)
+    sum += ds->field_bytes[f];
+  return sum;
+}
+
 int
 fl__options_check(const fl_dataset *ds, const fl_options *opt, int iterable,
                   char *err, size_t errlen)
 {
   size_t i;
+  int rc;
 
   if (iterable && opt->shuffle) {
     snprintf(err, errlen, "shuffle does not apply to an iterable dataset: "
@@ -48,11 +112,15 @@ fl__options_check(const fl_dataset *ds, const fl_options *opt, int iterable,
     snprintf(err, errlen, "indices do not apply to an iterable dataset");
     return FL_EINVAL;
   }
-  if (!iterable && ds->get == NULL && ds->get_batch == NULL) {
-    snprintf(err, errlen, "dataset: get and get_batch are both NULL");
+  if (!iterable && ds->get == NULL && ds->get_batch == NULL &&
+      ds->get_fields == NULL) {
+    snprintf(err, errlen, "dataset: get, get_batch and get_fields are all "
+                          "NULL");
     return FL_EINVAL;
   }
-  if (ds->sample_bytes == 0) {
+  if (!iterable && (rc = check_fields(ds, err, errlen)) != 0)
+    return rc;
+  if (ds->sample_bytes == 0 && ds->nfields == 0) {
     snprintf(err, errlen, "dataset: sample_bytes is 0");
     return FL_EINVAL;
   }

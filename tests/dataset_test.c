@@ -382,6 +382,115 @@ npy_array_shuffled_through_workers_gives_every_row_once(void **state)
   flt_assert_clean(&base);
 }
 
+/*
+ * X.npy (rows of 5 float32) and y.npy (one int64 label per row) zipped:
+ * field 0 is the inputs and field 1 the labels, each batched into its own
+ * array, through get_fields (no get_batch) and get_batch, shuffled.
+ */
+static void
+npy_zip_of_inputs_and_labels_gives_both_fields_of_every_row(void **state)
+{
+  enum { N = 97, XROW = 5 * 4 };
+  unsigned char x[N * XROW];
+  int64_t y[N];
+  char dir[64], px[128], py[128], dict[128];
+  const char *paths[2] = {px, py};
+  unsigned char seen[N];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  size_t i, idx, round;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  fill(x, sizeof(x), 3);
+  for (i = 0; i < N; i++)
+    y[i] = (int64_t)(i * 1000 + 7);
+  snprintf(px, sizeof(px), "%s/X.npy", dir);
+  snprintf(py, sizeof(py), "%s/y.npy", dir);
+  snprintf(dict, sizeof(dict),
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, 5), }", N);
+  write_npy(px, 1, dict, x, sizeof(x));
+  snprintf(dict, sizeof(dict),
+           "{'descr': '<i8', 'fortran_order': False, 'shape': (%d,), }", N);
+  write_npy(py, 1, dict, y, sizeof(y));
+  assert_int_equal(fl_dataset_npy_zip(&ds, paths, 2), 0);
+  assert_int_equal(ds.len, N);
+  assert_int_equal(ds.nfields, 2);
+  assert_int_equal(ds.field_bytes[0], XROW);
+  assert_int_equal(ds.field_bytes[1], 8);
+  assert_int_equal(ds.sample_bytes, XROW + 8);
+  for (round = 0; round < 2; round++) {
+    /* Without get_batch, the workers call get_fields. */
+    if (round == 1)
+      ds.get_batch = NULL;
+    fl_options_init(&opt);
+    opt.num_workers = 2;
+    opt.batch_size = 8;
+    opt.shuffle = 1;
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    memset(seen, 0, sizeof(seen));
+    assert_int_equal(fl_loader_begin(l), 0);
+    while ((rc = fl_loader_next(l, &b)) == 1) {
+      for (i = 0; i < fl_batch_count(b); i++) {
+        idx = fl_batch_indices(b)[i];
+        seen[idx]++;
+        assert_memory_equal((const unsigned char *)fl_batch_field(b, 0) +
+                                i * fl_batch_stride(b, 0),
+                            x + idx * XROW, XROW);
+        assert_memory_equal((const unsigned char *)fl_batch_field(b, 1) +
+                                i * fl_batch_stride(b, 1),
+                            &y[idx], 8);
+      }
+      fl_batch_release(b);
+    }
+    assert_int_equal(rc, 0);
+    for (i = 0; i < N; i++)
+      assert_int_equal(seen[i], 1);
+    fl_loader_destroy(l);
+  }
+  fl_dataset_close(&ds);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
+static void
+npy_zip_refuses_arrays_of_other_lengths_naming_both(void **state)
+{
+  unsigned char data[64 * 4];
+  char dir[64], pa[128], pb[128], dict[128];
+  const char *paths[3] = {pa, pb, NULL};
+  fl_dataset ds;
+
+  (void)state;
+  dir_make(dir, sizeof(dir));
+  fill(data, sizeof(data), 1);
+  snprintf(pa, sizeof(pa), "%s/a.npy", dir);
+  snprintf(pb, sizeof(pb), "%s/b.npy", dir);
+  dict_of(dict, sizeof(dict), "|u1", "(64, 4)");
+  write_npy(pa, 1, dict, data, 256);
+  dict_of(dict, sizeof(dict), "|u1", "(63, 4)");
+  write_npy(pb, 1, dict, data, 252);
+  assert_int_equal(fl_dataset_npy_zip(&ds, paths, 2), FL_EINVAL);
+  assert_error(pb, "has 63 rows but");
+  assert_error(pa, "has 64");
+  assert_null(ds.ctx);
+  assert_int_equal(fl_dataset_npy_zip(&ds, paths, 3), FL_EINVAL);
+  assert_string_equal(fl_loader_error(NULL),
+                      "fl_dataset_npy_zip: paths[2] is NULL");
+  assert_int_equal(fl_dataset_npy_zip(&ds, paths, 0), FL_EINVAL);
+  /* A 0.1 fl_dataset has no room for fields. */
+  assert_int_equal(fl_dataset_npy_zip_sized(&ds, FL__DATASET_SIZE_0_1,
+                                            paths, 1),
+                   FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "too old to hold fields"));
+  dir_remove(dir);
+}
+
 /* Runs of consecutive indices, repeats, reversals and a lone index. */
 static void
 get_batch_runs_match_get(void **state)
@@ -907,6 +1016,9 @@ main(void)
       cmocka_unit_test(
           npy_array_shuffled_through_workers_gives_every_row_once),
       cmocka_unit_test(get_batch_runs_match_get),
+      cmocka_unit_test(
+          npy_zip_of_inputs_and_labels_gives_both_fields_of_every_row),
+      cmocka_unit_test(npy_zip_refuses_arrays_of_other_lengths_naming_both),
       cmocka_unit_test(raw_records_after_a_header),
       cmocka_unit_test(raw_rejects_bad_sizes_naming_the_file),
       cmocka_unit_test(

@@ -37,12 +37,15 @@ int
 fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
          uint64_t seq, size_t offset, size_t count, char *err, size_t errlen)
 {
-  size_t *sizes;
+  void *fields[FL__MAX_FIELDS];
+  size_t *sizes, f;
   void *data;
 
   collate(base, l, worker, epoch, seq, l->order + offset, count, &sizes,
-              &data);
-  return fl__fetch(&l->ds, l->order + offset, count, data, sizes, err,
+          &data);
+  for (f = 0; f < l->layout.nfields; f++)
+    fields[f] = (unsigned char *)base + l->layout.field_offset[f];
+  return fl__fetch(&l->ds, l->order + offset, count, fields, sizes, err,
                    errlen);
 }
 

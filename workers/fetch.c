@@ -1,8 +1,8 @@
 /*
- * Fetch: call the dataset's get (each sample) or get_batch (the whole
- * batch), or an iterable dataset's next (each sample until the batch is
- * full or the stream is over), straight into the segment, and check what
- * it reports.
+ * Fetch: call the dataset's get (each sample), get_fields (each sample,
+ * each field into its own array) or get_batch (the whole batch), or an
+ * iterable dataset's next (each sample until the batch is full or the
+ * stream is over), straight into the segment, and check what it reports.
  */
 #include "config.h"
 
@@ -62,30 +62,109 @@ overran(char *err, size_t errlen, const char *what, size_t index,
   return FL_EDATASET;
 }
 
-int
-fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n, void *data,
-          size_t *sizes, char *err, size_t errlen)
+/* Field f of a get_fields or get_batch call ran past its room. */
+static int
+field_overran(char *err, size_t errlen, const char *what, size_t index,
+              size_t f, size_t room)
 {
-  unsigned char *dst = data;
+  snprintf(err, errlen,
+           "%s(index %zu) wrote past field %zu's room of %zu bytes "
+           "(field_bytes[%zu])", what, index, f, room, f);
+  return FL_EDATASET;
+}
+
+static int
+field_oversized(char *err, size_t errlen, const char *what, size_t index,
+                size_t f, size_t nbytes, size_t room)
+{
+  snprintf(err, errlen,
+           "%s(index %zu) reported %zu bytes for field %zu, more than "
+           "field_bytes[%zu] %zu", what, index, nbytes, f, f, room);
+  return FL_EDATASET;
+}
+
+/* The batched call: one array per field (one field: the samples). */
+static int
+fetch_batch(const fl_dataset *ds, const size_t *indices, size_t n,
+            void *const *fields, size_t nf, const size_t *fb, size_t *sizes,
+            char *err, size_t errlen)
+{
+  unsigned char *const *arr = (unsigned char *const *)fields;
+  size_t i, f;
+  int rc;
+
+  for (f = 0; f < nf; f++)
+    plant(arr[f] + n * fb[f]);
+  rc = ds->get_batch(ds->ctx, indices, n,
+                     ds->nfields > 0 ? (void *)fields : fields[0], sizes);
+  if (rc != 0)
+    return failed(err, errlen, "get_batch", n ? indices[0] : 0, rc);
+  for (f = 0; f < nf; f++) {
+    if (trampled(arr[f] + n * fb[f]))
+      return ds->nfields > 0 ? field_overran(err, errlen, "get_batch",
+                                             indices[n - 1], f, n * fb[f])
+                             : overran(err, errlen, "get_batch",
+                                       indices[n - 1], n * fb[f]);
+  }
+  for (i = 0; i < n * nf; i++) {
+    if (sizes[i] > fb[i % nf])
+      return ds->nfields > 0
+                 ? field_oversized(err, errlen, "get_batch", indices[i / nf],
+                                   i % nf, sizes[i], fb[i % nf])
+                 : oversized(err, errlen, "get_batch", indices[i], sizes[i],
+                             fb[0]);
+  }
+  return 0;
+}
+
+/* get_fields, sample by sample, straight into each field's array. */
+static int
+fetch_fields(const fl_dataset *ds, const size_t *indices, size_t n,
+             void *const *fields, size_t nf, const size_t *fb, size_t *sizes,
+             char *err, size_t errlen)
+{
+  unsigned char *const *arr = (unsigned char *const *)fields;
+  void *dst[FL__MAX_FIELDS];
+  size_t i, f;
+  int rc;
+
+  for (i = 0; i < n; i++) {
+    for (f = 0; f < nf; f++) {
+      dst[f] = arr[f] + i * fb[f];
+      plant(arr[f] + (i + 1) * fb[f]);
+    }
+    rc = ds->get_fields(ds->ctx, indices[i], dst, &sizes[i * nf]);
+    if (rc != 0)
+      return failed(err, errlen, "get_fields", indices[i], rc);
+    for (f = 0; f < nf; f++) {
+      if (trampled(arr[f] + (i + 1) * fb[f]))
+        return field_overran(err, errlen, "get_fields", indices[i], f,
+                             fb[f]);
+      if (sizes[i * nf + f] > fb[f])
+        return field_oversized(err, errlen, "get_fields", indices[i], f,
+                               sizes[i * nf + f], fb[f]);
+    }
+  }
+  return 0;
+}
+
+int
+fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
+          void *const *fields, size_t *sizes, char *err, size_t errlen)
+{
+  unsigned char *dst = fields[0];
+  size_t nf = ds->nfields > 0 ? ds->nfields : 1;
+  const size_t *fb = ds->nfields > 0 ? ds->field_bytes : &ds->sample_bytes;
   size_t i, sb = ds->sample_bytes;
   int rc;
 
   fl__worker_error_clear();
-  for (i = 0; i < n; i++)
-    sizes[i] = sb;
-  if (ds->get_batch != NULL) {
-    plant(dst + n * sb);
-    rc = ds->get_batch(ds->ctx, indices, n, data, sizes);
-    if (rc != 0)
-      return failed(err, errlen, "get_batch", n ? indices[0] : 0, rc);
-    if (trampled(dst + n * sb))
-      return overran(err, errlen, "get_batch", indices[n - 1], n * sb);
-    for (i = 0; i < n; i++) {
-      if (sizes[i] > sb)
-        return oversized(err, errlen, "get_batch", indices[i], sizes[i], sb);
-    }
-    return 0;
-  }
+  for (i = 0; i < n * nf; i++)
+    sizes[i] = fb[i % nf];
+  if (ds->get_batch != NULL)
+    return fetch_batch(ds, indices, n, fields, nf, fb, sizes, err, errlen);
+  if (ds->nfields > 0)
+    return fetch_fields(ds, indices, n, fields, nf, fb, sizes, err, errlen);
   for (i = 0; i < n; i++) {
     plant(dst + (i + 1) * sb);
     rc = ds->get(ds->ctx, indices[i], dst + i * sb, &sizes[i]);
