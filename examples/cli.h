@@ -121,6 +121,8 @@ enum {
   OPT_FD_IN_DEV_SHM,
   OPT_SHOW_WORKERS,
   OPT_DATASET,
+  OPT_SHARING,
+  OPT_STRATEGY, /* --sharing under its other name */
   OPT_OWN /* a subcommand's own options from here on */
 };
 
@@ -132,6 +134,7 @@ struct load_args {
   const char *indices;    /* --indices as given, or NULL */
   int batched;
   int synth_only;         /* an option given that --dataset refuses */
+  int sharing_set;        /* --sharing (or --strategy) was given */
   struct dataset_spec file; /* --dataset, or kind DS_SYNTHETIC */
   fl_dataset ds;          /* made by load_dataset */
   int ds_open;            /* ds is a file dataset, to be closed */
@@ -153,7 +156,6 @@ int cli_options(int argc, char **argv, struct load_args *a,
 int cli_scan_uint(const char *s, char **end, uint64_t *out);
 int cli_uint(int val, const char *s, uint64_t min, uint64_t max,
              uint64_t *out);
-int cli_sharing(int val, const char *s, fl_sharing *out);
 /* Makes a->ds: 0, or the exit status having said why not. */
 int load_dataset(struct load_args *a);
 /* Frees what parsing and load_dataset made, closing a file dataset: call

@@ -22,7 +22,7 @@ struct exhaust_args {
   struct load_args load;
   size_t hold;       /* stop after this many batches; 0: never */
   uint64_t fd_limit; /* lower the soft RLIMIT_NOFILE to this; 0: keep it */
-  int strategy_set, json;
+  int json;
 };
 
 /* What the study found. */
@@ -42,8 +42,7 @@ struct study {
 };
 
 enum {
-  OPT_STRATEGY = OPT_OWN,
-  OPT_HOLD,
+  OPT_HOLD = OPT_OWN,
   OPT_FD_LIMIT,
   OPT_JSON
 };
@@ -51,7 +50,6 @@ enum {
 /* exhaust's own options; the dataset's and the loader's are in
    options.c. */
 static const struct option options[] = {
-  {"strategy", required_argument, NULL, OPT_STRATEGY},
   {"hold", required_argument, NULL, OPT_HOLD},
   {"fd-limit", required_argument, NULL, OPT_FD_LIMIT},
   {"json", no_argument, NULL, OPT_JSON},
@@ -66,10 +64,6 @@ exhaust_option(int c, const char *arg, void *ctx)
   int rc = 0;
 
   switch (c) {
-  case OPT_STRATEGY:
-    rc = cli_sharing(c, arg, &a->load.opt.sharing);
-    a->strategy_set = 1;
-    break;
   case OPT_HOLD:
     if (strcmp(arg, "all") != 0)
       rc = cli_uint(c, arg, 1, SIZE_MAX, &v);
@@ -254,7 +248,7 @@ print_text(const struct exhaust_args *a, const struct study *s)
 {
   const fl_options *o = &a->load.opt;
 
-  printf("strategy     %s (%s)\n",
+  printf("sharing      %s (%s)\n",
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o));
   printf("loader       %zu samples of %zu bytes, batch_size %zu, "
          "%u worker(s), prefetch %u%s\n", a->load.data.samples,
@@ -290,7 +284,7 @@ print_json(const struct exhaust_args *a, const struct study *s)
 {
   const fl_options *o = &a->load.opt;
 
-  printf("{\"strategy\":\"%s\",\"backend\":\"%s\",\"batches_held\":%zu"
+  printf("{\"sharing\":\"%s\",\"backend\":\"%s\",\"batches_held\":%zu"
          ",\"fds\":%zu,\"bytes_mapped\":%zu,\"segments\":%zu"
          ",\"error_name\":",
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o),
@@ -312,19 +306,20 @@ exhaust_main(int argc, char **argv)
   struct study s = {.recovered = -1};
   struct census before = {0};
   fl_loader *l = NULL;
-  int rc, status = 1;
+  int rc, status = 2; /* bad usage, until the options are found good */
 
   if (cli_parse("exhaust", argc, argv, &a.load, options, exhaust_option,
                 &a) < 0)
     return 2;
-  if (!a.strategy_set) {
-    cli_error("exhaust: --strategy fd|fs is required");
-    return 2;
+  /* There is no default: the study is of one strategy or the other. */
+  if (!a.load.sharing_set) {
+    cli_error("exhaust: --sharing fd|fs is required");
+    goto out;
   }
   /* In-process loading shares nothing: it would only use up memory. */
   if (a.load.opt.num_workers == 0) {
     cli_error("exhaust: --workers 0 shares no memory: nothing to exhaust");
-    return 2;
+    goto out;
   }
   /* Epochs must go on while their batches are held. */
   a.load.opt.persistent_workers = 1;

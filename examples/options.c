@@ -37,6 +37,9 @@ static const struct option load_options[] = {
   {"fd-in-dev-shm", no_argument, NULL, OPT_FD_IN_DEV_SHM},
   {"show-workers", no_argument, NULL, OPT_SHOW_WORKERS},
   {"dataset", required_argument, NULL, OPT_DATASET},
+  {"sharing", required_argument, NULL, OPT_SHARING},
+  /* exhaust's name for it once: kept, so that no command line breaks. */
+  {"strategy", required_argument, NULL, OPT_STRATEGY},
   {NULL, 0, NULL, 0}
 };
 
@@ -86,7 +89,7 @@ cli_uint(int val, const char *s, uint64_t min, uint64_t max, uint64_t *out)
   return 0;
 }
 
-int
+static int
 cli_sharing(int val, const char *s, fl_sharing *out)
 {
   if (strcmp(s, "fd") == 0)
@@ -213,6 +216,11 @@ load_option(struct load_args *a, int c, const char *arg)
   case OPT_DATASET:
     dataset_spec_free(&a->file);
     rc = dataset_parse(arg, &a->file);
+    break;
+  case OPT_SHARING:
+  case OPT_STRATEGY:
+    rc = cli_sharing(c, arg, &a->opt.sharing);
+    a->sharing_set = 1;
     break;
   }
   return rc;

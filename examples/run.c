@@ -18,8 +18,7 @@ struct run_args {
 };
 
 enum {
-  OPT_SHARING = OPT_OWN,
-  OPT_EPOCHS,
+  OPT_EPOCHS = OPT_OWN,
   OPT_VERIFY,
   OPT_JSON,
   OPT_QUIET
@@ -27,7 +26,6 @@ enum {
 
 /* run's own options; the dataset's and the loader's are in options.c. */
 static const struct option options[] = {
-  {"sharing", required_argument, NULL, OPT_SHARING},
   {"epochs", required_argument, NULL, OPT_EPOCHS},
   {"verify", no_argument, NULL, OPT_VERIFY},
   {"json", no_argument, NULL, OPT_JSON},
@@ -43,9 +41,6 @@ run_option(int c, const char *arg, void *ctx)
   int rc = 0;
 
   switch (c) {
-  case OPT_SHARING:
-    rc = cli_sharing(c, arg, &a->load.opt.sharing);
-    break;
   case OPT_EPOCHS:
     rc = cli_uint(c, arg, 1, UINT_MAX, &v);
     a->epochs = v;

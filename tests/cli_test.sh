@@ -19,7 +19,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..74"
+echo "1..77"
 
 pass() {
   ok "$1"
@@ -161,12 +161,15 @@ bad "a negative number" "^forkload: --samples: .*'-5'" run --samples -5
 bad "an overflowing number" "^forkload: --seed: " \
   run --seed 18446744073709551616
 bad "exhaust --fd-limit 3" "^forkload: --fd-limit: " \
-  exhaust --strategy fd --fd-limit 3
-bad "exhaust without --strategy" "^forkload: .*--strategy" exhaust --hold 5
+  exhaust --sharing fd --fd-limit 3
+bad "exhaust without --sharing" \
+  "^forkload: exhaust: --sharing fd|fs is required" exhaust --hold 5
+bad "--strategy bogus names --strategy" "^forkload: --strategy: .*'bogus'" \
+  exhaust --strategy bogus
 
 # exhaust: 2000 samples of 1024 bytes in batches of 8 reach a limit of 64
 # fds after some 50 batches held.
-forkload exhaust --strategy fd --fd-limit 64 --samples 2000 \
+forkload exhaust --sharing fd --fd-limit 64 --samples 2000 \
   --sample-bytes 1024 --batch-size 8 --json
 rc=$?
 cp "$tmp/out" "$tmp/emfile.json"
@@ -182,25 +185,34 @@ check $? "after the batches are released, fl_loader_next delivers again"
   "true true true" ]
 check $? "destroy leaves no name, fd or child behind"
 
-# hold_ok STRATEGY: holding 5 batches is no error and leaves nothing.
+# hold_ok FLAG SHARING: holding 5 batches is no error and leaves nothing,
+# and the JSON names the sharing as run's does.
 hold_ok() {
-  forkload exhaust --strategy "$1" --hold 5 --samples 2000 \
-    --sample-bytes 1024 --json
+  forkload exhaust "$1" "$2" --hold 5 --samples 2000 --sample-bytes 1024 \
+    --json
   rc=$?
-  got="$(field batches_held) $(field error_name) $(field recovered)"
-  got="$got $(field shm_clean) $(field fds_clean) $(field children_clean)"
-  if [ "$rc" = 0 ] && [ "$got" = "5 null null true true true" ]; then
-    pass "exhaust --strategy $1 --hold 5"
+  got="$(field sharing) $(field batches_held) $(field error_name)"
+  got="$got $(field recovered) $(field shm_clean) $(field fds_clean)"
+  got="$got $(field children_clean)"
+  if [ "$rc" = 0 ] &&
+    [ "$got" = "\"$2\" 5 null null true true true" ]; then
+    pass "exhaust $1 $2 --hold 5"
   else
-    echo "# exit $rc, held error recovered clean: $got" >>"$tmp/err"
-    fail "exhaust --strategy $1 --hold 5"
+    echo "# exit $rc, sharing held error recovered clean: $got" >>"$tmp/err"
+    fail "exhaust $1 $2 --hold 5"
   fi
 }
-hold_ok fd
-hold_ok fs
+hold_ok --sharing fd
+hold_ok --sharing fs
+# The name exhaust first gave --sharing.
+hold_ok --strategy fs
 
-forkload exhaust --strategy fs --hold 3 --samples 100 --sample-bytes 64 &&
-  grep -q '^strategy  *fs (/dev/shm)$' "$tmp/out" &&
+forkload run --strategy fs --quiet --json --samples 100 &&
+  [ "$(field sharing)" = '"fs"' ]
+check $? "run takes --strategy as --sharing"
+
+forkload exhaust --sharing fs --hold 3 --samples 100 --sample-bytes 64 &&
+  grep -q '^sharing  *fs (/dev/shm)$' "$tmp/out" &&
   grep -q '^held  *3 batches' "$tmp/out" &&
   grep -q '^error  *none: 3 batches held$' "$tmp/out" &&
   [ "$(grep -c '^[a-z ]* ok$' "$tmp/out")" = 3 ]
@@ -284,7 +296,7 @@ done
 bad "--samples with --dataset" "^forkload: --samples: .*--dataset" \
   run --dataset "npy:$tmp/a.npy" --samples 10
 bad "--delay-us with --dataset" "^forkload: --delay-us: .*--dataset" \
-  exhaust --strategy fd --delay-us 1 --dataset "npy:$tmp/a.npy"
+  exhaust --sharing fd --delay-us 1 --dataset "npy:$tmp/a.npy"
 bad "gen without --samples" "^forkload: gen: --samples" \
   gen raw "$tmp/x.raw" --sample-bytes 4
 bad "gen of an unknown kind" "^forkload: gen: expected npy-dir, npy or raw" \
