@@ -9,11 +9,27 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "forkload.h"
 
 /* forkload.c */
+/* A subcommand, as main() dispatches it and its --help shows it (tmux's
+   cmd_entry): the text and the table of its options sit side by side in
+   its file, so that the one follows the other. */
+struct cli_command {
+  const char *name;
+  const char *usage;               /* its synopsis, a line or more */
+  const char *help;                /* what it does, and its own options */
+  const struct option *options;    /* its own options, for getopt_long */
+  int (*main)(int argc, char **argv);
+};
+
+/* The overview of every subcommand: on stdout and exit 0, or on stderr
+   and exit status. */
 void usage(int status) __attribute__((noreturn));
+/* Prints the lines of a synopsis, the first after "usage: " if first. */
+void cli_print_usage(FILE *f, const char *lines, int first);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *cli_loader_error(const fl_loader *l, int rc);
 /* Makes room for one more element in *v, which holds n of size bytes:
@@ -146,13 +162,15 @@ struct load_args {
 typedef int (*cli_own_fn)(int c, const char *arg, void *ctx);
 
 /* Parses argv: the shared options into *a (unless a is NULL: then none
-   are taken), and own's through fn.  0, or -1 having printed one line. */
-int cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
-              const struct option *own, cli_own_fn fn, void *ctx);
+   are taken), and cmd's own through fn.  0, or -1 having printed one
+   line.  -h or --help prints cmd's help, with the shared options' when it
+   takes them, and exits 0. */
+int cli_parse(const struct cli_command *cmd, int argc, char **argv,
+              struct load_args *a, cli_own_fn fn, void *ctx);
 /* The options alone, as cli_parse, for a subcommand that takes operands:
    returns the index in argv of the first, or -1. */
-int cli_options(int argc, char **argv, struct load_args *a,
-                const struct option *own, cli_own_fn fn, void *ctx);
+int cli_options(const struct cli_command *cmd, int argc, char **argv,
+                struct load_args *a, cli_own_fn fn, void *ctx);
 int cli_scan_uint(const char *s, char **end, uint64_t *out);
 int cli_uint(int val, const char *s, uint64_t min, uint64_t max,
              uint64_t *out);
@@ -190,9 +208,6 @@ size_t npy_header(char *buf, const char *descr, const size_t *shape,
                   int ndim);
 
 /* run.c, exhaust.c, cleanup.c, gen.c: the subcommands. */
-int run_main(int argc, char **argv);
-int exhaust_main(int argc, char **argv);
-int cleanup_main(int argc, char **argv);
-int gen_main(int argc, char **argv);
+extern const struct cli_command cli_run, cli_exhaust, cli_cleanup, cli_gen;
 
 #endif /* FORKLOAD_CLI_H */

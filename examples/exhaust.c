@@ -49,6 +49,19 @@ enum {
 
 /* exhaust's own options; the dataset's and the loader's are in
    options.c. */
+static const char help[] =
+  "Holds every batch the loader hands out, epoch after epoch, until it\n"
+  "runs out of fds or shared memory; reports the error, checks that the\n"
+  "loader delivers again once the batches are released, and that\n"
+  "destroying it leaves no name, fd or process.  Its workers are always\n"
+  "persistent.  It exits 0 when nothing was left behind, whatever error\n"
+  "stopped the holding, and 1 if something was.\n"
+  "\n"
+  "exhaust:\n"
+  "  --hold N|all          stop after N batches held (all)\n"
+  "  --fd-limit N          lower the soft RLIMIT_NOFILE to N first\n"
+  "  --json                print the result as one JSON object\n";
+
 static const struct option options[] = {
   {"hold", required_argument, NULL, OPT_HOLD},
   {"fd-limit", required_argument, NULL, OPT_FD_LIMIT},
@@ -299,7 +312,7 @@ print_json(const struct exhaust_args *a, const struct study *s)
          truth(s->left_children == 0));
 }
 
-int
+static int
 exhaust_main(int argc, char **argv)
 {
   struct exhaust_args a = {0};
@@ -308,8 +321,7 @@ exhaust_main(int argc, char **argv)
   fl_loader *l = NULL;
   int rc, status = 2; /* bad usage, until the options are found good */
 
-  if (cli_parse("exhaust", argc, argv, &a.load, options, exhaust_option,
-                &a) < 0)
+  if (cli_parse(&cli_exhaust, argc, argv, &a.load, exhaust_option, &a) < 0)
     return 2;
   /* There is no default: the study is of one strategy or the other. */
   if (!a.load.sharing_set) {
@@ -376,3 +388,8 @@ out:
   load_args_free(&a.load);
   return status;
 }
+
+const struct cli_command cli_exhaust = {
+  "exhaust", "forkload exhaust --sharing fd|fs [options]", help, options,
+  exhaust_main
+};

@@ -43,6 +43,38 @@ static const struct option load_options[] = {
   {NULL, 0, NULL, 0}
 };
 
+/* What --help of run and exhaust says of the options above. */
+static const char load_help[] =
+  "dataset:\n"
+  "  --dataset SPEC        read files, which then take the place of the\n"
+  "                        next four options: npy-dir:DIR, npy:FILE or\n"
+  "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES]\n"
+  "  --samples N           samples in the dataset (50000)\n"
+  "  --sample-bytes B      bytes per sample (12288: 3x32x32 float32)\n"
+  "  --delay-us U          sleep U us in the worker per sample (0)\n"
+  "  --batched             fetch a whole batch per call; the delay is\n"
+  "                        then slept once per batch\n"
+  "  --indices S:E[:STEP]  load only indices S, S+STEP, ... below E\n"
+  "loader:\n"
+  "  --sharing fd|fs       pass fds, or name segments in /dev/shm (run:\n"
+  "                        fd; exhaust: no default)\n"
+  "  --strategy fd|fs      an alias of --sharing\n"
+  "  --batch-size N        samples per batch (64)\n"
+  "  --shuffle             shuffle every epoch\n"
+  "  --seed N              seed of the shuffle, the workers and the\n"
+  "                        synthetic content (0)\n"
+  "  --drop-last           drop the last batch when it is short\n"
+  "  --workers N           worker processes; 0 loads in-process (2)\n"
+  "  --prefetch N          batches in flight per worker (2)\n"
+  "  --persistent          keep the workers between epochs\n"
+  "  --out-of-order        hand out batches as they arrive\n"
+  "  --pin-memory          mlock batch memory in the parent\n"
+  "  --timeout-ms N        fail when a batch takes longer (0: never)\n"
+  "  --no-reuse            a new segment per batch, as PyTorch does\n"
+  "  --fd-in-dev-shm       fd sharing makes its segments in /dev/shm,\n"
+  "                        as PyTorch does, not with memfd_create\n"
+  "  --show-workers        print each worker's id, pid and seed\n";
+
 /* The table getopt_long reads: the shared options, when the subcommand
    takes them, then its own, then --help. */
 static struct option table[MAX_OPTIONS];
@@ -241,6 +273,21 @@ build_table(const struct load_args *a, const struct option *own)
   table[n] = (struct option){NULL, 0, NULL, 0};
 }
 
+/* cmd --help: its usage, its own options, then the shared ones if it
+   takes them (a), which parsing so far may have allocated. */
+static void
+help(const struct cli_command *cmd, struct load_args *a)
+{
+  cli_print_usage(stdout, cmd->usage, 1);
+  printf("\n%s", cmd->help);
+  puts("  -h, --help            print this help");
+  if (a != NULL) {
+    fputs(load_help, stdout);
+    load_args_free(a);
+  }
+  exit(0);
+}
+
 static void
 bad_option(char **argv)
 {
@@ -255,18 +302,18 @@ bad_option(char **argv)
 }
 
 int
-cli_options(int argc, char **argv, struct load_args *a,
-            const struct option *own, cli_own_fn fn, void *ctx)
+cli_options(const struct cli_command *cmd, int argc, char **argv,
+            struct load_args *a, cli_own_fn fn, void *ctx)
 {
   int c, rc;
 
   if (a != NULL)
     load_defaults(a);
-  build_table(a, own);
+  build_table(a, cmd->options);
   opterr = 0; /* our own one-line messages, not getopt's */
   while ((c = getopt_long(argc, argv, ":h", table, NULL)) != -1) {
     if (c == 'h')
-      usage(0);
+      help(cmd, a);
     if (c == ':') {
       cli_error("--%s: missing value", option_name(optopt));
       return -1;
@@ -284,15 +331,15 @@ cli_options(int argc, char **argv, struct load_args *a,
 
 /* On a usage error, what parsing allocated is freed here, for every caller. */
 int
-cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
-          const struct option *own, cli_own_fn fn, void *ctx)
+cli_parse(const struct cli_command *cmd, int argc, char **argv,
+          struct load_args *a, cli_own_fn fn, void *ctx)
 {
-  int first = cli_options(argc, argv, a, own, fn, ctx);
+  int first = cli_options(cmd, argc, argv, a, fn, ctx);
 
   if (first < 0)
     goto fail;
   if (first < argc) {
-    cli_error("%s: unexpected argument '%s'", cmd, argv[first]);
+    cli_error("%s: unexpected argument '%s'", cmd->name, argv[first]);
     goto fail;
   }
   if (a != NULL && a->file.kind != DS_SYNTHETIC && a->synth_only != 0) {

@@ -25,6 +25,18 @@ enum {
 };
 
 /* run's own options; the dataset's and the loader's are in options.c. */
+static const char help[] =
+  "Loads a synthetic dataset, or the files --dataset names, through\n"
+  "forked workers and shared memory for some epochs, as a training loop\n"
+  "would, and reports how fast it went.\n"
+  "\n"
+  "run:\n"
+  "  --epochs N            epochs over the same loader (1)\n"
+  "  --verify              check every sample against its index (with\n"
+  "                        --dataset: files that gen wrote, same --seed)\n"
+  "  --json                print the summary as one JSON object\n"
+  "  --quiet               no progress line\n";
+
 static const struct option options[] = {
   {"epochs", required_argument, NULL, OPT_EPOCHS},
   {"verify", no_argument, NULL, OPT_VERIFY},
@@ -222,7 +234,7 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
   puts("}");
 }
 
-int
+static int
 run_main(int argc, char **argv)
 {
   struct run_args a = {.epochs = 1};
@@ -233,7 +245,7 @@ run_main(int argc, char **argv)
   double secs;
   int rc, status = 1;
 
-  if (cli_parse("run", argc, argv, &a.load, options, run_option, &a) < 0)
+  if (cli_parse(&cli_run, argc, argv, &a.load, run_option, &a) < 0)
     return 2;
   if ((status = load_dataset(&a.load)) != 0)
     goto out;
@@ -267,3 +279,7 @@ out:
   load_args_free(&a.load);
   return status;
 }
+
+const struct cli_command cli_run = {
+  "run", "forkload run [options]", help, options, run_main
+};

@@ -19,7 +19,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..77"
+echo "1..88"
 
 pass() {
   ok "$1"
@@ -130,9 +130,53 @@ check $? "text summary"
 forkload -V && [ "$(cat "$tmp/out")" = "forkload 0.1.0" ]
 check $? "-V prints the version"
 
-forkload help && grep -q '^usage: forkload run' "$tmp/out" &&
-  [ ! -s "$tmp/err" ]
-check $? "help prints the usage on stdout"
+# The overview: every subcommand's usage, --version, and where the options
+# are told.
+for arg in help -h --help; do
+  forkload $arg && [ ! -s "$tmp/err" ] &&
+    grep -q '^usage: forkload run \[options\]$' "$tmp/out" &&
+    grep -q '^  *forkload exhaust --sharing fd|fs \[options\]$' "$tmp/out" &&
+    grep -q '^  *forkload cleanup \[--dry-run\]$' "$tmp/out" &&
+    grep -q '^  *forkload gen npy-dir|npy|raw PATH ' "$tmp/out" &&
+    grep -q '^  *forkload help | -h | --help | -V | --version$' "$tmp/out" &&
+    grep -q "'forkload SUBCOMMAND --help'" "$tmp/out"
+  check $? "forkload $arg prints the overview on stdout"
+done
+
+forkload
+[ $? = 2 ] && [ ! -s "$tmp/out" ] && head -1 "$tmp/err" | grep -q '^usage: '
+check $? "no subcommand: the overview on stderr, exit 2"
+
+# options_of FILE: the long options of the getopt_long tables in
+# examples/FILE, from lines such as {"batch-size", required_argument, ...}.
+options_of() {
+  tr '{' '\n' <"$top_srcdir/examples/$1" |
+    sed -n 's/^ *"\([a-z][a-z0-9-]*\)", *[a-z_]*_argument,.*/\1/p'
+}
+
+# A subcommand's --help lists the options of its table, run's and
+# exhaust's with the shared ones of options.c (--help among them), and
+# no other: the text and the tables must not drift apart.
+for cmd in run exhaust cleanup gen; do
+  forkload $cmd --help && [ ! -s "$tmp/err" ] && cp "$tmp/out" "$tmp/help" &&
+    forkload $cmd -h && cmp -s "$tmp/out" "$tmp/help" &&
+    head -1 "$tmp/help" | grep -q "^usage: forkload $cmd "
+  check $? "$cmd --help and -h print its usage and options on stdout"
+  case $cmd in
+  run | exhaust) table="$(options_of $cmd.c) $(options_of options.c)" ;;
+  *) table="$(options_of $cmd.c) help" ;;
+  esac
+  printf '%s\n' $table | sort >"$tmp/table"
+  sed -n 's/^  \(-h, \)\{0,1\}--\([a-z][a-z0-9-]*\).*/\2/p' "$tmp/help" |
+    sort >"$tmp/listed"
+  if [ "$(wc -l <"$tmp/table")" -gt 1 ] && cmp -s "$tmp/table" "$tmp/listed"
+  then
+    pass "$cmd --help lists exactly the options of its getopt table"
+  else
+    diff "$tmp/table" "$tmp/listed" >"$tmp/err"
+    fail "$cmd --help lists exactly the options of its getopt table"
+  fi
+done
 
 # bad DESCRIPTION PATTERN ARGS...: exit 2 and exactly one line on stderr,
 # matching PATTERN.
