@@ -353,7 +353,7 @@ exhaust_main(int argc, char **argv)
   }
   cli_catch_signals();
   if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
-    cli_error("%s", cli_loader_error(NULL, rc));
+    cli_create_error(rc);
     /* The library checks the options: what it refuses is bad input. */
     status = rc == FL_EINVAL ? 2 : 1;
     goto out;

@@ -1,9 +1,11 @@
 /*
  * The option parsing the subcommands share: whole numbers, one-line
  * messages for bad input, and the dataset and loader options that `run`
- * and `exhaust` both take, so that one flag means one thing in both; and
- * the making of the dataset they name.
+ * and `exhaust` both take, so that one flag means one thing in both; the
+ * making of the dataset they name; and the library's complaints about
+ * those options told in the flags' names.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -41,6 +43,30 @@ static const struct option load_options[] = {
   /* exhaust's name for it once: kept, so that no command line breaks. */
   {"strategy", required_argument, NULL, OPT_STRATEGY},
   {NULL, 0, NULL, 0}
+};
+
+/* The fields of fl_options and fl_dataset that the flags above set: what
+   fl_loader_create says of a field is told of the flag the user typed. */
+static const struct {
+  const char *field, *flag;
+} field_flags[] = {
+  {"batch_size", "--batch-size"},
+  {"num_workers", "--workers"},
+  {"prefetch_factor", "--prefetch"},
+  {"sample_bytes", "--sample-bytes"},
+  {"len", "--samples"},
+  {"timeout_ms", "--timeout-ms"},
+  {"sharing", "--sharing"},
+  {"indices", "--indices"},
+  {"indices_len", "--indices"},
+  {"seed", "--seed"},
+  {"shuffle", "--shuffle"},
+  {"drop_last", "--drop-last"},
+  {"persistent_workers", "--persistent"},
+  {"in_order", "--out-of-order"},
+  {"pin_memory", "--pin-memory"},
+  {"reuse_segments", "--no-reuse"},
+  {"fd_in_dev_shm", "--fd-in-dev-shm"}
 };
 
 /* What --help of run and exhaust says of the options above. */
@@ -411,4 +437,94 @@ load_args_free(struct load_args *a)
     fl_dataset_close(&a->ds);
   a->ds_open = 0;
   dataset_spec_free(&a->file);
+}
+
+/* A character of a C identifier: a field name is a whole word of these. */
+static int
+word_char(char c)
+{
+  return isalnum((unsigned char)c) || c == '_';
+}
+
+/* The flag for the field named by the n bytes at s, or NULL. */
+static const char *
+field_flag(const char *s, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < sizeof field_flags / sizeof field_flags[0]; i++)
+    if (strlen(field_flags[i].field) == n &&
+        memcmp(s, field_flags[i].field, n) == 0)
+      return field_flags[i].flag;
+  return NULL;
+}
+
+/* Writes s to f with every whole word that names a field replaced by its
+   flag: len becomes --samples, fl_loader_len and sample_bytes_x stay. */
+static void
+put_flags(FILE *f, const char *s)
+{
+  const char *flag;
+  size_t n;
+
+  while (*s != '\0') {
+    for (n = 0; word_char(s[n]); n++)
+      ;
+    if (n == 0) {
+      fputc(*s++, f);
+      continue;
+    }
+    flag = field_flag(s, n);
+    if (flag != NULL)
+      fputs(flag, f);
+    else
+      fwrite(s, 1, n, f);
+    s += n;
+  }
+}
+
+/*
+ * Writes msg to f in the flags' names.  "[dataset: ]FIELD is VALUE[:
+ * REASON]" becomes "--flag VALUE[: REASON]", as the user would have typed
+ * it; in any other message, and in the reason, each field name that
+ * stands as a word becomes its flag.
+ */
+static void
+put_message(FILE *f, const char *msg)
+{
+  const char *p = msg, *value, *flag;
+  size_t n, len;
+
+  if (strncmp(p, "dataset: ", 9) == 0)
+    p += 9;
+  for (n = 0; word_char(p[n]); n++)
+    ;
+  flag = field_flag(p, n);
+  if (flag != NULL && strncmp(p + n, " is ", 4) == 0) {
+    value = p + n + 4;
+    len = strcspn(value, " :");
+    if (len > 0 && (value[len] == '\0' || value[len] == ':')) {
+      fprintf(f, "%s %.*s", flag, (int)len, value);
+      msg = value + len;
+    }
+  }
+  put_flags(f, msg);
+}
+
+void
+cli_create_error(int rc)
+{
+  const char *msg = cli_loader_error(NULL, rc);
+  char *text = NULL;
+  size_t len;
+  FILE *f = open_memstream(&text, &len);
+
+  /* Out of memory, the library's own words are still worth saying. */
+  if (f != NULL) {
+    put_message(f, msg);
+    if (fclose(f) == 0 && text != NULL)
+      msg = text;
+  }
+  cli_error("%s", msg);
+  free(text);
 }

@@ -70,7 +70,8 @@ run_option(int c, const char *arg, void *ctx)
   return rc;
 }
 
-/* fl_loader_error(NULL) holds why fl_loader_create failed. */
+/* Says what went wrong with the loader (cli_create_error says why it
+   could not be made). */
 static void
 report(const fl_loader *l, int rc)
 {
@@ -252,7 +253,7 @@ run_main(int argc, char **argv)
   status = 1;
   cli_catch_signals();
   if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
-    report(l, rc);
+    cli_create_error(rc);
     /* The library checks the options: what it refuses is bad input. */
     status = rc == FL_EINVAL ? 2 : 1;
     goto out;

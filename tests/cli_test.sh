@@ -19,7 +19,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..88"
+echo "1..92"
 
 pass() {
   ok "$1"
@@ -199,8 +199,6 @@ bad "--sharing bogus" "^forkload: --sharing: .*'bogus'" run --sharing bogus
 bad "unknown option" "^forkload: .*'--frobnicate'" run --frobnicate
 bad "--batch-size without a value" "^forkload: --batch-size: missing" \
   run --batch-size
-bad "--batch-size 0, refused by the library" "^forkload: .*batch_size" \
-  run --batch-size 0
 bad "a negative number" "^forkload: --samples: .*'-5'" run --samples -5
 bad "an overflowing number" "^forkload: --seed: " \
   run --seed 18446744073709551616
@@ -210,6 +208,37 @@ bad "exhaust without --sharing" \
   "^forkload: exhaust: --sharing fd|fs is required" exhaust --hold 5
 bad "--strategy bogus names --strategy" "^forkload: --strategy: .*'bogus'" \
   exhaust --strategy bogus
+
+# refused DESCRIPTION LINE ARGS...: exit 2, and stderr is exactly LINE.
+refused() {
+  desc=$1 line=$2
+  shift 2
+  forkload "$@"
+  rc=$?
+  if [ "$rc" = 2 ] && [ "$(cat "$tmp/err")" = "$line" ]; then
+    pass "$desc"
+  else
+    echo "# exit $rc, expected: $line" >>"$tmp/err"
+    fail "$desc"
+  fi
+}
+
+# What the library refuses is told of the flag, not of its C field:
+# "FIELD is VALUE: REASON" as "--flag VALUE: REASON", and field names
+# elsewhere in a message word by word.
+refused "--workers 99999, refused by the library, names the flag" \
+  "forkload: --workers 99999: at most 1024 are allowed" run --workers 99999
+refused "--batch-size 0, refused by the library, names the flag" \
+  "forkload: --batch-size 0: it must be at least 1" run --batch-size 0
+refused "--prefetch 0, refused by the library, names the flag" \
+  "forkload: --prefetch 0: with workers it must be at least 1" \
+  run --prefetch 0
+refused "the fields of a longer message are told as flags, word by word" \
+  "forkload: --prefetch 5000000 x --workers 1000 is too large" \
+  run --workers 1000 --prefetch 5000000
+refused "exhaust names the flag too" \
+  "forkload: --workers 2000: at most 1024 are allowed" \
+  exhaust --sharing fd --workers 2000
 
 # exhaust: 2000 samples of 1024 bytes in batches of 8 reach a limit of 64
 # fds after some 50 batches held.
