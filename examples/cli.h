@@ -80,6 +80,7 @@ void synth_check_free(struct synth_check *c);
 struct tally {
   uint64_t batches, samples, bytes;
   uint64_t checksum; /* the first value of every sample, summed */
+  int interrupted;   /* the signal that ended the run early, or 0 */
 };
 
 struct progress {
@@ -186,6 +187,8 @@ void load_args_free(struct load_args *a);
 /* signals.c: the signal that asked to stop, or 0. */
 extern volatile sig_atomic_t cli_interrupted;
 void cli_catch_signals(void);
+/* "SIGINT" or "SIGTERM", the signals caught. */
+const char *cli_signal_name(int sig);
 
 /* census.c: what a loader might leave behind in this process. */
 struct census {

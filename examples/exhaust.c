@@ -39,6 +39,7 @@ struct study {
   size_t fds_at_start;
   size_t left_names, left_fds, left_children;
   char names[1024], fds[1024], children[1024];
+  int interrupted;     /* the signal that asked to stop, or 0 */
 };
 
 enum {
@@ -306,10 +307,10 @@ print_json(const struct exhaust_args *a, const struct study *s)
   printf(",\"error_code\":%d,\"error_message\":", s->rc);
   cli_json_string(s->rc < 0 ? s->error : NULL);
   printf(",\"recovered\":%s,\"shm_clean\":%s,\"fds_clean\":%s"
-         ",\"children_clean\":%s}\n",
+         ",\"children_clean\":%s,\"interrupted\":%s}\n",
          s->recovered < 0 ? "null" : truth(s->recovered),
          truth(s->left_names == 0), truth(s->left_fds == 0),
-         truth(s->left_children == 0));
+         truth(s->left_children == 0), truth(s->interrupted));
 }
 
 static int
@@ -375,12 +376,13 @@ exhaust_main(int argc, char **argv)
   l = NULL;
   if (check(&before, &s, a.json) < 0)
     status = 1;
+  s.interrupted = cli_interrupted; /* once: the report and status agree */
   if (a.json)
     print_json(&a, &s);
   else
     print_text(&a, &s);
-  if (cli_interrupted)
-    status = 128 + cli_interrupted;
+  if (s.interrupted)
+    status = 128 + s.interrupted;
 out:
   fl_loader_destroy(l);
   census_free(&before);

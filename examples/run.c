@@ -137,10 +137,12 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
 out:
   *seconds = cli_now() - pg.start;
   progress_clear(&pg);
-  if (cli_interrupted) {
-    cli_error("interrupted");
-    return 128 + cli_interrupted;
-  }
+  /* Read once, so that the status and the summary agree.  An error then
+     came of the interrupt (a ^C reaches the workers too), and is not
+     worth a line: the summary tells what was done before it. */
+  t->interrupted = cli_interrupted;
+  if (t->interrupted)
+    return 128 + t->interrupted;
   if (rc < 0) {
     report(l, rc);
     return 1;
@@ -194,7 +196,11 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
   for (i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (flags[i].on)
       printf(", %s", flags[i].name);
-  printf("\nbatches      %" PRIu64 "\n", t->batches);
+  putchar('\n');
+  if (t->interrupted)
+    printf("interrupted  by %s after %" PRIu64 " batches\n",
+           cli_signal_name(t->interrupted), t->batches);
+  printf("batches      %" PRIu64 "\n", t->batches);
   printf("samples      %" PRIu64 "\n", t->samples);
   printf("bytes        %" PRIu64 "\n", t->bytes);
   printf("seconds      %.3f\n", secs);
@@ -220,7 +226,8 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          ",\"bytes_mapped_peak\":%zu,\"fds_peak\":%zu,\"reorder_peak\":%zu"
          ",\"epochs\":%u,\"workers\":%u,\"batch_size\":%zu"
          ",\"sharing\":\"%s\",\"in_order\":%s,\"persistent\":%s"
-         ",\"verified\":%s,\"checksum\":%" PRIu64 ",\"dataset\":",
+         ",\"verified\":%s,\"interrupted\":%s,\"checksum\":%" PRIu64
+         ",\"dataset\":",
          t->batches, t->samples, t->bytes, secs,
          cli_rate((double)t->batches, secs),
          cli_rate((double)t->bytes / 1e6, secs), st->wait_seconds,
@@ -229,7 +236,8 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd",
          o->in_order ? "true" : "false",
          o->persistent_workers ? "true" : "false",
-         a->verify ? "true" : "false", t->checksum);
+         a->verify ? "true" : "false", t->interrupted ? "true" : "false",
+         t->checksum);
   cli_json_string(a->load.file.kind == DS_SYNTHETIC ? "synthetic"
                                                     : a->load.file.spec);
   puts("}");
@@ -263,11 +271,14 @@ run_main(int argc, char **argv)
     cli_error("--verify: %s", fl_strerror(FL_ENOMEM));
     goto out;
   }
-  if ((status = consume(l, &a, a.verify ? &check : NULL, &t, &secs)) != 0)
+  /* Interrupted, it still reports what it did, then exits 128 + the
+     signal. */
+  status = consume(l, &a, a.verify ? &check : NULL, &t, &secs);
+  if (status != 0 && !t.interrupted)
     goto out;
   if ((rc = fl_loader_stats(l, &st)) < 0) {
     report(l, rc);
-    status = 1;
+    status = status != 0 ? status : 1;
     goto out;
   }
   if (a.json)

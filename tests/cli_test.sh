@@ -19,7 +19,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..92"
+echo "1..95"
 
 pass() {
   ok "$1"
@@ -68,10 +68,12 @@ counts_ok() {
   forkload run --verify --json --quiet "$@"
   rc=$?
   got="$(field batches) $(field samples) $(field verified)"
-  if [ "$rc" = 0 ] && [ "$got" = "$batches $samples true" ]; then
+  got="$got $(field interrupted)"
+  if [ "$rc" = 0 ] && [ "$got" = "$batches $samples true false" ]; then
     pass "$desc"
   else
-    echo "# exit $rc, batches samples verified: $got" >>"$tmp/err"
+    echo "# exit $rc, batches samples verified interrupted: $got" \
+      >>"$tmp/err"
     fail "$desc"
   fi
 }
@@ -240,6 +242,49 @@ refused "exhaust names the flag too" \
   "forkload: --workers 2000: at most 1024 are allowed" \
   exhaust --sharing fd --workers 2000
 
+# interrupt SIGNAL ARGS...: starts `run ARGS` on a slow dataset, sends
+# SIGNAL to it a second later, and waits: output in $tmp/out and $tmp/err,
+# exit status in $rc.  timeout --foreground passes the signal on to the run
+# alone: without it, timeout sends it to the run and again to their process
+# group, and a second signal kills.
+interrupt() {
+  sig=$1
+  shift
+  ${limit:+timeout --foreground -k 5 60} "$bin" run --quiet --sharing fs \
+    --delay-us 1000 "$@" >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  sleep 1
+  kill -s "$sig" $pid
+  wait $pid
+  rc=$?
+}
+
+# A first SIGINT or SIGTERM ends a run with the summary of what it did.
+interrupt INT
+nb=$(sed -n 's/^batches  *\([0-9][0-9]*\)$/\1/p' "$tmp/out")
+if [ "$rc" = 130 ] && [ -n "$nb" ] &&
+  grep -q "^interrupted  *by SIGINT after $nb batches\$" "$tmp/out" &&
+  grep -q '^checksum  *[0-9]' "$tmp/out"; then
+  pass "SIGINT: the summary of the batches so far, exit 130"
+else
+  echo "# exit $rc" >>"$tmp/err"
+  cat "$tmp/out" >>"$tmp/err"
+  fail "SIGINT: the summary of the batches so far, exit 130"
+fi
+orphans /dev/shm >"$tmp/shm.int"
+comm -13 "$tmp/shm.before" "$tmp/shm.int" >"$tmp/err"
+[ ! -s "$tmp/err" ]
+check $? "SIGINT: no name is left in /dev/shm"
+interrupt TERM --json
+if [ "$rc" = 143 ] && [ "$(field interrupted)" = true ] &&
+  [ -n "$(field batches)" ]; then
+  pass "SIGTERM: the JSON summary says interrupted, exit 143"
+else
+  echo "# exit $rc" >>"$tmp/err"
+  cat "$tmp/out" >>"$tmp/err"
+  fail "SIGTERM: the JSON summary says interrupted, exit 143"
+fi
+
 # exhaust: 2000 samples of 1024 bytes in batches of 8 reach a limit of 64
 # fds after some 50 batches held.
 forkload exhaust --sharing fd --fd-limit 64 --samples 2000 \
@@ -266,12 +311,13 @@ hold_ok() {
   rc=$?
   got="$(field sharing) $(field batches_held) $(field error_name)"
   got="$got $(field recovered) $(field shm_clean) $(field fds_clean)"
-  got="$got $(field children_clean)"
+  got="$got $(field children_clean) $(field interrupted)"
   if [ "$rc" = 0 ] &&
-    [ "$got" = "\"$2\" 5 null null true true true" ]; then
+    [ "$got" = "\"$2\" 5 null null true true true false" ]; then
     pass "exhaust $1 $2 --hold 5"
   else
-    echo "# exit $rc, sharing held error recovered clean: $got" >>"$tmp/err"
+    echo "# exit $rc, sharing held error recovered clean interrupted: $got" \
+      >>"$tmp/err"
     fail "exhaust $1 $2 --hold 5"
   fi
 }
