@@ -32,6 +32,19 @@ void usage(int status) __attribute__((noreturn));
 void cli_print_usage(FILE *f, const char *lines, int first);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *cli_loader_error(const fl_loader *l, int rc);
+
+/* --pin-memory past RLIMIT_MEMLOCK: fl_loader_next returns FL_ENOMEM
+   (FL_EPERM under a limit of 0) once for each segment it cannot lock, and
+   hands that batch out with the next call. */
+struct cli_pin {
+  int said;            /* the warning was printed */
+  int last;            /* the call before was such a warning */
+  struct progress *pg; /* a progress line to clear first, or NULL */
+};
+/* Takes each result of fl_loader_next: 1 when rc is that warning, which is
+   printed once per run; 0 when rc is a batch, the end or an error. */
+int cli_pin_warning(struct cli_pin *w, const fl_loader *l,
+                    const fl_options *opt, int rc);
 /* Makes room for one more element in *v, which holds n of size bytes:
    0, or -1 when out of memory (*v is then unchanged). */
 int cli_grow(void **v, size_t n, size_t size);

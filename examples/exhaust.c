@@ -40,6 +40,7 @@ struct study {
   size_t left_names, left_fds, left_children;
   char names[1024], fds[1024], children[1024];
   int interrupted;     /* the signal that asked to stop, or 0 */
+  struct cli_pin pin;  /* --pin-memory's warning, said once */
 };
 
 enum {
@@ -158,7 +159,9 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
          !cli_interrupted && !failed) {
     b = NULL;
     rc = fl_loader_next(l, &b);
-    if (rc == 0) {
+    if (cli_pin_warning(&s->pin, l, &a->load.opt, rc)) {
+      rc = 1; /* no error: the batch comes with the next call */
+    } else if (rc == 0) {
       /* Held batches stay valid across epochs: go on holding. */
       rc = fl_loader_begin(l);
       s->epochs += rc == 0;
@@ -186,7 +189,7 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
 /* Short of fds or of /dev/shm, the loader keeps the batch it could not
    deliver: once the batches are released it must fetch it again. */
 static void
-recover(fl_loader *l, struct study *s)
+recover(fl_loader *l, const fl_options *opt, struct study *s)
 {
   fl_batch *b = NULL;
   size_t i;
@@ -195,6 +198,8 @@ recover(fl_loader *l, struct study *s)
   for (i = 0; i < s->nheld; i++)
     fl_batch_release(s->held[i]);
   rc = fl_loader_next(l, &b);
+  if (cli_pin_warning(&s->pin, l, opt, rc))
+    rc = fl_loader_next(l, &b);
   s->recovered = rc > 0;
   if (rc > 0)
     snprintf(s->recovery, sizeof s->recovery,
@@ -368,7 +373,7 @@ exhaust_main(int argc, char **argv)
   status = hold(l, &a, &s);
   fl_loader_stats(l, &s.st);
   if (s.rc == FL_EMFILE || s.rc == FL_ENOSPC) {
-    recover(l, &s);
+    recover(l, &a.load.opt, &s);
     if (!s.recovered)
       status = 1;
   }

@@ -79,6 +79,25 @@ cli_loader_error(const fl_loader *l, int rc)
   return msg != NULL && *msg != '\0' ? msg : fl_strerror(rc);
 }
 
+/* A second such error in a row is no lock failure: that batch would have
+   come out in between. */
+int
+cli_pin_warning(struct cli_pin *w, const fl_loader *l, const fl_options *opt,
+                int rc)
+{
+  int warn = opt->pin_memory && (rc == FL_ENOMEM || rc == FL_EPERM) &&
+             !w->last;
+
+  w->last = warn;
+  if (warn && !w->said) {
+    if (w->pg != NULL)
+      progress_clear(w->pg);
+    cli_error("warning: %s", cli_loader_error(l, rc));
+    w->said = 1;
+  }
+  return warn;
+}
+
 int
 cli_grow(void **v, size_t n, size_t size)
 {

@@ -105,6 +105,7 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
         struct tally *t, double *seconds)
 {
   struct progress pg;
+  struct cli_pin pin = {0, 0, &pg};
   fl_batch *b;
   size_t done, total = fl_loader_len(l);
   char why[256] = "";
@@ -117,9 +118,12 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
       goto out;
     if (check != NULL)
       synth_check_begin(check);
-    for (done = 0;; done++) {
+    for (done = 0;;) {
       b = NULL;
-      if ((rc = fl_loader_next(l, &b)) < 0)
+      rc = fl_loader_next(l, &b);
+      if (cli_pin_warning(&pin, l, &a->load.opt, rc))
+        continue; /* the batch comes with the next call */
+      if (rc < 0)
         goto out;
       if (b == NULL) /* the epoch is over */
         break;
@@ -129,7 +133,7 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
       fl_batch_release(b);
       if (bad || cli_interrupted)
         goto out;
-      progress_draw(&pg, epoch, a->epochs, done + 1, total, t);
+      progress_draw(&pg, epoch, a->epochs, ++done, total, t);
     }
     if (check != NULL && synth_check_end(check, why, sizeof why) < 0)
       goto out;
