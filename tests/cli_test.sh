@@ -1,10 +1,13 @@
 #!/bin/sh
 # TAP test of forkload(1): runs the demo with --verify over small synthetic
 # datasets under each option that changes the data path, checks the JSON
-# counts, the one-line errors for bad input, what `exhaust` reports when it
-# runs out of fds and that it leaves nothing, that `gen` writes files of
-# each kind that `run --dataset` reads back verified, and that no
-# shared-memory name outlives the runs.  `cleanup` is cleanup_test.sh's.
+# counts, the help of each subcommand against its getopt table, the
+# one-line errors for bad input (naming the flag where the library refuses
+# a field), the summary of an interrupted run, the --pin-memory warning,
+# what `exhaust` reports when it runs out of fds and that it leaves
+# nothing, that `gen` writes files of each kind that `run --dataset` reads
+# back verified, and that no shared-memory name outlives the runs.
+# `cleanup` is cleanup_test.sh's.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
