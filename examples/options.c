@@ -459,10 +459,28 @@ field_flag(const char *s, size_t n)
   return NULL;
 }
 
+/*
+ * Whether the n bytes at word, a field's name, stand for the field.  An
+ * identifier with an underscore always does; a name that is also a word of
+ * English (len, seed, shuffle, sharing, indices, as in "with their indices
+ * and sizes") only before " is ", "[" or a number, or first (see
+ * put_flags).
+ */
+static int
+names_field(const char *word, size_t n)
+{
+  const char *after = word + n;
+
+  return memchr(word, '_', n) != NULL || strncmp(after, " is ", 4) == 0 ||
+         *after == '[' ||
+         (after[0] == ' ' && isdigit((unsigned char)after[1]));
+}
+
 /* Writes s to f with every whole word that names a field replaced by its
-   flag: len becomes --samples, fl_loader_len and sample_bytes_x stay. */
+   flag (len becomes --samples; fl_loader_len and sample_bytes_x stay);
+   first: s begins the message, where a field's name is the field. */
 static void
-put_flags(FILE *f, const char *s)
+put_flags(FILE *f, const char *s, int first)
 {
   const char *flag;
   size_t n;
@@ -475,11 +493,12 @@ put_flags(FILE *f, const char *s)
       continue;
     }
     flag = field_flag(s, n);
-    if (flag != NULL)
+    if (flag != NULL && (first || names_field(s, n)))
       fputs(flag, f);
     else
       fwrite(s, 1, n, f);
     s += n;
+    first = 0;
   }
 }
 
@@ -487,7 +506,7 @@ put_flags(FILE *f, const char *s)
  * Writes msg to f in the flags' names.  "[dataset: ]FIELD is VALUE[:
  * REASON]" becomes "--flag VALUE[: REASON]", as the user would have typed
  * it; in any other message, and in the reason, each field name that
- * stands as a word becomes its flag.
+ * stands as a word for the field becomes its flag.
  */
 static void
 put_message(FILE *f, const char *msg)
@@ -505,10 +524,12 @@ put_message(FILE *f, const char *msg)
     len = strcspn(value, " :");
     if (len > 0 && (value[len] == '\0' || value[len] == ':')) {
       fprintf(f, "%s %.*s", flag, (int)len, value);
-      msg = value + len;
+      put_flags(f, value + len, 0);
+      return;
     }
   }
-  put_flags(f, msg);
+  fwrite(msg, 1, (size_t)(p - msg), f); /* "dataset: ", if there */
+  put_flags(f, p, 1);
 }
 
 void
