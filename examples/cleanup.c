@@ -11,6 +11,13 @@
 
 enum { OPT_DRY_RUN = OPT_OWN };
 
+static const char help[] =
+  "Removes the /dev/shm segments of forkload parents that died while a\n"
+  "batch was in transit: names of forkload's form whose owner is gone.\n"
+  "\n"
+  "cleanup:\n"
+  "  --dry-run             only list what would be removed\n";
+
 static const struct option options[] = {
   {"dry-run", no_argument, NULL, OPT_DRY_RUN},
   {NULL, 0, NULL, 0}
@@ -32,13 +39,13 @@ on_segment(const char *name, long owner_pid, void *arg)
          *(const int *)arg ? "would remove" : "removed", name, owner_pid);
 }
 
-int
+static int
 cleanup_main(int argc, char **argv)
 {
   int dry_run = 0, n;
 
-  if (cli_parse("cleanup", argc, argv, NULL, options, cleanup_option,
-                &dry_run) < 0)
+  if (cli_parse(&cli_cleanup, argc, argv, NULL, cleanup_option, &dry_run) <
+      0)
     return 2;
   n = fl_shm_sweep(dry_run, on_segment, &dry_run);
   if (n < 0) {
@@ -48,3 +55,7 @@ cleanup_main(int argc, char **argv)
   printf("%d segment(s) %s\n", n, dry_run ? "would be removed" : "removed");
   return 0;
 }
+
+const struct cli_command cli_cleanup = {
+  "cleanup", "forkload cleanup [--dry-run]", help, options, cleanup_main
+};

@@ -9,13 +9,42 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "forkload.h"
 
 /* forkload.c */
+/* A subcommand, as main() dispatches it and its --help shows it (tmux's
+   cmd_entry): the text and the table of its options sit side by side in
+   its file, so that the one follows the other. */
+struct cli_command {
+  const char *name;
+  const char *usage;               /* its synopsis, a line or more */
+  const char *help;                /* what it does, and its own options */
+  const struct option *options;    /* its own options, for getopt_long */
+  int (*main)(int argc, char **argv);
+};
+
+/* The overview of every subcommand: on stdout and exit 0, or on stderr
+   and exit status. */
 void usage(int status) __attribute__((noreturn));
+/* Prints the lines of a synopsis, the first after "usage: " if first. */
+void cli_print_usage(FILE *f, const char *lines, int first);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *cli_loader_error(const fl_loader *l, int rc);
+
+/* --pin-memory past RLIMIT_MEMLOCK: fl_loader_next returns FL_ENOMEM
+   (FL_EPERM under a limit of 0) once for each segment it cannot lock, and
+   hands that batch out with the next call. */
+struct cli_pin {
+  int said;            /* the warning was printed */
+  int last;            /* the call before was such a warning */
+  struct progress *pg; /* a progress line to clear first, or NULL */
+};
+/* Takes each result of fl_loader_next: 1 when rc is that warning, which is
+   printed once per run; 0 when rc is a batch, the end or an error. */
+int cli_pin_warning(struct cli_pin *w, const fl_loader *l,
+                    const fl_options *opt, int rc);
 /* Makes room for one more element in *v, which holds n of size bytes:
    0, or -1 when out of memory (*v is then unchanged). */
 int cli_grow(void **v, size_t n, size_t size);
@@ -64,6 +93,7 @@ void synth_check_free(struct synth_check *c);
 struct tally {
   uint64_t batches, samples, bytes;
   uint64_t checksum; /* the first value of every sample, summed */
+  int interrupted;   /* the signal that ended the run early, or 0 */
 };
 
 struct progress {
@@ -121,6 +151,8 @@ enum {
   OPT_FD_IN_DEV_SHM,
   OPT_SHOW_WORKERS,
   OPT_DATASET,
+  OPT_SHARING,
+  OPT_STRATEGY, /* --sharing under its other name */
   OPT_OWN /* a subcommand's own options from here on */
 };
 
@@ -132,6 +164,7 @@ struct load_args {
   const char *indices;    /* --indices as given, or NULL */
   int batched;
   int synth_only;         /* an option given that --dataset refuses */
+  int sharing_set;        /* --sharing (or --strategy) was given */
   struct dataset_spec file; /* --dataset, or kind DS_SYNTHETIC */
   fl_dataset ds;          /* made by load_dataset */
   int ds_open;            /* ds is a file dataset, to be closed */
@@ -143,17 +176,21 @@ struct load_args {
 typedef int (*cli_own_fn)(int c, const char *arg, void *ctx);
 
 /* Parses argv: the shared options into *a (unless a is NULL: then none
-   are taken), and own's through fn.  0, or -1 having printed one line. */
-int cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
-              const struct option *own, cli_own_fn fn, void *ctx);
+   are taken), and cmd's own through fn.  0, or -1 having printed one
+   line.  -h or --help prints cmd's help, with the shared options' when it
+   takes them, and exits 0. */
+int cli_parse(const struct cli_command *cmd, int argc, char **argv,
+              struct load_args *a, cli_own_fn fn, void *ctx);
 /* The options alone, as cli_parse, for a subcommand that takes operands:
    returns the index in argv of the first, or -1. */
-int cli_options(int argc, char **argv, struct load_args *a,
-                const struct option *own, cli_own_fn fn, void *ctx);
+int cli_options(const struct cli_command *cmd, int argc, char **argv,
+                struct load_args *a, cli_own_fn fn, void *ctx);
 int cli_scan_uint(const char *s, char **end, uint64_t *out);
 int cli_uint(int val, const char *s, uint64_t min, uint64_t max,
              uint64_t *out);
-int cli_sharing(int val, const char *s, fl_sharing *out);
+/* Says why fl_loader_create failed with rc, naming the flags where the
+   library names the fields of fl_options and fl_dataset they set. */
+void cli_create_error(int rc);
 /* Makes a->ds: 0, or the exit status having said why not. */
 int load_dataset(struct load_args *a);
 /* Frees what parsing and load_dataset made, closing a file dataset: call
@@ -163,6 +200,8 @@ void load_args_free(struct load_args *a);
 /* signals.c: the signal that asked to stop, or 0. */
 extern volatile sig_atomic_t cli_interrupted;
 void cli_catch_signals(void);
+/* "SIGINT" or "SIGTERM", the signals caught. */
+const char *cli_signal_name(int sig);
 
 /* census.c: what a loader might leave behind in this process. */
 struct census {
@@ -188,9 +227,6 @@ size_t npy_header(char *buf, const char *descr, const size_t *shape,
                   int ndim);
 
 /* run.c, exhaust.c, cleanup.c, gen.c: the subcommands. */
-int run_main(int argc, char **argv);
-int exhaust_main(int argc, char **argv);
-int cleanup_main(int argc, char **argv);
-int gen_main(int argc, char **argv);
+extern const struct cli_command cli_run, cli_exhaust, cli_cleanup, cli_gen;
 
 #endif /* FORKLOAD_CLI_H */

@@ -24,7 +24,7 @@ struct exhaust_args {
   struct load_args load;
   size_t hold;       /* stop after this many batches; 0: never */
   uint64_t fd_limit; /* lower the soft RLIMIT_NOFILE to this; 0: keep it */
-  int strategy_set, json;
+  int json;
 };
 
 /* What the study found. */
@@ -41,19 +41,32 @@ struct study {
   size_t fds_at_start;
   size_t left_names, left_fds, left_children;
   char names[1024], fds[1024], children[1024];
+  int interrupted;     /* the signal that asked to stop, or 0 */
+  struct cli_pin pin;  /* --pin-memory's warning, said once */
 };
 
 enum {
-  OPT_STRATEGY = OPT_OWN,
-  OPT_HOLD,
+  OPT_HOLD = OPT_OWN,
   OPT_FD_LIMIT,
   OPT_JSON
 };
 
 /* exhaust's own options; the dataset's and the loader's are in
    options.c. */
+static const char help[] =
+  "Holds every batch the loader hands out, epoch after epoch, until it\n"
+  "runs out of fds or shared memory; reports the error, checks that the\n"
+  "loader delivers again once the batches are released, and that\n"
+  "destroying it leaves no name, fd or process.  Its workers are always\n"
+  "persistent.  It exits 0 when nothing was left behind, whatever error\n"
+  "stopped the holding, and 1 if something was.\n"
+  "\n"
+  "exhaust:\n"
+  "  --hold N|all          stop after N batches held (all)\n"
+  "  --fd-limit N          lower the soft RLIMIT_NOFILE to N first\n"
+  "  --json                print the result as one JSON object\n";
+
 static const struct option options[] = {
-  {"strategy", required_argument, NULL, OPT_STRATEGY},
   {"hold", required_argument, NULL, OPT_HOLD},
   {"fd-limit", required_argument, NULL, OPT_FD_LIMIT},
   {"json", no_argument, NULL, OPT_JSON},
@@ -68,10 +81,6 @@ exhaust_option(int c, const char *arg, void *ctx)
   int rc = 0;
 
   switch (c) {
-  case OPT_STRATEGY:
-    rc = cli_sharing(c, arg, &a->load.opt.sharing);
-    a->strategy_set = 1;
-    break;
   case OPT_HOLD:
     if (strcmp(arg, "all") != 0)
       rc = cli_uint(c, arg, 1, SIZE_MAX, &v);
@@ -152,7 +161,9 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
          !cli_interrupted && !failed) {
     b = NULL;
     rc = fl_loader_next(l, &b);
-    if (rc == 0) {
+    if (cli_pin_warning(&s->pin, l, &a->load.opt, rc)) {
+      rc = 1; /* no error: the batch comes with the next call */
+    } else if (rc == 0) {
       /* Held batches stay valid across epochs: go on holding. */
       rc = fl_loader_begin(l);
       s->epochs += rc == 0;
@@ -180,7 +191,7 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
 /* Short of fds or of /dev/shm, the loader keeps the batch it could not
    deliver: once the batches are released it must fetch it again. */
 static void
-recover(fl_loader *l, struct study *s)
+recover(fl_loader *l, const fl_options *opt, struct study *s)
 {
   fl_batch *b = NULL;
   size_t i;
@@ -189,6 +200,8 @@ recover(fl_loader *l, struct study *s)
   for (i = 0; i < s->nheld; i++)
     fl_batch_release(s->held[i]);
   rc = fl_loader_next(l, &b);
+  if (cli_pin_warning(&s->pin, l, opt, rc))
+    rc = fl_loader_next(l, &b);
   s->recovered = rc > 0;
   if (rc > 0)
     snprintf(s->recovery, sizeof s->recovery,
@@ -256,7 +269,7 @@ print_text(const struct exhaust_args *a, const struct study *s)
 {
   const fl_options *o = &a->load.opt;
 
-  printf("strategy     %s (%s)\n",
+  printf("sharing      %s (%s)\n",
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o));
   printf("loader       %zu samples of %zu bytes, batch_size %zu, "
          "%u worker(s), prefetch %u%s\n", a->load.data.samples,
@@ -292,7 +305,7 @@ print_json(const struct exhaust_args *a, const struct study *s)
 {
   const fl_options *o = &a->load.opt;
 
-  printf("{\"strategy\":\"%s\",\"backend\":\"%s\",\"batches_held\":%zu"
+  printf("{\"sharing\":\"%s\",\"backend\":\"%s\",\"batches_held\":%zu"
          ",\"fds\":%zu,\"bytes_mapped\":%zu,\"segments\":%zu"
          ",\"error_name\":",
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o),
@@ -301,32 +314,32 @@ print_json(const struct exhaust_args *a, const struct study *s)
   printf(",\"error_code\":%d,\"error_message\":", s->rc);
   cli_json_string(s->rc < 0 ? s->error : NULL);
   printf(",\"recovered\":%s,\"shm_clean\":%s,\"fds_clean\":%s"
-         ",\"children_clean\":%s}\n",
+         ",\"children_clean\":%s,\"interrupted\":%s}\n",
          s->recovered < 0 ? "null" : truth(s->recovered),
          truth(s->left_names == 0), truth(s->left_fds == 0),
-         truth(s->left_children == 0));
+         truth(s->left_children == 0), truth(s->interrupted));
 }
 
-int
+static int
 exhaust_main(int argc, char **argv)
 {
   struct exhaust_args a = {0};
   struct study s = {.recovered = -1};
   struct census before = {0};
   fl_loader *l = NULL;
-  int rc, status = 1;
+  int rc, status = 2; /* bad usage, until the options are found good */
 
-  if (cli_parse("exhaust", argc, argv, &a.load, options, exhaust_option,
-                &a) < 0)
+  if (cli_parse(&cli_exhaust, argc, argv, &a.load, exhaust_option, &a) < 0)
     return 2;
-  if (!a.strategy_set) {
-    cli_error("exhaust: --strategy fd|fs is required");
-    return 2;
+  /* There is no default: the study is of one strategy or the other. */
+  if (!a.load.sharing_set) {
+    cli_error("exhaust: --sharing fd|fs is required");
+    goto out;
   }
   /* In-process loading shares nothing: it would only use up memory. */
   if (a.load.opt.num_workers == 0) {
     cli_error("exhaust: --workers 0 shares no memory: nothing to exhaust");
-    return 2;
+    goto out;
   }
   /* Epochs must go on while their batches are held. */
   a.load.opt.persistent_workers = 1;
@@ -348,7 +361,7 @@ exhaust_main(int argc, char **argv)
   }
   cli_catch_signals();
   if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
-    cli_error("%s", cli_loader_error(NULL, rc));
+    cli_create_error(rc);
     /* The library checks the options: what it refuses is bad input. */
     status = rc == FL_EINVAL ? 2 : 1;
     goto out;
@@ -362,7 +375,7 @@ exhaust_main(int argc, char **argv)
   status = hold(l, &a, &s);
   fl_loader_stats(l, &s.st);
   if (s.rc == FL_EMFILE || s.rc == FL_ENOSPC) {
-    recover(l, &s);
+    recover(l, &a.load.opt, &s);
     if (!s.recovered)
       status = 1;
   }
@@ -370,12 +383,13 @@ exhaust_main(int argc, char **argv)
   l = NULL;
   if (check(&before, &s, a.json) < 0)
     status = 1;
+  s.interrupted = cli_interrupted; /* once: the report and status agree */
   if (a.json)
     print_json(&a, &s);
   else
     print_text(&a, &s);
-  if (cli_interrupted)
-    status = 128 + cli_interrupted;
+  if (s.interrupted)
+    status = 128 + s.interrupted;
 out:
   fl_loader_destroy(l);
   census_free(&before);
@@ -383,3 +397,8 @@ out:
   load_args_free(&a.load);
   return status;
 }
+
+const struct cli_command cli_exhaust = {
+  "exhaust", "forkload exhaust --sharing fd|fs [options]", help, options,
+  exhaust_main
+};

@@ -1,7 +1,7 @@
 /*
  * forkload(1), the command-line demo of the library: main() picks the
- * subcommand; usage(), cli_error() and the small helpers below serve all
- * of them.
+ * subcommand; usage() gives the overview of them all, and cli_error() and
+ * the small helpers below serve every one.
  */
 #include "config.h"
 
@@ -12,18 +12,36 @@
 
 #include "cli.h"
 
+/* The subcommands, in the order the overview lists them. */
+static const struct cli_command *const commands[] = {
+  &cli_run, &cli_exhaust, &cli_cleanup, &cli_gen
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+void
+cli_print_usage(FILE *f, const char *lines, int first)
+{
+  size_t n;
+
+  while (*lines != '\0') {
+    n = strcspn(lines, "\n");
+    fprintf(f, "%s%.*s\n", first ? "usage: " : "       ", (int)n, lines);
+    first = 0;
+    lines += n + (lines[n] == '\n');
+  }
+}
+
+/* The overview: every subcommand's usage, and where their options are. */
 void
 usage(int status)
 {
   FILE *f = status == 0 ? stdout : stderr;
+  size_t i;
 
+  for (i = 0; i < NCOMMANDS; i++)
+    cli_print_usage(f, commands[i]->usage, i == 0);
+  cli_print_usage(f, "forkload help | -h | --help | -V | --version", 0);
   fputs(
-    "usage: forkload run [options]\n"
-    "       forkload exhaust --strategy fd|fs [options]\n"
-    "       forkload cleanup [--dry-run]\n"
-    "       forkload gen npy-dir|npy|raw PATH --samples N --sample-bytes B\n"
-    "                [--seed S] [--header-bytes H] [--force]\n"
-    "       forkload help | -h | -V\n"
     "\n"
     "run loads a synthetic dataset, or files (--dataset), through forked\n"
     "workers and shared memory, as a training loop would, and reports how\n"
@@ -32,53 +50,7 @@ usage(int status)
     "memory, reports the error, and checks that nothing is left behind.\n"
     "cleanup removes the /dev/shm segments of forkload parents that died.\n"
     "\n"
-    "dataset (run, exhaust):\n"
-    "  --dataset SPEC        read files, which then take the place of the\n"
-    "                        next four options: npy-dir:DIR, npy:FILE or\n"
-    "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES]\n"
-    "  --samples N           samples in the dataset (50000)\n"
-    "  --sample-bytes B      bytes per sample (12288: 3x32x32 float32)\n"
-    "  --delay-us U          sleep U us in the worker per sample (0)\n"
-    "  --batched             fetch a whole batch per call; the delay is\n"
-    "                        then slept once per batch\n"
-    "  --indices S:E[:STEP]  load only indices S, S+STEP, ... below E\n"
-    "loader (run, exhaust):\n"
-    "  --batch-size N        samples per batch (64)\n"
-    "  --shuffle             shuffle every epoch\n"
-    "  --seed N              seed of the shuffle, the workers and the\n"
-    "                        synthetic content (0)\n"
-    "  --drop-last           drop the last batch when it is short\n"
-    "  --workers N           worker processes; 0 loads in-process (2)\n"
-    "  --prefetch N          batches in flight per worker (2)\n"
-    "  --persistent          keep the workers between epochs\n"
-    "  --out-of-order        hand out batches as they arrive\n"
-    "  --pin-memory          mlock batch memory in the parent\n"
-    "  --timeout-ms N        fail when a batch takes longer (0: never)\n"
-    "  --no-reuse            a new segment per batch, as PyTorch does\n"
-    "  --fd-in-dev-shm       fd sharing makes its segments in /dev/shm,\n"
-    "                        as PyTorch does, not with memfd_create\n"
-    "  --show-workers        print each worker's id, pid and seed\n"
-    "run:\n"
-    "  --sharing fd|fs       pass fds, or name segments in /dev/shm (fd)\n"
-    "  --epochs N            epochs over the same loader (1)\n"
-    "  --verify              check every sample against its index (with\n"
-    "                        --dataset: files that gen wrote, same --seed)\n"
-    "  --json                print the summary as one JSON object\n"
-    "  --quiet               no progress line\n"
-    "exhaust (workers are always persistent):\n"
-    "  --strategy fd|fs      the sharing strategy to run out of\n"
-    "  --hold N|all          stop after N batches held (all)\n"
-    "  --fd-limit N          lower the soft RLIMIT_NOFILE to N first\n"
-    "  --json                print the result as one JSON object\n"
-    "cleanup:\n"
-    "  --dry-run             only list what would be removed\n"
-    "gen (the content of run's synthetic dataset with the same options):\n"
-    "  --samples N           samples to write (required)\n"
-    "  --sample-bytes B      bytes per sample (required); arrays are of\n"
-    "                        float32 when B is a multiple of 4, else bytes\n"
-    "  --seed S              seed of the content (0)\n"
-    "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
-    "  --force               write over files, into a non-empty directory\n"
+    "'forkload SUBCOMMAND --help' (or -h) lists the options of SUBCOMMAND.\n"
     "\n"
     "Exit status: 0 on success, 1 when loading fails, 2 on bad options,\n"
     "128 + the signal when interrupted.  exhaust exits 0 when its loader\n"
@@ -107,6 +79,25 @@ cli_loader_error(const fl_loader *l, int rc)
   const char *msg = fl_loader_error(l);
 
   return msg != NULL && *msg != '\0' ? msg : fl_strerror(rc);
+}
+
+/* A second such error in a row is no lock failure: that batch would have
+   come out in between. */
+int
+cli_pin_warning(struct cli_pin *w, const fl_loader *l, const fl_options *opt,
+                int rc)
+{
+  int warn = opt->pin_memory && (rc == FL_ENOMEM || rc == FL_EPERM) &&
+             !w->last;
+
+  w->last = warn;
+  if (warn && !w->said) {
+    if (w->pg != NULL)
+      progress_clear(w->pg);
+    cli_error("warning: %s", cli_loader_error(l, rc));
+    w->said = 1;
+  }
+  return warn;
 }
 
 int
@@ -146,18 +137,14 @@ int
 main(int argc, char **argv)
 {
   const char *cmd;
+  size_t i;
 
   if (argc < 2)
     usage(2);
   cmd = argv[1];
-  if (strcmp(cmd, "run") == 0)
-    return run_main(argc - 1, argv + 1);
-  if (strcmp(cmd, "exhaust") == 0)
-    return exhaust_main(argc - 1, argv + 1);
-  if (strcmp(cmd, "cleanup") == 0)
-    return cleanup_main(argc - 1, argv + 1);
-  if (strcmp(cmd, "gen") == 0)
-    return gen_main(argc - 1, argv + 1);
+  for (i = 0; i < NCOMMANDS; i++)
+    if (strcmp(cmd, commands[i]->name) == 0)
+      return commands[i]->main(argc - 1, argv + 1);
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 ||
       strcmp(cmd, "--help") == 0)
     usage(0);

@@ -43,6 +43,20 @@ enum {
 };
 
 /* gen takes none of the loader's options: it makes no loader. */
+static const char help[] =
+  "Writes the synthetic dataset of run, with the same --samples,\n"
+  "--sample-bytes and --seed, to PATH: a directory of .npy files, one\n"
+  "per sample (npy-dir), one .npy array (npy), or raw records (raw),\n"
+  "which run --dataset reads and --verify checks.\n"
+  "\n"
+  "gen:\n"
+  "  --samples N           samples to write (required)\n"
+  "  --sample-bytes B      bytes per sample (required); arrays are of\n"
+  "                        float32 when B is a multiple of 4, else bytes\n"
+  "  --seed S              seed of the content (0)\n"
+  "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
+  "  --force               write over files, into a non-empty directory\n";
+
 static const struct option options[] = {
   {"samples", required_argument, NULL, OPT_GEN_SAMPLES},
   {"sample-bytes", required_argument, NULL, OPT_GEN_SAMPLE_BYTES},
@@ -279,7 +293,7 @@ out:
   return rc;
 }
 
-int
+static int
 gen_main(int argc, char **argv)
 {
   struct gen_args a = {0};
@@ -288,7 +302,7 @@ gen_main(int argc, char **argv)
   uint64_t bytes = 0;
   int first, rc, status = 1;
 
-  first = cli_options(argc, argv, NULL, options, gen_option, &a);
+  first = cli_options(&cli_gen, argc, argv, NULL, gen_option, &a);
   if (first < 0 || check_args(argc, argv, first, &a) < 0)
     return 2;
   if ((buf = malloc(a.data.sample_bytes)) == NULL) {
@@ -311,3 +325,10 @@ out:
   free(buf);
   return status;
 }
+
+const struct cli_command cli_gen = {
+  "gen",
+  "forkload gen npy-dir|npy|raw PATH --samples N --sample-bytes B\n"
+  "         [--seed S] [--header-bytes H] [--force]",
+  help, options, gen_main
+};

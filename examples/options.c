@@ -1,11 +1,13 @@
 /*
  * The option parsing the subcommands share: whole numbers, one-line
  * messages for bad input, and the dataset and loader options that `run`
- * and `exhaust` both take, so that one flag means one thing in both; and
- * the making of the dataset they name.
+ * and `exhaust` both take, so that one flag means one thing in both; the
+ * making of the dataset they name; and the library's complaints about
+ * those options told in the flags' names.
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -39,8 +41,67 @@ static const struct option load_options[] = {
   {"fd-in-dev-shm", no_argument, NULL, OPT_FD_IN_DEV_SHM},
   {"show-workers", no_argument, NULL, OPT_SHOW_WORKERS},
   {"dataset", required_argument, NULL, OPT_DATASET},
+  {"sharing", required_argument, NULL, OPT_SHARING},
+  /* exhaust's name for it once: kept, so that no command line breaks. */
+  {"strategy", required_argument, NULL, OPT_STRATEGY},
   {NULL, 0, NULL, 0}
 };
+
+/* The fields of fl_options and fl_dataset that the flags above set: what
+   fl_loader_create says of a field is told of the flag the user typed. */
+static const struct {
+  const char *field, *flag;
+} field_flags[] = {
+  {"batch_size", "--batch-size"},
+  {"num_workers", "--workers"},
+  {"prefetch_factor", "--prefetch"},
+  {"sample_bytes", "--sample-bytes"},
+  {"len", "--samples"},
+  {"timeout_ms", "--timeout-ms"},
+  {"sharing", "--sharing"},
+  {"indices", "--indices"},
+  {"indices_len", "--indices"},
+  {"seed", "--seed"},
+  {"shuffle", "--shuffle"},
+  {"drop_last", "--drop-last"},
+  {"persistent_workers", "--persistent"},
+  {"in_order", "--out-of-order"},
+  {"pin_memory", "--pin-memory"},
+  {"reuse_segments", "--no-reuse"},
+  {"fd_in_dev_shm", "--fd-in-dev-shm"}
+};
+
+/* What --help of run and exhaust says of the options above. */
+static const char load_help[] =
+  "dataset:\n"
+  "  --dataset SPEC        read files, which then take the place of the\n"
+  "                        next four options: npy-dir:DIR, npy:FILE or\n"
+  "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES]\n"
+  "  --samples N           samples in the dataset (50000)\n"
+  "  --sample-bytes B      bytes per sample (12288: 3x32x32 float32)\n"
+  "  --delay-us U          sleep U us in the worker per sample (0)\n"
+  "  --batched             fetch a whole batch per call; the delay is\n"
+  "                        then slept once per batch\n"
+  "  --indices S:E[:STEP]  load only indices S, S+STEP, ... below E\n"
+  "loader:\n"
+  "  --sharing fd|fs       pass fds, or name segments in /dev/shm (run:\n"
+  "                        fd; exhaust: no default)\n"
+  "  --strategy fd|fs      an alias of --sharing\n"
+  "  --batch-size N        samples per batch (64)\n"
+  "  --shuffle             shuffle every epoch\n"
+  "  --seed N              seed of the shuffle, the workers and the\n"
+  "                        synthetic content (0)\n"
+  "  --drop-last           drop the last batch when it is short\n"
+  "  --workers N           worker processes; 0 loads in-process (2)\n"
+  "  --prefetch N          batches in flight per worker (2)\n"
+  "  --persistent          keep the workers between epochs\n"
+  "  --out-of-order        hand out batches as they arrive\n"
+  "  --pin-memory          mlock batch memory in the parent\n"
+  "  --timeout-ms N        fail when a batch takes longer (0: never)\n"
+  "  --no-reuse            a new segment per batch, as PyTorch does\n"
+  "  --fd-in-dev-shm       fd sharing makes its segments in /dev/shm,\n"
+  "                        as PyTorch does, not with memfd_create\n"
+  "  --show-workers        print each worker's id, pid and seed\n";
 
 /* The table getopt_long reads: the shared options, when the subcommand
    takes them, then its own, then --help. */
@@ -88,7 +149,7 @@ cli_uint(int val, const char *s, uint64_t min, uint64_t max, uint64_t *out)
   return 0;
 }
 
-int
+static int
 cli_sharing(int val, const char *s, fl_sharing *out)
 {
   if (strcmp(s, "fd") == 0)
@@ -216,6 +277,11 @@ load_option(struct load_args *a, int c, const char *arg)
     dataset_spec_free(&a->file);
     rc = dataset_parse(arg, &a->file);
     break;
+  case OPT_SHARING:
+  case OPT_STRATEGY:
+    rc = cli_sharing(c, arg, &a->opt.sharing);
+    a->sharing_set = 1;
+    break;
   }
   return rc;
 }
@@ -235,6 +301,21 @@ build_table(const struct load_args *a, const struct option *own)
   table[n] = (struct option){NULL, 0, NULL, 0};
 }
 
+/* cmd --help: its usage, its own options, then the shared ones if it
+   takes them (a), which parsing so far may have allocated. */
+static void
+help(const struct cli_command *cmd, struct load_args *a)
+{
+  cli_print_usage(stdout, cmd->usage, 1);
+  printf("\n%s", cmd->help);
+  puts("  -h, --help            print this help");
+  if (a != NULL) {
+    fputs(load_help, stdout);
+    load_args_free(a);
+  }
+  exit(0);
+}
+
 static void
 bad_option(char **argv)
 {
@@ -249,18 +330,18 @@ bad_option(char **argv)
 }
 
 int
-cli_options(int argc, char **argv, struct load_args *a,
-            const struct option *own, cli_own_fn fn, void *ctx)
+cli_options(const struct cli_command *cmd, int argc, char **argv,
+            struct load_args *a, cli_own_fn fn, void *ctx)
 {
   int c, rc;
 
   if (a != NULL)
     load_defaults(a);
-  build_table(a, own);
+  build_table(a, cmd->options);
   opterr = 0; /* our own one-line messages, not getopt's */
   while ((c = getopt_long(argc, argv, ":h", table, NULL)) != -1) {
     if (c == 'h')
-      usage(0);
+      help(cmd, a);
     if (c == ':') {
       cli_error("--%s: missing value", option_name(optopt));
       return -1;
@@ -278,15 +359,15 @@ cli_options(int argc, char **argv, struct load_args *a,
 
 /* On a usage error, what parsing allocated is freed here, for every caller. */
 int
-cli_parse(const char *cmd, int argc, char **argv, struct load_args *a,
-          const struct option *own, cli_own_fn fn, void *ctx)
+cli_parse(const struct cli_command *cmd, int argc, char **argv,
+          struct load_args *a, cli_own_fn fn, void *ctx)
 {
-  int first = cli_options(argc, argv, a, own, fn, ctx);
+  int first = cli_options(cmd, argc, argv, a, fn, ctx);
 
   if (first < 0)
     goto fail;
   if (first < argc) {
-    cli_error("%s: unexpected argument '%s'", cmd, argv[first]);
+    cli_error("%s: unexpected argument '%s'", cmd->name, argv[first]);
     goto fail;
   }
   if (a != NULL && a->file.kind != DS_SYNTHETIC && a->synth_only != 0) {
@@ -358,4 +439,115 @@ load_args_free(struct load_args *a)
     fl_dataset_close(&a->ds);
   a->ds_open = 0;
   dataset_spec_free(&a->file);
+}
+
+/* A character of a C identifier: a field name is a whole word of these. */
+static int
+word_char(char c)
+{
+  return isalnum((unsigned char)c) || c == '_';
+}
+
+/* The flag for the field named by the n bytes at s, or NULL. */
+static const char *
+field_flag(const char *s, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < sizeof field_flags / sizeof field_flags[0]; i++)
+    if (strlen(field_flags[i].field) == n &&
+        memcmp(s, field_flags[i].field, n) == 0)
+      return field_flags[i].flag;
+  return NULL;
+}
+
+/*
+ * Whether the n bytes at word, a field's name, stand for the field.  An
+ * identifier with an underscore always does; a name that is also a word of
+ * English (len, seed, shuffle, sharing, indices, as in "with their indices
+ * and sizes") only before " is ", "[" or a number, or first (see
+ * put_flags).
+ */
+static int
+names_field(const char *word, size_t n)
+{
+  const char *after = word + n;
+
+  return memchr(word, '_', n) != NULL || strncmp(after, " is ", 4) == 0 ||
+         *after == '[' ||
+         (after[0] == ' ' && isdigit((unsigned char)after[1]));
+}
+
+/* Writes s to f with every whole word that names a field replaced by its
+   flag (len becomes --samples; fl_loader_len and sample_bytes_x stay);
+   first: s begins the message, where a field's name is the field. */
+static void
+put_flags(FILE *f, const char *s, int first)
+{
+  const char *flag;
+  size_t n;
+
+  while (*s != '\0') {
+    for (n = 0; word_char(s[n]); n++)
+      ;
+    if (n == 0) {
+      fputc(*s++, f);
+      continue;
+    }
+    flag = field_flag(s, n);
+    if (flag != NULL && (first || names_field(s, n)))
+      fputs(flag, f);
+    else
+      fwrite(s, 1, n, f);
+    s += n;
+    first = 0;
+  }
+}
+
+/*
+ * Writes msg to f in the flags' names.  "[dataset: ]FIELD is VALUE[:
+ * REASON]" becomes "--flag VALUE[: REASON]", as the user would have typed
+ * it; in any other message, and in the reason, each field name that
+ * stands as a word for the field becomes its flag.
+ */
+static void
+put_message(FILE *f, const char *msg)
+{
+  const char *p = msg, *value, *flag;
+  size_t n, len;
+
+  if (strncmp(p, "dataset: ", 9) == 0)
+    p += 9;
+  for (n = 0; word_char(p[n]); n++)
+    ;
+  flag = field_flag(p, n);
+  if (flag != NULL && strncmp(p + n, " is ", 4) == 0) {
+    value = p + n + 4;
+    len = strcspn(value, " :");
+    if (len > 0 && (value[len] == '\0' || value[len] == ':')) {
+      fprintf(f, "%s %.*s", flag, (int)len, value);
+      put_flags(f, value + len, 0);
+      return;
+    }
+  }
+  fwrite(msg, 1, (size_t)(p - msg), f); /* "dataset: ", if there */
+  put_flags(f, p, 1);
+}
+
+void
+cli_create_error(int rc)
+{
+  const char *msg = cli_loader_error(NULL, rc);
+  char *text = NULL;
+  size_t len;
+  FILE *f = open_memstream(&text, &len);
+
+  /* Out of memory, the library's own words are still worth saying. */
+  if (f != NULL) {
+    put_message(f, msg);
+    if (fclose(f) == 0 && text != NULL)
+      msg = text;
+  }
+  cli_error("%s", msg);
+  free(text);
 }

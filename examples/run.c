@@ -20,16 +20,26 @@ struct run_args {
 };
 
 enum {
-  OPT_SHARING = OPT_OWN,
-  OPT_EPOCHS,
+  OPT_EPOCHS = OPT_OWN,
   OPT_VERIFY,
   OPT_JSON,
   OPT_QUIET
 };
 
 /* run's own options; the dataset's and the loader's are in options.c. */
+static const char help[] =
+  "Loads a synthetic dataset, or the files --dataset names, through\n"
+  "forked workers and shared memory for some epochs, as a training loop\n"
+  "would, and reports how fast it went.\n"
+  "\n"
+  "run:\n"
+  "  --epochs N            epochs over the same loader (1)\n"
+  "  --verify              check every sample against its index (with\n"
+  "                        --dataset: files that gen wrote, same --seed)\n"
+  "  --json                print the summary as one JSON object\n"
+  "  --quiet               no progress line\n";
+
 static const struct option options[] = {
-  {"sharing", required_argument, NULL, OPT_SHARING},
   {"epochs", required_argument, NULL, OPT_EPOCHS},
   {"verify", no_argument, NULL, OPT_VERIFY},
   {"json", no_argument, NULL, OPT_JSON},
@@ -45,9 +55,6 @@ run_option(int c, const char *arg, void *ctx)
   int rc = 0;
 
   switch (c) {
-  case OPT_SHARING:
-    rc = cli_sharing(c, arg, &a->load.opt.sharing);
-    break;
   case OPT_EPOCHS:
     rc = cli_uint(c, arg, 1, UINT_MAX, &v);
     a->epochs = v;
@@ -65,7 +72,8 @@ run_option(int c, const char *arg, void *ctx)
   return rc;
 }
 
-/* fl_loader_error(NULL) holds why fl_loader_create failed. */
+/* Says what went wrong with the loader (cli_create_error says why it
+   could not be made). */
 static void
 report(const fl_loader *l, int rc)
 {
@@ -99,6 +107,7 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
         struct tally *t, double *seconds)
 {
   struct progress pg;
+  struct cli_pin pin = {0, 0, &pg};
   fl_batch *b;
   size_t done, total = fl_loader_len(l);
   char why[256] = "";
@@ -111,9 +120,12 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
       goto out;
     if (check != NULL)
       synth_check_begin(check);
-    for (done = 0;; done++) {
+    for (done = 0;;) {
       b = NULL;
-      if ((rc = fl_loader_next(l, &b)) < 0)
+      rc = fl_loader_next(l, &b);
+      if (cli_pin_warning(&pin, l, &a->load.opt, rc))
+        continue; /* the batch comes with the next call */
+      if (rc < 0)
         goto out;
       if (b == NULL) /* the epoch is over */
         break;
@@ -123,7 +135,7 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
       fl_batch_release(b);
       if (bad || cli_interrupted)
         goto out;
-      progress_draw(&pg, epoch, a->epochs, done + 1, total, t);
+      progress_draw(&pg, epoch, a->epochs, ++done, total, t);
     }
     if (check != NULL && synth_check_end(check, why, sizeof why) < 0)
       goto out;
@@ -131,10 +143,12 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
 out:
   *seconds = cli_now() - pg.start;
   progress_clear(&pg);
-  if (cli_interrupted) {
-    cli_error("interrupted");
-    return 128 + cli_interrupted;
-  }
+  /* Read once, so that the status and the summary agree.  An error then
+     came of the interrupt (a ^C reaches the workers too), and is not
+     worth a line: the summary tells what was done before it. */
+  t->interrupted = cli_interrupted;
+  if (t->interrupted)
+    return 128 + t->interrupted;
   if (rc < 0) {
     report(l, rc);
     return 1;
@@ -188,7 +202,11 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
   for (i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (flags[i].on)
       printf(", %s", flags[i].name);
-  printf("\nbatches      %" PRIu64 "\n", t->batches);
+  putchar('\n');
+  if (t->interrupted)
+    printf("interrupted  by %s after %" PRIu64 " batches\n",
+           cli_signal_name(t->interrupted), t->batches);
+  printf("batches      %" PRIu64 "\n", t->batches);
   printf("samples      %" PRIu64 "\n", t->samples);
   printf("bytes        %" PRIu64 "\n", t->bytes);
   printf("seconds      %.3f\n", secs);
@@ -214,7 +232,8 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          ",\"bytes_mapped_peak\":%zu,\"fds_peak\":%zu,\"reorder_peak\":%zu"
          ",\"epochs\":%u,\"workers\":%u,\"batch_size\":%zu"
          ",\"sharing\":\"%s\",\"in_order\":%s,\"persistent\":%s"
-         ",\"verified\":%s,\"checksum\":%" PRIu64 ",\"dataset\":",
+         ",\"verified\":%s,\"interrupted\":%s,\"checksum\":%" PRIu64
+         ",\"dataset\":",
          t->batches, t->samples, t->bytes, secs,
          cli_rate((double)t->batches, secs),
          cli_rate((double)t->bytes / 1e6, secs), st->wait_seconds,
@@ -223,13 +242,14 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd",
          o->in_order ? "true" : "false",
          o->persistent_workers ? "true" : "false",
-         a->verify ? "true" : "false", t->checksum);
+         a->verify ? "true" : "false", t->interrupted ? "true" : "false",
+         t->checksum);
   cli_json_string(a->load.file.kind == DS_SYNTHETIC ? "synthetic"
                                                     : a->load.file.spec);
   puts("}");
 }
 
-int
+static int
 run_main(int argc, char **argv)
 {
   struct run_args a = {.epochs = 1};
@@ -240,14 +260,14 @@ run_main(int argc, char **argv)
   double secs;
   int rc, status = 1;
 
-  if (cli_parse("run", argc, argv, &a.load, options, run_option, &a) < 0)
+  if (cli_parse(&cli_run, argc, argv, &a.load, run_option, &a) < 0)
     return 2;
   if ((status = load_dataset(&a.load)) != 0)
     goto out;
   status = 1;
   cli_catch_signals();
   if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
-    report(l, rc);
+    cli_create_error(rc);
     /* The library checks the options: what it refuses is bad input. */
     status = rc == FL_EINVAL ? 2 : 1;
     goto out;
@@ -257,11 +277,14 @@ run_main(int argc, char **argv)
     cli_error("--verify: %s", fl_strerror(FL_ENOMEM));
     goto out;
   }
-  if ((status = consume(l, &a, a.verify ? &check : NULL, &t, &secs)) != 0)
+  /* Interrupted, it still reports what it did, then exits 128 + the
+     signal. */
+  status = consume(l, &a, a.verify ? &check : NULL, &t, &secs);
+  if (status != 0 && !t.interrupted)
     goto out;
   if ((rc = fl_loader_stats(l, &st)) < 0) {
     report(l, rc);
-    status = 1;
+    status = status != 0 ? status : 1;
     goto out;
   }
   if (a.json)
@@ -274,3 +297,7 @@ out:
   load_args_free(&a.load);
   return status;
 }
+
+const struct cli_command cli_run = {
+  "run", "forkload run [options]", help, options, run_main
+};

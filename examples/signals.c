@@ -1,6 +1,7 @@
 /*
  * A first ^C or SIGTERM only asks a subcommand to stop, so that it still
- * destroys its loader and leaves no names in /dev/shm; a second one kills.
+ * reports what it did and destroys its loader, leaving no names in
+ * /dev/shm; a second one kills.
  */
 #include "config.h"
 
@@ -37,4 +38,10 @@ cli_catch_signals(void)
   parent = getpid();
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+}
+
+const char *
+cli_signal_name(int sig)
+{
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }

@@ -1,10 +1,13 @@
 #!/bin/sh
 # TAP test of forkload(1): runs the demo with --verify over small synthetic
 # datasets under each option that changes the data path, checks the JSON
-# counts, the one-line errors for bad input, what `exhaust` reports when it
-# runs out of fds and that it leaves nothing, that `gen` writes files of
-# each kind that `run --dataset` reads back verified, and that no
-# shared-memory name outlives the runs.  `cleanup` is cleanup_test.sh's.
+# counts, the help of each subcommand against its getopt table, the
+# one-line errors for bad input (naming the flag where the library refuses
+# a field), the summary of an interrupted run, the --pin-memory warning,
+# what `exhaust` reports when it runs out of fds and that it leaves
+# nothing, that `gen` writes files of each kind that `run --dataset` reads
+# back verified, and that no shared-memory name outlives the runs.
+# `cleanup` is cleanup_test.sh's.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
@@ -19,7 +22,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..74"
+echo "1..97"
 
 pass() {
   ok "$1"
@@ -68,10 +71,12 @@ counts_ok() {
   forkload run --verify --json --quiet "$@"
   rc=$?
   got="$(field batches) $(field samples) $(field verified)"
-  if [ "$rc" = 0 ] && [ "$got" = "$batches $samples true" ]; then
+  got="$got $(field interrupted)"
+  if [ "$rc" = 0 ] && [ "$got" = "$batches $samples true false" ]; then
     pass "$desc"
   else
-    echo "# exit $rc, batches samples verified: $got" >>"$tmp/err"
+    echo "# exit $rc, batches samples verified interrupted: $got" \
+      >>"$tmp/err"
     fail "$desc"
   fi
 }
@@ -130,9 +135,53 @@ check $? "text summary"
 forkload -V && [ "$(cat "$tmp/out")" = "forkload $PACKAGE_VERSION" ]
 check $? "-V prints the version"
 
-forkload help && grep -q '^usage: forkload run' "$tmp/out" &&
-  [ ! -s "$tmp/err" ]
-check $? "help prints the usage on stdout"
+# The overview: every subcommand's usage, --version, and where the options
+# are told.
+for arg in help -h --help; do
+  forkload $arg && [ ! -s "$tmp/err" ] &&
+    grep -q '^usage: forkload run \[options\]$' "$tmp/out" &&
+    grep -q '^  *forkload exhaust --sharing fd|fs \[options\]$' "$tmp/out" &&
+    grep -q '^  *forkload cleanup \[--dry-run\]$' "$tmp/out" &&
+    grep -q '^  *forkload gen npy-dir|npy|raw PATH ' "$tmp/out" &&
+    grep -q '^  *forkload help | -h | --help | -V | --version$' "$tmp/out" &&
+    grep -q "'forkload SUBCOMMAND --help'" "$tmp/out"
+  check $? "forkload $arg prints the overview on stdout"
+done
+
+forkload
+[ $? = 2 ] && [ ! -s "$tmp/out" ] && head -1 "$tmp/err" | grep -q '^usage: '
+check $? "no subcommand: the overview on stderr, exit 2"
+
+# options_of FILE: the long options of the getopt_long tables in
+# examples/FILE, from lines such as {"batch-size", required_argument, ...}.
+options_of() {
+  tr '{' '\n' <"$top_srcdir/examples/$1" |
+    sed -n 's/^ *"\([a-z][a-z0-9-]*\)", *[a-z_]*_argument,.*/\1/p'
+}
+
+# A subcommand's --help lists the options of its table, run's and
+# exhaust's with the shared ones of options.c (--help among them), and
+# no other: the text and the tables must not drift apart.
+for cmd in run exhaust cleanup gen; do
+  forkload $cmd --help && [ ! -s "$tmp/err" ] && cp "$tmp/out" "$tmp/help" &&
+    forkload $cmd -h && cmp -s "$tmp/out" "$tmp/help" &&
+    head -1 "$tmp/help" | grep -q "^usage: forkload $cmd "
+  check $? "$cmd --help and -h print its usage and options on stdout"
+  case $cmd in
+  run | exhaust) table="$(options_of $cmd.c) $(options_of options.c)" ;;
+  *) table="$(options_of $cmd.c) help" ;;
+  esac
+  printf '%s\n' $table | sort >"$tmp/table"
+  sed -n 's/^  \(-h, \)\{0,1\}--\([a-z][a-z0-9-]*\).*/\2/p' "$tmp/help" |
+    sort >"$tmp/listed"
+  if [ "$(wc -l <"$tmp/table")" -gt 1 ] && cmp -s "$tmp/table" "$tmp/listed"
+  then
+    pass "$cmd --help lists exactly the options of its getopt table"
+  else
+    diff "$tmp/table" "$tmp/listed" >"$tmp/err"
+    fail "$cmd --help lists exactly the options of its getopt table"
+  fi
+done
 
 # bad DESCRIPTION PATTERN ARGS...: exit 2 and exactly one line on stderr,
 # matching PATTERN.
@@ -155,18 +204,149 @@ bad "--sharing bogus" "^forkload: --sharing: .*'bogus'" run --sharing bogus
 bad "unknown option" "^forkload: .*'--frobnicate'" run --frobnicate
 bad "--batch-size without a value" "^forkload: --batch-size: missing" \
   run --batch-size
-bad "--batch-size 0, refused by the library" "^forkload: .*batch_size" \
-  run --batch-size 0
 bad "a negative number" "^forkload: --samples: .*'-5'" run --samples -5
 bad "an overflowing number" "^forkload: --seed: " \
   run --seed 18446744073709551616
 bad "exhaust --fd-limit 3" "^forkload: --fd-limit: " \
-  exhaust --strategy fd --fd-limit 3
-bad "exhaust without --strategy" "^forkload: .*--strategy" exhaust --hold 5
+  exhaust --sharing fd --fd-limit 3
+bad "exhaust without --sharing" \
+  "^forkload: exhaust: --sharing fd|fs is required" exhaust --hold 5
+bad "--strategy bogus names --strategy" "^forkload: --strategy: .*'bogus'" \
+  exhaust --strategy bogus
+
+# refused DESCRIPTION LINE ARGS...: exit 2, and stderr is exactly LINE.
+refused() {
+  desc=$1 line=$2
+  shift 2
+  forkload "$@"
+  rc=$?
+  if [ "$rc" = 2 ] && [ "$(cat "$tmp/err")" = "$line" ]; then
+    pass "$desc"
+  else
+    echo "# exit $rc, expected: $line" >>"$tmp/err"
+    fail "$desc"
+  fi
+}
+
+# What the library refuses is told of the flag, not of its C field:
+# "FIELD is VALUE: REASON" as "--flag VALUE: REASON", and field names
+# elsewhere in a message word by word.
+refused "--workers 99999, refused by the library, names the flag" \
+  "forkload: --workers 99999: at most 1024 are allowed" run --workers 99999
+refused "--batch-size 0, refused by the library, names the flag" \
+  "forkload: --batch-size 0: it must be at least 1" run --batch-size 0
+refused "--prefetch 0, refused by the library, names the flag" \
+  "forkload: --prefetch 0: with workers it must be at least 1" \
+  run --prefetch 0
+refused "the fields of a longer message are told as flags, word by word" \
+  "forkload: --prefetch 5000000 x --workers 1000 is too large" \
+  run --workers 1000 --prefetch 5000000
+refused "exhaust names the flag too" \
+  "forkload: --workers 2000: at most 1024 are allowed" \
+  exhaust --sharing fd --workers 2000
+
+# interrupt SIGNAL ARGS...: starts `run ARGS` on a slow dataset, sends
+# SIGNAL to it a second later, and waits: output in $tmp/out and $tmp/err,
+# exit status in $rc.  timeout --foreground passes the signal on to the run
+# alone: without it, timeout sends it to the run and again to their process
+# group, and a second signal kills.
+interrupt() {
+  sig=$1
+  shift
+  ${limit:+timeout --foreground -k 5 60} "$bin" run --quiet --sharing fs \
+    --delay-us 1000 "$@" >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  sleep 1
+  kill -s "$sig" $pid
+  wait $pid
+  rc=$?
+}
+
+# A first SIGINT or SIGTERM ends a run with the summary of what it did.
+interrupt INT
+nb=$(sed -n 's/^batches  *\([0-9][0-9]*\)$/\1/p' "$tmp/out")
+if [ "$rc" = 130 ] && [ -n "$nb" ] &&
+  grep -q "^interrupted  *by SIGINT after $nb batches\$" "$tmp/out" &&
+  grep -q '^checksum  *[0-9]' "$tmp/out"; then
+  pass "SIGINT: the summary of the batches so far, exit 130"
+else
+  echo "# exit $rc" >>"$tmp/err"
+  cat "$tmp/out" >>"$tmp/err"
+  fail "SIGINT: the summary of the batches so far, exit 130"
+fi
+orphans /dev/shm >"$tmp/shm.int"
+comm -13 "$tmp/shm.before" "$tmp/shm.int" >"$tmp/err"
+[ ! -s "$tmp/err" ]
+check $? "SIGINT: no name is left in /dev/shm"
+interrupt TERM --json
+if [ "$rc" = 143 ] && [ "$(field interrupted)" = true ] &&
+  [ -n "$(field batches)" ]; then
+  pass "SIGTERM: the JSON summary says interrupted, exit 143"
+else
+  echo "# exit $rc" >>"$tmp/err"
+  cat "$tmp/out" >>"$tmp/err"
+  fail "SIGTERM: the JSON summary says interrupted, exit 143"
+fi
+
+# pin_run KB ARGS...: `run ARGS` under a RLIMIT_MEMLOCK of KB kilobytes.
+# Root is not bound by the limit (CAP_IPC_LOCK), so as root it runs as
+# nobody, which pin_as_nobody checked it can.
+pin_run() {
+  kb=$1
+  shift
+  if [ "$(id -u)" = 0 ]; then
+    $limit setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+      sh -c 'ulimit -l "$0" && exec "$@"' "$kb" "$bin" run "$@"
+  else
+    (ulimit -l "$kb" && exec $limit "$bin" run "$@")
+  fi >"$tmp/out" 2>"$tmp/err"
+}
+
+# Why the pin case cannot be run here, or nothing.
+pin_skip() {
+  case " ${CFLAGS-} " in
+  *-fsanitize=*address*)
+    echo "AddressSanitizer makes mlock a no-op that always succeeds"
+    return
+    ;;
+  esac
+  [ "$(id -u)" = 0 ] || return
+  if ! command -v setpriv >/dev/null 2>&1 || ! id nobody >/dev/null 2>&1
+  then
+    echo "root ignores RLIMIT_MEMLOCK, and setpriv or user nobody is missing"
+  elif ! setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+    "$bin" -V >/dev/null 2>&1; then
+    echo "root ignores RLIMIT_MEMLOCK, and nobody cannot run $bin"
+  fi
+}
+
+# --pin-memory past RLIMIT_MEMLOCK warns once and goes on, as the library
+# does: no segment of 64 samples of 1024 bytes fits in 64 KB (FL_ENOMEM),
+# nor any in 0 (FL_EPERM); each batch is still delivered, and verified.
+why=$(pin_skip)
+for kb in 64 0; do
+  desc="--pin-memory under ulimit -l $kb warns once and the run is verified"
+  if [ -n "$why" ]; then
+    skip "$desc" "$why"
+    continue
+  fi
+  pin_run $kb --pin-memory --no-reuse --verify --json --quiet \
+    --samples 2000 --sample-bytes 1024
+  rc=$?
+  got="$(field batches) $(field verified)"
+  if [ "$rc" = 0 ] && [ "$got" = "32 true" ] &&
+    [ "$(wc -l <"$tmp/err")" = 1 ] &&
+    grep -q '^forkload: warning: .*`ulimit -l`' "$tmp/err"; then
+    pass "$desc"
+  else
+    echo "# exit $rc, batches verified: $got" >>"$tmp/err"
+    fail "$desc"
+  fi
+done
 
 # exhaust: 2000 samples of 1024 bytes in batches of 8 reach a limit of 64
 # fds after some 50 batches held.
-forkload exhaust --strategy fd --fd-limit 64 --samples 2000 \
+forkload exhaust --sharing fd --fd-limit 64 --samples 2000 \
   --sample-bytes 1024 --batch-size 8 --json
 rc=$?
 cp "$tmp/out" "$tmp/emfile.json"
@@ -182,25 +362,35 @@ check $? "after the batches are released, fl_loader_next delivers again"
   "true true true" ]
 check $? "destroy leaves no name, fd or child behind"
 
-# hold_ok STRATEGY: holding 5 batches is no error and leaves nothing.
+# hold_ok FLAG SHARING: holding 5 batches is no error and leaves nothing,
+# and the JSON names the sharing as run's does.
 hold_ok() {
-  forkload exhaust --strategy "$1" --hold 5 --samples 2000 \
-    --sample-bytes 1024 --json
+  forkload exhaust "$1" "$2" --hold 5 --samples 2000 --sample-bytes 1024 \
+    --json
   rc=$?
-  got="$(field batches_held) $(field error_name) $(field recovered)"
-  got="$got $(field shm_clean) $(field fds_clean) $(field children_clean)"
-  if [ "$rc" = 0 ] && [ "$got" = "5 null null true true true" ]; then
-    pass "exhaust --strategy $1 --hold 5"
+  got="$(field sharing) $(field batches_held) $(field error_name)"
+  got="$got $(field recovered) $(field shm_clean) $(field fds_clean)"
+  got="$got $(field children_clean) $(field interrupted)"
+  if [ "$rc" = 0 ] &&
+    [ "$got" = "\"$2\" 5 null null true true true false" ]; then
+    pass "exhaust $1 $2 --hold 5"
   else
-    echo "# exit $rc, held error recovered clean: $got" >>"$tmp/err"
-    fail "exhaust --strategy $1 --hold 5"
+    echo "# exit $rc, sharing held error recovered clean interrupted: $got" \
+      >>"$tmp/err"
+    fail "exhaust $1 $2 --hold 5"
   fi
 }
-hold_ok fd
-hold_ok fs
+hold_ok --sharing fd
+hold_ok --sharing fs
+# The name exhaust first gave --sharing.
+hold_ok --strategy fs
 
-forkload exhaust --strategy fs --hold 3 --samples 100 --sample-bytes 64 &&
-  grep -q '^strategy  *fs (/dev/shm)$' "$tmp/out" &&
+forkload run --strategy fs --quiet --json --samples 100 &&
+  [ "$(field sharing)" = '"fs"' ]
+check $? "run takes --strategy as --sharing"
+
+forkload exhaust --sharing fs --hold 3 --samples 100 --sample-bytes 64 &&
+  grep -q '^sharing  *fs (/dev/shm)$' "$tmp/out" &&
   grep -q '^held  *3 batches' "$tmp/out" &&
   grep -q '^error  *none: 3 batches held$' "$tmp/out" &&
   [ "$(grep -c '^[a-z ]* ok$' "$tmp/out")" = 3 ]
@@ -284,7 +474,7 @@ done
 bad "--samples with --dataset" "^forkload: --samples: .*--dataset" \
   run --dataset "npy:$tmp/a.npy" --samples 10
 bad "--delay-us with --dataset" "^forkload: --delay-us: .*--dataset" \
-  exhaust --strategy fd --delay-us 1 --dataset "npy:$tmp/a.npy"
+  exhaust --sharing fd --delay-us 1 --dataset "npy:$tmp/a.npy"
 bad "gen without --samples" "^forkload: gen: --samples" \
   gen raw "$tmp/x.raw" --sample-bytes 4
 bad "gen of an unknown kind" "^forkload: gen: expected npy-dir, npy or raw" \
