@@ -189,8 +189,9 @@ int cli_scan_uint(const char *s, char **end, uint64_t *out);
 int cli_uint(int val, const char *s, uint64_t min, uint64_t max,
              uint64_t *out);
 /* Says why fl_loader_create failed with rc, naming the flags where the
-   library names the fields of fl_options and fl_dataset they set. */
-void cli_create_error(int rc);
+   library names the fields of fl_options and fl_dataset they set; returns
+   the exit status, 2 for options the library refuses. */
+int cli_create_error(int rc);
 /* Makes a->ds: 0, or the exit status having said why not. */
 int load_dataset(struct load_args *a);
 /* Frees what parsing and load_dataset made, closing a file dataset: call

@@ -361,9 +361,7 @@ exhaust_main(int argc, char **argv)
   }
   cli_catch_signals();
   if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
-    cli_create_error(rc);
-    /* The library checks the options: what it refuses is bad input. */
-    status = rc == FL_EINVAL ? 2 : 1;
+    status = cli_create_error(rc);
     goto out;
   }
   if (fl_loader_len(l) == 0) {

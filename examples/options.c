@@ -534,7 +534,7 @@ put_message(FILE *f, const char *msg)
   put_flags(f, p, 1);
 }
 
-void
+int
 cli_create_error(int rc)
 {
   const char *msg = cli_loader_error(NULL, rc);
@@ -550,4 +550,7 @@ cli_create_error(int rc)
   }
   cli_error("%s", msg);
   free(text);
+  /* The library checks the options, and that the prefetch window fits in
+     memory and /dev/shm: what it refuses is bad input. */
+  return rc == FL_EINVAL || rc == FL_ENOMEM || rc == FL_ENOSPC ? 2 : 1;
 }

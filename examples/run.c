@@ -267,9 +267,7 @@ run_main(int argc, char **argv)
   status = 1;
   cli_catch_signals();
   if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
-    cli_create_error(rc);
-    /* The library checks the options: what it refuses is bad input. */
-    status = rc == FL_EINVAL ? 2 : 1;
+    status = cli_create_error(rc);
     goto out;
   }
   if (a.verify && synth_check_init(&check, &a.load.data, &a.load.span,

@@ -22,7 +22,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..97"
+echo "1..100"
 
 pass() {
   ok "$1"
@@ -244,6 +244,39 @@ refused "the fields of a longer message are told as flags, word by word" \
 refused "exhaust names the flag too" \
   "forkload: --workers 2000: at most 1024 are allowed" \
   exhaust --sharing fd --workers 2000
+
+# No option may exhaust the machine's memory.  These run under a file-size
+# limit with SIGXFSZ ignored: memfd segments are files, so a regression
+# meets EFBIG here instead of the OOM killer.
+(
+  ulimit -f 262144
+  trap '' XFSZ
+  forkload run --samples 10 --batch-size 100000000000000 --verify --json \
+    --quiet
+  echo "rc $?" >>"$tmp/out"
+)
+grep -q '"batches":1,"samples":10,' "$tmp/out" &&
+  grep -q '"verified":true' "$tmp/out" && grep -q '^rc 0$' "$tmp/out" &&
+  [ "$(field bytes_mapped_peak)" -lt 1000000 ]
+check $? "a batch size of 10^14 over 10 samples runs in segments of 10"
+(
+  ulimit -f 262144
+  trap '' XFSZ
+  forkload run --workers 64 --prefetch 64 --sample-bytes 1048576 --quiet
+  echo "rc $?" >>"$tmp/out"
+)
+grep -q '^rc 2$' "$tmp/out" &&
+  grep -q '^forkload: the prefetch window needs [0-9]* bytes: (--prefetch 64 x --workers 64 + 1) segments of [0-9]* bytes, each for 64 samples of 1048576 bytes' "$tmp/err" &&
+  grep -q 'Options that fit, each alone: --prefetch [0-9]*, --workers [0-9]* or --batch-size [0-9]*$' "$tmp/err"
+check $? "a window of 64 workers x prefetch 64 is refused with the arithmetic, exit 2"
+(
+  ulimit -f 262144
+  trap '' XFSZ
+  forkload run --sample-bytes 1000000000000000 --batch-size 1 --quiet
+  echo "rc $?" >>"$tmp/out"
+)
+grep -q '^rc 2$' "$tmp/out" && grep -Eq 'MemAvailable|memory cgroup' "$tmp/err"
+check $? "--sample-bytes above the machine's memory is refused at create"
 
 # interrupt SIGNAL ARGS...: starts `run ARGS` on a slow dataset, sends
 # SIGNAL to it a second later, and waits: output in $tmp/out and $tmp/err,
