@@ -53,6 +53,8 @@ epoch_samples(const fl_dataset *ds, const fl_options *opt, int iterable)
 {
   if (iterable)
     return 0;
+  if (opt->sampler != NULL)
+    return opt->sampler_len;
   return opt->indices != NULL ? opt->indices_len : ds->len;
 }
 

@@ -196,6 +196,7 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
   t.version = FL__PROTOCOL_VERSION;
   t.type = FL__TASK_FILL;
   t.slot = b->slot;
+  t.run = l->run;
   t.epoch = l->epoch;
   t.seq = seq;
   t.offset = offset;

@@ -142,6 +142,14 @@ typedef struct fl_options {
                                 segments with memfd_create, not charged to
                                 /dev/shm; 1: shm_open + shm_unlink in
                                 /dev/shm, as PyTorch does */
+  /* Since 0.2: a sampler of your own, a pure function of the epoch (what
+     makes runs reproducible and resumable), called in the parent at each
+     fl_loader_begin.  It writes the epoch's order (dataset indices,
+     repeats allowed) and returns its length, at most cap (= sampler_len).
+     Refused with shuffle or indices. */
+  size_t (*sampler)(void *ctx, uint64_t epoch, size_t *order, size_t cap);
+  void *sampler_ctx;
+  size_t sampler_len;
 } fl_options;
 
 typedef struct fl_stats {
@@ -183,10 +191,16 @@ FL_EXTERN int fl_loader_create_iterable_sized(fl_loader **out,
 #define fl_loader_create_iterable(out, it, opt)                              \
   fl_loader_create_iterable_sized((out), (it), sizeof(fl_iterable), (opt),   \
                                   sizeof(fl_options))
-/* Batches per epoch; 0 for an iterable dataset, whose length is unknown. */
+/* Batches per epoch (with a sampler, of the epoch begun last, or of
+   sampler_len before the first); 0 for an iterable dataset, whose length
+   is unknown. */
 FL_EXTERN size_t fl_loader_len(const fl_loader *l);
 /* Start an epoch, like iter(loader); one left unfinished is dropped. */
 FL_EXTERN int fl_loader_begin(fl_loader *l);
+/* The next fl_loader_begin starts this epoch (from 0; each begin counts
+   on from the last), as DistributedSampler.set_epoch: the shuffle and a
+   sampler are functions of it. */
+FL_EXTERN int fl_loader_set_epoch(fl_loader *l, uint64_t epoch);
 /* 1 and a batch the caller owns until fl_batch_release; 0 (and *out NULL)
    when the epoch is over; a negative code on error. */
 FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);

@@ -22,8 +22,12 @@
 
 /* sampler.c */
 typedef struct fl__sampler {
-  size_t n;              /* samples per epoch before batching */
+  size_t n;              /* samples this epoch before batching */
+  size_t len;            /* the dataset's: a sampler's indices are below */
   const size_t *custom;  /* owned copy of fl_options.indices, or NULL */
+  size_t (*fn)(void *ctx, uint64_t epoch, size_t *order, size_t cap);
+  void *fn_ctx;
+  size_t cap;            /* with fn: sampler_len */
   int shuffle;
   uint64_t seed;
   size_t batch_size;
@@ -35,7 +39,8 @@ uint64_t fl__epoch_seed(uint64_t seed, uint64_t epoch, uint64_t stream);
 size_t fl__sampler_batches(const fl__sampler *s);
 void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
                       size_t *count);
-void fl__sampler_order(const fl__sampler *s, uint64_t epoch, size_t *order);
+int fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t *order,
+                      char *err, size_t errlen);
 
 /* index_queue.c */
 int fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
@@ -168,15 +173,16 @@ int fl__fill_stream(const fl_loader *l, void *base, unsigned worker,
 
 /* An iterable dataset's stream, in a worker or in the caller. */
 struct fl__stream {
-  uint64_t epoch; /* the epoch it was opened for */
+  uint64_t run;   /* the fl_loader_begin it was opened for */
   int opened;     /* open() succeeded: close() is owed */
   int over;       /* next() said so, or open() failed */
   size_t pos;     /* samples read this epoch */
 };
 #define FL__STREAM_INIT {UINT64_MAX, 0, 0, 0}
 int fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
-                    unsigned worker, uint64_t epoch, uint64_t seq,
-                    size_t *count, int *end, char *err, size_t errlen);
+                    unsigned worker, uint64_t run, uint64_t epoch,
+                    uint64_t seq, size_t *count, int *end, char *err,
+                    size_t errlen);
 void fl__stream_close(const fl_loader *l, struct fl__stream *st);
 
 /* workers/reply.c */
@@ -245,7 +251,9 @@ struct fl_loader {
   size_t order_bytes;
   size_t window;        /* prefetch_factor * num_workers */
 
-  uint64_t epoch;       /* epochs begun */
+  uint64_t run;         /* fl_loader_begin calls so far */
+  uint64_t epoch;       /* the epoch begun last */
+  uint64_t next_epoch;  /* the epoch the next begin starts */
   uint64_t base_seed;
   int in_epoch;
   int epoch_over;

@@ -167,7 +167,11 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
     l->opt.indices = custom;
   }
   l->sampler.n = p->n;
+  l->sampler.len = ds->len;
   l->sampler.custom = custom;
+  l->sampler.fn = opt->sampler;
+  l->sampler.fn_ctx = opt->sampler_ctx;
+  l->sampler.cap = opt->sampler_len;
   l->sampler.shuffle = opt->shuffle;
   l->sampler.seed = opt->seed;
   l->sampler.batch_size = opt->batch_size;
@@ -377,7 +381,6 @@ abandon_epoch(fl_loader *l)
 int
 fl_loader_begin(fl_loader *l)
 {
-  uint64_t e;
   unsigned i;
   int rc;
 
@@ -394,8 +397,16 @@ fl_loader_begin(fl_loader *l)
     if (rc != 0)
       return rc;
   }
-  e = l->epoch++;
-  fl__sampler_order(&l->sampler, e, l->order);
+  /* No worker reads the order now: any task of the last epoch is done. */
+  l->in_epoch = 0;
+  l->epoch = l->next_epoch;
+  rc = fl__sampler_order(&l->sampler, l->epoch, l->order, l->err,
+                         sizeof(l->err));
+  if (rc != 0)
+    return rc;
+  l->nbatches = fl__sampler_batches(&l->sampler);
+  l->next_epoch = l->epoch + 1;
+  l->run++;
   l->next_send = l->delivered = 0;
   l->epoch_over = 0;
   l->in_epoch = 1;
@@ -411,7 +422,7 @@ fl_loader_begin(fl_loader *l)
       continue;
     /* Persistent workers are seeded once, for the loader's life. */
     if (i == 0)
-      l->base_seed = fl__epoch_seed(l->opt.seed, e, 2);
+      l->base_seed = fl__epoch_seed(l->opt.seed, l->epoch, 2);
     rc = fl__worker_spawn(l, i);
     if (rc != 0) {
       l->in_epoch = 0;
@@ -421,6 +432,17 @@ fl_loader_begin(fl_loader *l)
   }
   rc = fl__dispatch_fill(l);
   return rc;
+}
+
+int
+fl_loader_set_epoch(fl_loader *l, uint64_t epoch)
+{
+  if (l == NULL)
+    return FL_EINVAL;
+  if (l->fatal)
+    return l->fatal;
+  l->next_epoch = epoch;
+  return 0;
 }
 
 /* The epoch's last batch is out: non-persistent workers are done. */
@@ -563,8 +585,8 @@ next_inline(fl_loader *l, fl_batch **out)
   b->seq = l->delivered;
   b->msg[0] = '\0';
   if (l->iterable) {
-    b->status = fl__stream_fill(l, &l->stream, b->seg.base, 0, l->epoch,
-                                b->seq, &count, &end, b->msg,
+    b->status = fl__stream_fill(l, &l->stream, b->seg.base, 0, l->run,
+                                l->epoch, b->seq, &count, &end, b->msg,
                                 sizeof(b->msg));
   } else {
     fl__sampler_span(&l->sampler, b->seq, &offset, &count);
@@ -596,8 +618,8 @@ fl_loader_next(fl_loader *l, fl_batch **out)
     return l->fatal;
   if (!l->in_epoch)
     return fl__loader_set_error(l, FL_ESTATE,
-                                "fl_loader_next before fl_loader_begin: "
-                                "begin an epoch first");
+                                "no epoch is under way: fl_loader_next "
+                                "needs a successful fl_loader_begin first");
   if (l->epoch_over)
     return 0;
   if (l->unpinned != NULL) {

@@ -83,6 +83,40 @@ check_fields(const fl_dataset *ds, char *err, size_t errlen)
   return 0;
 }
 
+/* A sampler of the caller's gives the whole order: nothing else may. */
+static int
+check_sampler(const fl_options *opt, int iterable, char *err, size_t errlen)
+{
+  const char *other = opt->shuffle ? "shuffle"
+                      : opt->indices != NULL || opt->indices_len != 0
+                          ? "indices"
+                          : NULL;
+
+  if (opt->sampler == NULL) {
+    if (opt->sampler_len == 0)
+      return 0;
+    snprintf(err, errlen, "sampler_len is %zu but sampler is NULL",
+             opt->sampler_len);
+    return FL_EINVAL;
+  }
+  if (iterable) {
+    snprintf(err, errlen, "sampler does not apply to an iterable dataset: "
+                          "each worker reads its own stream");
+    return FL_EINVAL;
+  }
+  if (other != NULL) {
+    snprintf(err, errlen, "sampler and %s are both set: the sampler gives "
+             "the whole order", other);
+    return FL_EINVAL;
+  }
+  if (opt->sampler_len == 0) {
+    snprintf(err, errlen, "sampler_len is 0: it must be the most indices "
+                          "the sampler writes for an epoch");
+    return FL_EINVAL;
+  }
+  return 0;
+}
+
 /* A dataset's sample_bytes: its fields' sum when it has fields. */
 size_t
 fl__sample_bytes(const fl_dataset *ds)
@@ -112,6 +146,8 @@ fl__options_check(const fl_dataset *ds, const fl_options *opt, int iterable,
     snprintf(err, errlen, "indices do not apply to an iterable dataset");
     return FL_EINVAL;
   }
+  if ((rc = check_sampler(opt, iterable, err, errlen)) != 0)
+    return rc;
   if (!iterable && ds->get == NULL && ds->get_batch == NULL &&
       ds->get_fields == NULL) {
     snprintf(err, errlen, "dataset: get, get_batch and get_fields are all "

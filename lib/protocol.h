@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 3
+#define FL__PROTOCOL_VERSION 4
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -28,14 +28,16 @@ enum fl__task_type {
 };
 
 /*
- * Parent to worker, 48 bytes whatever the batch size: the indices are read
+ * Parent to worker, 56 bytes whatever the batch size: the indices are read
  * from the epoch's order, a shared mapping made before the workers fork.
  */
 struct fl__task {
   uint16_t version;
   uint16_t type;
   uint32_t slot;   /* segment to fill, in this worker's slot table */
-  uint64_t epoch;
+  uint64_t run;    /* which fl_loader_begin: a reply of an earlier one is
+                      stale, whatever epoch number it had */
+  uint64_t epoch;  /* the epoch's number, as the user counts them */
   uint64_t seq;    /* batch position in the epoch */
   uint64_t offset; /* first entry of the epoch's order for this batch */
   uint32_t count;  /* samples in this batch */
@@ -79,7 +81,7 @@ struct fl__reply {
   uint16_t version;
   uint16_t type;
   uint32_t worker;
-  uint64_t epoch;
+  uint64_t run;     /* the task's */
   uint64_t seq;
   uint32_t slot;
   uint32_t count;

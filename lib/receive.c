@@ -164,7 +164,7 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   } else if (fd >= 0) {
     fl__close(fd);
   }
-  if (r->epoch != l->epoch || !l->in_epoch) {
+  if (r->run != l->run || !l->in_epoch) {
     /* Left over from an epoch the consumer cut short. */
     w->assigned--;
     fl__slot_recycle(l, b);

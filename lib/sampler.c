@@ -1,9 +1,13 @@
 /*
  * The sampler: which dataset indices each epoch visits, in what order, and
- * how they are cut into batches.  It runs only in the parent; the order is
- * written into a mapping the workers share, and a task names a span of it.
+ * how they are cut into batches: 0 to len - 1, a list of the caller's,
+ * either shuffled, or the order a sampler function of the caller's writes.
+ * It runs only in the parent; the order is written into a mapping the
+ * workers share, and a task names a span of it.
  */
 #include "config.h"
+
+#include <stdio.h>
 
 #include "internal.h"
 
@@ -67,16 +71,46 @@ bounded(uint64_t *state, size_t bound)
   return (size_t)(m >> 64);
 }
 
-void
-fl__sampler_order(const fl__sampler *s, uint64_t epoch, size_t *order)
+/*
+ * A sampler of the caller's: its order for the epoch, checked.  It may
+ * return fewer than cap indices; the epoch then has fewer batches.
+ */
+static int
+custom_order(fl__sampler *s, uint64_t epoch, size_t *order, char *err,
+             size_t errlen)
+{
+  size_t i, n = s->fn(s->fn_ctx, epoch, order, s->cap);
+
+  if (n > s->cap) {
+    snprintf(err, errlen, "sampler returned %zu for epoch %llu, more than "
+             "sampler_len %zu", n, (unsigned long long)epoch, s->cap);
+    return FL_EINVAL;
+  }
+  for (i = 0; i < n; i++) {
+    if (order[i] >= s->len) {
+      snprintf(err, errlen, "sampler: order[%zu] is %zu in epoch %llu, out "
+               "of range for a dataset of %zu", i, order[i],
+               (unsigned long long)epoch, s->len);
+      return FL_EINVAL;
+    }
+  }
+  s->n = n;
+  return 0;
+}
+
+int
+fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t *order, char *err,
+                  size_t errlen)
 {
   uint64_t state;
   size_t i, j, t;
 
+  if (s->fn != NULL)
+    return custom_order(s, epoch, order, err, errlen);
   for (i = 0; i < s->n; i++)
     order[i] = s->custom != NULL ? s->custom[i] : i;
   if (!s->shuffle)
-    return;
+    return 0;
   /* Fisher-Yates from the back. */
   state = fl__epoch_seed(s->seed, epoch, 1);
   for (i = s->n; i > 1; i--) {
@@ -85,4 +119,5 @@ fl__sampler_order(const fl__sampler *s, uint64_t epoch, size_t *order)
     order[i - 1] = order[j];
     order[j] = t;
   }
+  return 0;
 }

@@ -174,7 +174,7 @@ window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic(
   (void)state;
   /* 64 samples of 1 MiB: 4097 segments of 64 MiB, 275 GB in all, where
      MemAvailable says 8 GB. */
-  flt_data_init(&d, &ds, 100000, 1u << 20);
+  flt_data_init(&d, &ds, 1000, 1u << 20);
   fl_options_init(&opt);
   opt.batch_size = 64;
   opt.num_workers = 64;

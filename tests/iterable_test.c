@@ -245,9 +245,12 @@ drop_last_drops_each_worker_short_batch(void **state)
   short_final_batches(1, 2);
 }
 
-/* Each epoch reopens the streams: the same batches, epoch after epoch. */
+/*
+ * Each epoch reopens the streams: the same batches, epoch after epoch,
+ * also when fl_loader_set_epoch (repeat) begins epoch 0 over and over.
+ */
 static void
-epochs(int persistent, unsigned nw)
+epochs(int persistent, unsigned nw, int repeat)
 {
   struct seen first, again;
   struct streams s;
@@ -265,6 +268,8 @@ epochs(int persistent, unsigned nw)
   one_epoch(l, &first);
   assert_int_equal(first.nvalues, nw == 0 ? 10 : 20);
   for (e = 1; e < 3; e++) {
+    if (repeat)
+      assert_int_equal(fl_loader_set_epoch(l, 0), 0);
     one_epoch(l, &again);
     assert_int_equal(again.nvalues, first.nvalues);
     assert_memory_equal(again.values, first.values,
@@ -283,9 +288,17 @@ static void
 every_epoch_reopens_the_streams(void **state)
 {
   (void)state;
-  epochs(1, 2);
-  epochs(0, 2);
-  epochs(0, 0);
+  epochs(1, 2, 0);
+  epochs(0, 2, 0);
+  epochs(0, 0, 0);
+}
+
+static void
+an_epoch_repeated_by_set_epoch_reopens_the_streams(void **state)
+{
+  (void)state;
+  epochs(1, 2, 1);
+  epochs(0, 0, 1);
 }
 
 /* A failing next is that batch's error; a failing open ends that stream. */
@@ -495,6 +508,7 @@ main(void)
       cmocka_unit_test(each_worker_sends_its_own_short_final_batch),
       cmocka_unit_test(drop_last_drops_each_worker_short_batch),
       cmocka_unit_test(every_epoch_reopens_the_streams),
+      cmocka_unit_test(an_epoch_repeated_by_set_epoch_reopens_the_streams),
       cmocka_unit_test(errors_arrive_in_place_and_the_epoch_goes_on),
       cmocka_unit_test_teardown(
           fd_limit_loses_only_what_it_says_and_the_stream_goes_on,

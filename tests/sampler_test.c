@@ -1,7 +1,11 @@
 /*
  * The sampler (lib/sampler.c): the order each epoch visits, how shuffling
  * depends on (seed, epoch) and nothing else, how the order is cut into
- * batches, and a crude check that the shuffle is not biased.
+ * batches, and a crude check that the shuffle is not biased.  Then a
+ * sampler of the caller's through real loaders: PyTorch's
+ * WeightedRandomSampler (with replacement) delivers its frequencies, bad
+ * orders are refused naming the position, and fl_loader_set_epoch repeats
+ * an epoch exactly.
  */
 #include "config.h"
 
@@ -10,6 +14,8 @@
 #include <setjmp.h>
 #include <stdint.h>
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,12 +35,12 @@ make(size_t n, int shuffle, uint64_t seed)
 }
 
 static size_t *
-order_of(const fl__sampler *s, uint64_t epoch)
+order_of(fl__sampler *s, uint64_t epoch)
 {
   size_t *o = malloc((s->n ? s->n : 1) * sizeof(*o));
 
   assert_non_null(o);
-  fl__sampler_order(s, epoch, o);
+  fl__sampler_order(s, epoch, o, NULL, 0);
   return o;
 }
 
@@ -140,7 +146,7 @@ shuffle_of_two_gives_both_orders_over_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 64; e++) {
-    fl__sampler_order(&s, e, o);
+    fl__sampler_order(&s, e, o, NULL, 0);
     assert_permutation(o, 2);
     swapped += o[0] == 1;
   }
@@ -318,7 +324,7 @@ shuffle_is_roughly_uniform_over_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 2000; e++) {
-    fl__sampler_order(&s, e, o);
+    fl__sampler_order(&s, e, o, NULL, 0);
     assert_permutation(o, 4);
     first[o[0]]++;
     last[o[3]]++;
@@ -345,7 +351,7 @@ shuffle_position_matrix_is_uniform_over_20000_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 20000; e++) {
-    fl__sampler_order(&s, e, o);
+    fl__sampler_order(&s, e, o, NULL, 0);
     for (p = 0; p < 4; p++)
       m[o[p]][p]++;
   }
@@ -375,6 +381,275 @@ mix64_is_splitmix_finaliser_without_collisions(void **state)
   free(v);
 }
 
+/* --- a sampler of the caller's, through loaders ---------------------- */
+
+/*
+ * PyTorch's WeightedRandomSampler(weights, num_samples, replacement=True):
+ * num_samples independent draws, index i with probability w[i] / sum(w),
+ * here from a splitmix64 stream seeded by the epoch alone.
+ */
+struct weighted {
+  const double *w;
+  size_t n;
+  size_t calls;
+};
+
+static double
+unit(uint64_t *state)
+{
+  return (double)(fl__mix64((*state)++) >> 11) * 0x1p-53;
+}
+
+static size_t
+weighted_sampler(void *ctx, uint64_t epoch, size_t *order, size_t cap)
+{
+  struct weighted *ws = ctx;
+  uint64_t state = epoch * 0x9e3779b97f4a7c15ull + 1;
+  double total = 0, u;
+  size_t i, k;
+
+  ws->calls++;
+  for (k = 0; k < ws->n; k++)
+    total += ws->w[k];
+  for (i = 0; i < cap; i++) {
+    u = unit(&state) * total;
+    for (k = 0; k + 1 < ws->n && u >= ws->w[k]; k++)
+      u -= ws->w[k];
+    order[i] = k;
+  }
+  return cap;
+}
+
+/* One epoch's indices, in the order handed out. */
+static size_t
+epoch_indices(fl_loader *l, size_t *out, size_t cap)
+{
+  fl_batch *b;
+  size_t i, n = 0;
+  int rc;
+
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    for (i = 0; i < fl_batch_count(b); i++) {
+      assert_true(n < cap);
+      assert_true(flt_sample_ok((const char *)fl_batch_data(b) + i * 16, 16,
+                                fl_batch_indices(b)[i]));
+      out[n++] = fl_batch_indices(b)[i];
+    }
+    fl_batch_release(b);
+  }
+  assert_int_equal(rc, 0);
+  return n;
+}
+
+static void
+weighted_sampler_with_replacement_delivers_its_frequencies(void **state)
+{
+  static const double w[5] = {1, 2, 3, 4, 10};
+  enum { LEN = 2000, EPOCHS = 10 };
+  struct weighted ws = {w, 5, 0};
+  size_t *got = malloc(LEN * sizeof(*got)), *want = malloc(LEN * sizeof(*want));
+  double counts[5] = {0}, chi2 = 0, expect;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+  size_t e, i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 5, 16);
+  fl_options_init(&opt);
+  opt.batch_size = 64;
+  opt.num_workers = 2;
+  opt.sampler = weighted_sampler;
+  opt.sampler_ctx = &ws;
+  opt.sampler_len = LEN;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_len(l), (LEN + 63) / 64);
+  for (e = 0; e < EPOCHS; e++) {
+    assert_int_equal(epoch_indices(l, got, LEN), LEN);
+    /* Exactly the sampler's order, as it wrote it for this epoch. */
+    assert_int_equal(weighted_sampler(&ws, e, want, LEN), LEN);
+    assert_memory_equal(got, want, LEN * sizeof(*got));
+    for (i = 0; i < LEN; i++)
+      counts[got[i]]++;
+  }
+  /* It ran in the parent, once per begin (and once per check here). */
+  assert_int_equal(ws.calls, 2 * EPOCHS);
+  for (i = 0; i < 5; i++) {
+    expect = (double)LEN * EPOCHS * w[i] / 20;
+    chi2 += (counts[i] - expect) * (counts[i] - expect) / expect;
+  }
+  /* 4 degrees of freedom: above 18.5 happens once in a thousand. */
+  if (chi2 > 18.5)
+    fail_msg("chi-square %.1f over counts %g %g %g %g %g", chi2, counts[0],
+             counts[1], counts[2], counts[3], counts[4]);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  free(got);
+  free(want);
+  flt_assert_clean(&base);
+}
+
+/* Writes cap indices i % 10, with one bad entry in odd epochs. */
+static size_t
+flawed_sampler(void *ctx, uint64_t epoch, size_t *order, size_t cap)
+{
+  size_t i;
+
+  (void)ctx;
+  for (i = 0; i < cap; i++)
+    order[i] = i % 10;
+  if (epoch % 2 == 1)
+    order[7] = 99;
+  /* Epoch 4 asks for more than there is room for; 6 returns fewer. */
+  return epoch == 4 ? cap + 1 : epoch == 6 ? cap / 2 : cap;
+}
+
+static void
+sampler_index_out_of_range_is_refused_naming_its_position(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t got[40];
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 10, 16);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 2;
+  opt.persistent_workers = 1;
+  opt.sampler = flawed_sampler;
+  opt.sampler_len = 40;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_set_epoch(l, 1), 0);
+  assert_int_equal(fl_loader_begin(l), FL_EINVAL);
+  assert_string_equal(fl_loader_error(l),
+                      "sampler: order[7] is 99 in epoch 1, out of range for "
+                      "a dataset of 10");
+  assert_int_equal(fl_loader_next(l, &b), FL_ESTATE);
+  /* Not final: another epoch goes. */
+  assert_int_equal(fl_loader_set_epoch(l, 2), 0);
+  assert_int_equal(epoch_indices(l, got, 40), 40);
+  assert_int_equal(fl_loader_set_epoch(l, 4), 0);
+  assert_int_equal(fl_loader_begin(l), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(l), "sampler returned 41 for "
+                                             "epoch 4, more than "
+                                             "sampler_len 40"));
+  /* A shorter order makes a shorter epoch. */
+  assert_int_equal(fl_loader_set_epoch(l, 6), 0);
+  assert_int_equal(epoch_indices(l, got, 40), 20);
+  assert_int_equal(fl_loader_len(l), 5);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+sampler_is_refused_with_shuffle_indices_or_without_a_length(void **state)
+{
+  static const size_t idx[2] = {0, 1};
+  fl_iterable it = {0};
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+
+  (void)state;
+  flt_data_init(&d, &ds, 10, 16);
+  fl_options_init(&opt);
+  opt.sampler = flawed_sampler;
+  opt.sampler_len = 10;
+  opt.shuffle = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_EINVAL);
+  assert_string_equal(fl_loader_error(NULL), "sampler and shuffle are both "
+                                             "set: the sampler gives the "
+                                             "whole order");
+  opt.shuffle = 0;
+  opt.indices = idx;
+  opt.indices_len = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "sampler and indices"));
+  opt.indices = NULL;
+  opt.indices_len = 0;
+  opt.sampler_len = 0;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "sampler_len is 0"));
+  opt.sampler_len = 10;
+  it.sample_bytes = 8;
+  it.next = (int (*)(void *, void *, size_t *))1;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "iterable"));
+  opt.sampler = NULL;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "sampler is NULL"));
+  flt_data_free(&d);
+}
+
+/*
+ * Epochs 0, 1, 2 shuffled; then epoch 1 again, cut short after a batch
+ * with others still being filled, and begun once more: it gives epoch 1
+ * from its first batch, and then epoch 2 follows as before.
+ */
+static void
+set_epoch_repeats_an_epoch_exactly_even_one_cut_short(void **state)
+{
+  enum { LEN = 300 };
+  size_t *seq[3], *again = malloc(LEN * sizeof(size_t));
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  int e, persistent;
+
+  (void)state;
+  for (persistent = 0; persistent <= 1; persistent++) {
+    flt_baseline_take(&base);
+    flt_data_init(&d, &ds, LEN, 16);
+    d.slow_index = -1;
+    fl_options_init(&opt);
+    opt.batch_size = 8;
+    opt.shuffle = 1;
+    opt.seed = 11;
+    opt.num_workers = 2;
+    opt.prefetch_factor = 4;
+    opt.persistent_workers = persistent;
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    for (e = 0; e < 3; e++) {
+      seq[e] = malloc(LEN * sizeof(size_t));
+      assert_int_equal(epoch_indices(l, seq[e], LEN), LEN);
+    }
+    assert_memory_not_equal(seq[0], seq[1], LEN * sizeof(size_t));
+    /* Epoch 1 again, cut short in its middle, then from the top. */
+    assert_int_equal(fl_loader_set_epoch(l, 1), 0);
+    assert_int_equal(fl_loader_begin(l), 0);
+    assert_int_equal(fl_loader_next(l, &b), 1);
+    fl_batch_release(b);
+    assert_int_equal(fl_loader_set_epoch(l, 1), 0);
+    assert_int_equal(epoch_indices(l, again, LEN), LEN);
+    assert_memory_equal(again, seq[1], LEN * sizeof(size_t));
+    /* Then on to epoch 2, as if nothing had been repeated. */
+    assert_int_equal(epoch_indices(l, again, LEN), LEN);
+    assert_memory_equal(again, seq[2], LEN * sizeof(size_t));
+    for (e = 0; e < 3; e++)
+      free(seq[e]);
+    fl_loader_destroy(l);
+    flt_data_free(&d);
+    flt_assert_clean(&base);
+  }
+  assert_int_equal(fl_loader_set_epoch(NULL, 1), FL_EINVAL);
+  free(again);
+}
+
 int
 main(void)
 {
@@ -394,7 +669,16 @@ main(void)
       cmocka_unit_test(shuffle_is_roughly_uniform_over_epochs),
       cmocka_unit_test(shuffle_position_matrix_is_uniform_over_20000_epochs),
       cmocka_unit_test(mix64_is_splitmix_finaliser_without_collisions),
+      cmocka_unit_test(
+          weighted_sampler_with_replacement_delivers_its_frequencies),
+      cmocka_unit_test(
+          sampler_index_out_of_range_is_refused_naming_its_position),
+      cmocka_unit_test(
+          sampler_is_refused_with_shuffle_indices_or_without_a_length),
+      cmocka_unit_test(
+          set_epoch_repeats_an_epoch_exactly_even_one_cut_short),
   };
 
+  flt_warm_up();
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -118,7 +118,7 @@ make_reply(uint64_t seq)
   r.version = FL__PROTOCOL_VERSION;
   r.type = FL__REPLY_BATCH;
   r.worker = 3;
-  r.epoch = 2;
+  r.run = 2;
   r.seq = seq;
   r.slot = 5;
   r.count = 17;

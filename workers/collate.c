@@ -84,24 +84,24 @@ fl__stream_close(const fl_loader *l, struct fl__stream *st)
  * Fill an iterable dataset's batch (in a worker, or in the caller with
  * num_workers 0); *count samples went in, *end says the stream had none
  * left to give, or only a short batch that drop_last drops: no batch.  The
- * stream is opened anew at each epoch's first batch, so persistent workers
- * start every epoch from the top.
+ * stream is opened anew at the first batch of each fl_loader_begin (run),
+ * so persistent workers start every epoch from the top.
  */
 int
 fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
-                unsigned worker, uint64_t epoch, uint64_t seq, size_t *count,
-                int *end, char *err, size_t errlen)
+                unsigned worker, uint64_t run, uint64_t epoch, uint64_t seq,
+                size_t *count, int *end, char *err, size_t errlen)
 {
   int rc, over;
 
   *count = 0;
   *end = 0;
-  if (st->epoch != epoch) {
+  if (st->run != run) {
     fl__stream_close(l, st);
     fl__worker_error_clear();
     rc = l->it.open != NULL ? l->it.open(l->it.ctx, fl_get_worker_info())
                             : 0;
-    st->epoch = epoch;
+    st->run = run;
     st->opened = rc == 0;
     st->over = rc != 0;
     st->pos = 0;

@@ -145,7 +145,8 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
     return FL_EPROTO;
   }
   if (l->iterable)
-    return fl__stream_fill(l, st, *base, w, t->epoch, t->seq, count, end,
+    return fl__stream_fill(l, st, *base, w, t->run, t->epoch, t->seq, count,
+                           end,
                            err, errlen);
   *count = t->count;
   return fl__fill(l, *base, w, t->epoch, t->seq, t->offset, t->count, err,

@@ -19,7 +19,7 @@ fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
   r.version = FL__PROTOCOL_VERSION;
   r.type = FL__REPLY_BATCH;
   r.worker = worker;
-  r.epoch = t->epoch;
+  r.run = t->run;
   r.seq = t->seq;
   r.slot = t->slot;
   r.count = (uint32_t)count;
