@@ -123,15 +123,21 @@ main(void)
 
     if ((r = fl_loader_begin(l)) < 0)
       goto fail;
-    while ((r = fl_loader_next(l, &b)) == 1) {
-      size_t n = fl_batch_count(b);
+    while ((r = fl_loader_next(l, &b)) != 0) {
+      size_t n;
 
+      if (r < 0 && fl_error_is_final(r))
+        goto fail;
+      if (r < 0) {
+        /* One batch failed (a bad sample): train on the others. */
+        fprintf(stderr, "train_min: skipped: %s\n", fl_loader_error(l));
+        continue;
+      }
+      n = fl_batch_count(b);
       loss += sgd_step(w, fl_batch_data(b), n);
       seen += n;
       fl_batch_release(b);
     }
-    if (r < 0)
-      goto fail;
     printf("epoch %d: loss %.6g over %zu samples\n", epoch,
            seen ? loss / (double)seen : 0.0, seen);
   }

@@ -1,5 +1,6 @@
 /*
- * Error codes: fl_strerror and fl_err_name, both from FL_ERRNO_MAP.
+ * Error codes: fl_strerror and fl_err_name, both from FL_ERRNO_MAP, and
+ * which of them leave a loader able to go on.
  */
 #include "config.h"
 
@@ -23,6 +24,25 @@ fl_strerror(int code)
   if (code < 0 && code > -4000)
     return strerror(-code);
   return "unknown error";
+}
+
+int
+fl_error_is_final(int code)
+{
+  switch (code) {
+  case 0:
+  case FL_EDATASET:  /* that batch only */
+  case FL_ETIMEDOUT: /* the batch is still awaited */
+  case FL_EMFILE:    /* the batch is kept and fetched again */
+  case FL_ENFILE:
+  case FL_ENOSPC:
+  case FL_ENOMEM:    /* pin_memory: the batch comes next, unpinned */
+  case FL_EPERM:
+  case FL_EAGAIN:    /* fl_loader_begin may be tried again */
+    return 0;
+  default:
+    return code < 0;
+  }
 }
 
 const char *

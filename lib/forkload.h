@@ -57,7 +57,8 @@ extern "C" {
   XX(EPROTO, -EPROTO, "malformed message between parent and worker")        \
   XX(EDATASET, -4001, "the dataset failed to produce a sample")               \
   XX(EWORKER, -4002, "a worker process died")                                 \
-  XX(ESTATE, -4003, "call not allowed in the loader's current state")
+  XX(ESTATE, -4003, "call not allowed in the loader's current state")       \
+  XX(EFATAL, -4004, "the loader failed and can only be destroyed")
 
 typedef enum {
 #define FL__ERR_ENUM(name, value, text) FL_##name = (value),
@@ -276,6 +277,12 @@ FL_EXTERN int fl_shm_sweep(int dry_run, fl_sweep_cb cb, void *arg);
 
 FL_EXTERN const char *fl_strerror(int code);
 FL_EXTERN const char *fl_err_name(int code);
+/* 1 when, after a call returned code, the loader can hand out no more
+   batches (a dead worker, a protocol error, FL_EFATAL, a misuse): destroy
+   it.  0 when the error concerned one batch or one call (a dataset error,
+   a timeout, a batch kept at the fd or shm limit, an unpinned segment):
+   call fl_loader_next again for the next batch. */
+FL_EXTERN int fl_error_is_final(int code);
 
 #ifdef __cplusplus
 }

@@ -50,7 +50,12 @@ fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)
   return code;
 }
 
-/* An error the loader cannot recover from: every later call returns it. */
+/*
+ * An error the loader cannot recover from: every later call returns it.
+ * A code that elsewhere means "go on" (ENOMEM, say) becomes FL_EFATAL, so
+ * that fl_error_is_final never tells a caller to retry a dead loader; the
+ * sentence keeps the cause.
+ */
 int
 fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
 {
@@ -58,6 +63,8 @@ fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
 
   if (l->fatal)
     return l->fatal;
+  if (!fl_error_is_final(code))
+    code = FL_EFATAL;
   va_start(ap, fmt);
   vset_error(l, code, fmt, ap);
   va_end(ap);

@@ -1,8 +1,9 @@
 /*
  * Error reporting and argument checking: the FL_ERRNO_MAP table behind
- * fl_strerror and fl_err_name, the defaults of fl_options_init, and how
- * fl_loader_create and the other entry points reject bad input (a code, a
- * message naming the field, nothing left behind).
+ * fl_strerror and fl_err_name, which codes are final (fl_error_is_final),
+ * the defaults of fl_options_init, and how fl_loader_create and the other
+ * entry points reject bad input (a code, a message naming the field,
+ * nothing left behind).
  */
 #include "config.h"
 
@@ -14,6 +15,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -136,7 +139,7 @@ unknown_negative_errno_gives_libc_text(void **state)
 static void
 unknown_code_gives_unknown_error(void **state)
 {
-  static const int codes[] = {-99999, 12345, 1, -4000, -4004};
+  static const int codes[] = {-99999, 12345, 1, -4000, -4005};
   size_t i;
 
   (void)state;
@@ -551,6 +554,96 @@ worker_info_is_null_in_main_process(void **state)
   assert_null(fl_get_worker_info());
 }
 
+static void
+error_is_final_for_what_ends_a_loader_and_not_for_one_batch(void **state)
+{
+  static const int go_on[] = {0, 1, FL_EDATASET, FL_ETIMEDOUT, FL_EMFILE,
+                              FL_ENFILE, FL_ENOSPC, FL_ENOMEM, FL_EPERM,
+                              FL_EAGAIN};
+  static const int final[] = {FL_EWORKER, FL_EPROTO, FL_EFATAL, FL_ESTATE,
+                              FL_EINVAL, -EBADF, -4999};
+  size_t i;
+
+  (void)state;
+  for (i = 0; i < sizeof(go_on) / sizeof(go_on[0]); i++)
+    assert_int_equal(fl_error_is_final(go_on[i]), 0);
+  for (i = 0; i < sizeof(final) / sizeof(final[0]); i++)
+    assert_int_equal(fl_error_is_final(final[i]), 1);
+}
+
+/*
+ * A loader that fails for good with a code that elsewhere means "go on"
+ * (out of memory for a segment record, say) reports FL_EFATAL, with the
+ * cause in its sentence, so that no caller retries a dead loader forever.
+ */
+static void
+a_loader_failure_never_carries_a_code_that_means_go_on(void **state)
+{
+  fl_loader *l = calloc(1, sizeof(*l));
+
+  (void)state;
+  assert_non_null(l);
+  assert_int_equal(fl__loader_fail(l, FL_ENOMEM, "out of memory for a new "
+                                                 "segment record"),
+                   FL_EFATAL);
+  assert_int_equal(l->fatal, FL_EFATAL);
+  assert_string_equal(l->err, "out of memory for a new segment record");
+  /* The first failure sticks. */
+  assert_int_equal(fl__loader_fail(l, FL_EWORKER, "later"), FL_EFATAL);
+  l->fatal = 0;
+  assert_int_equal(fl__loader_fail(l, FL_EWORKER, "a worker died"),
+                   FL_EWORKER);
+  free(l);
+}
+
+/* The loop of the README: a bad sample skips its batch, a death ends it. */
+static void
+dataset_error_is_not_final_and_a_dead_worker_is(void **state)
+{
+  flt_baseline base;
+  fl_loader *l;
+  fl_batch *b;
+  fl_dataset ds;
+  fl_options opt;
+  flt_data d;
+  size_t samples = 0, errors = 0;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  setup_valid(&d, &ds, &opt);
+  d.fail_index = 5;
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    if (rc < 0) {
+      assert_int_equal(rc, FL_EDATASET);
+      assert_false(fl_error_is_final(rc));
+      errors++;
+      continue;
+    }
+    samples += fl_batch_count(b);
+    fl_batch_release(b);
+  }
+  assert_int_equal(errors, 1);
+  assert_int_equal(samples, ds.len - opt.batch_size);
+  fl_loader_destroy(l);
+  d.fail_index = -1;
+  d.kill_index = 3;
+  d.kill_signal = SIGKILL;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) > 0)
+    fl_batch_release(b);
+  assert_int_equal(rc, FL_EWORKER);
+  assert_true(fl_error_is_final(rc));
+  assert_int_equal(fl_loader_next(l, &b), FL_EWORKER);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
 int
 main(void)
 {
@@ -580,6 +673,11 @@ main(void)
       cmocka_unit_test(null_loader_calls_are_einval_or_noops),
       cmocka_unit_test(stats_with_null_out_is_einval),
       cmocka_unit_test(worker_info_is_null_in_main_process),
+      cmocka_unit_test(
+          error_is_final_for_what_ends_a_loader_and_not_for_one_batch),
+      cmocka_unit_test(
+          a_loader_failure_never_carries_a_code_that_means_go_on),
+      cmocka_unit_test(dataset_error_is_not_final_and_a_dead_worker_is),
   };
 
   flt_warm_up();
