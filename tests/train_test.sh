@@ -1,10 +1,11 @@
 #!/bin/sh
-# TAP test of examples/train_linear, the classifier trained on a .npy file
-# read through forkload: on a small dataset, shared through /dev/shm by
-# name, it exits 0, prints one loss line per epoch with a falling loss,
-# the waiting time and the line stating the final loss is below its bound;
-# it leaves no /dev/shm name of its pid and removes its temporary file.
-# A second run, given a path, keeps the file, a valid .npy header.
+# TAP test of examples/train_linear, the classifier trained on X.npy and
+# y.npy read through forkload as two fields: on a small dataset, shared
+# through /dev/shm by name, it exits 0, prints one loss line per epoch with
+# a falling loss, the waiting time and the line stating the final loss is
+# below its bound; it leaves no /dev/shm name of its pid and removes its
+# temporary files.  A second run, given a directory, keeps both files,
+# with valid .npy headers.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
@@ -76,16 +77,21 @@ report "no /dev/shm name of its pid $pid is left" $? "left behind: $left"
 [ -z "$(ls -A "$tmp/t")" ]
 report "its temporary directory under TMPDIR is removed" $?
 
-# Given a path, the file stays: magic, version 1.0, the dict, aligned data.
-$limit "$bin" -n 100 "$tmp/data.npy" >"$tmp/out" 2>"$tmp/err"
+# Given a directory, the files stay: magic, version 1.0, the dict, aligned
+# data.  0x76: the 118 bytes of the dict that take the data to byte 128.
+$limit "$bin" -n 100 "$tmp/data" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-# 0x76: the 118 bytes of the dict that take the data to byte 128.
-[ "$rc" -le 1 ] && [ -f "$tmp/data.npy" ] &&
-  [ "$(head -c 10 "$tmp/data.npy" | od -An -tx1 | tr -d ' \n')" = \
+x=$tmp/data/X.npy y=$tmp/data/y.npy
+[ "$rc" -le 1 ] && [ -f "$x" ] && [ -f "$y" ] &&
+  [ "$(head -c 10 "$x" | od -An -tx1 | tr -d ' \n')" = \
     934e554d505901007600 ] &&
-  head -c 128 "$tmp/data.npy" | grep -aq \
-    "{'descr': '<f4', 'fortran_order': False, 'shape': (100, 17), }  *\$" &&
-  [ "$(wc -c <"$tmp/data.npy")" = $((128 + 100 * 17 * 4)) ]
-report "given a path, it keeps a .npy file of shape (100, 17) there" $?
+  head -c 128 "$x" | grep -aq \
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (100, 16), }  *\$" &&
+  [ "$(wc -c <"$x")" = $((128 + 100 * 16 * 4)) ] &&
+  head -c 128 "$y" | grep -aq \
+    "{'descr': '<i8', 'fortran_order': False, 'shape': (100,), }  *\$" &&
+  [ "$(wc -c <"$y")" = $((128 + 100 * 8)) ]
+report "given a directory, it keeps X.npy (100, 16) and y.npy (100,) there" \
+  $?
 
 exit $failed
