@@ -169,6 +169,15 @@ typedef struct fl_stats {
 FL_EXTERN unsigned fl_version(void);
 FL_EXTERN const char *fl_version_string(void);
 
+/*
+ * Threads: one loader is used by one thread at a time.  Every call that
+ * takes the loader, and fl_batch_release of its batches, counts as using
+ * it; such calls must not overlap.  The other fl_batch_* functions only
+ * read their batch and may be called from any thread while it is held.
+ * Different loaders may be used by different threads at once, and the
+ * functions that take no loader may be called from any thread.
+ */
+
 /* The defaults, in the caller's struct of `size` bytes. */
 FL_EXTERN void fl_options_init_sized(fl_options *opt, size_t size);
 #define fl_options_init(opt) fl_options_init_sized((opt), sizeof(fl_options))
@@ -212,8 +221,8 @@ FL_EXTERN int fl_loader_stats_sized(const fl_loader *l, fl_stats *out,
                                     size_t size);
 #define fl_loader_stats(l, out)                                              \
   fl_loader_stats_sized((l), (out), sizeof(fl_stats))
-/* Stops and reaps the workers and frees every segment, held batches too.
-   NULL is a no-op. */
+/* Stops and reaps the workers and frees every segment, held batches too:
+   none may be used or released afterwards.  NULL is a no-op. */
 FL_EXTERN void fl_loader_destroy(fl_loader *l);
 
 /* Sample i of a batch is at data + i * sample_bytes (field 0 when the
@@ -231,7 +240,8 @@ FL_EXTERN const size_t *fl_batch_indices(const fl_batch *b);
 FL_EXTERN const size_t *fl_batch_sizes(const fl_batch *b);
 FL_EXTERN uint64_t fl_batch_seq(const fl_batch *b); /* from 0 each epoch */
 FL_EXTERN unsigned fl_batch_worker(const fl_batch *b);
-FL_EXTERN void fl_batch_release(fl_batch *b); /* once; NULL is a no-op */
+/* At most once, and not after fl_loader_destroy; NULL is a no-op. */
+FL_EXTERN void fl_batch_release(fl_batch *b);
 
 
 FL_EXTERN const fl_worker_info *fl_get_worker_info(void);

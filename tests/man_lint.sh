@@ -3,11 +3,18 @@
 #   1-2  mandoc -Tlint -W warning finds nothing in forkload.1 and forkload.3;
 #   3    every long option of the CLI (the getopt_long tables in
 #        examples/*.c) appears in the rendered forkload.1;
-#   4    every FL_EXTERN function of lib/forkload.h appears in forkload.3
-#        as .Fn, .Fo or .Nm.
+#   4    every public name of lib/forkload.h (tools/man-links.sh: its
+#        functions, function-like macros and types) is in forkload.3's
+#        NAME (.Nm) or, for a type, in a .Vt line;
+#   5    every .Xr names a page that exists: forkload(1), forkload(3), or
+#        one of the system's pages (where the system has its section);
+#   6    installed with `make install-data` into a scratch directory, each
+#        public name is a page of its own that is forkload.3 (man -w),
+#        where man-db's man(1) is there.
 # Exits 77 (skip) when mandoc is not installed.
 
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_builddir=${top_builddir:-$top_srcdir}
 man1=$top_srcdir/man/forkload.1
 man3=$top_srcdir/man/forkload.3
 header=$top_srcdir/lib/forkload.h
@@ -19,7 +26,7 @@ fi
 
 . "$top_srcdir/tests/tap.sh"
 
-echo "1..4"
+echo "1..6"
 
 for page in "$man1" "$man3"; do
   name=$(basename "$page")
@@ -58,20 +65,66 @@ else
   diag "missing:${missing:- (forkload.1 did not render, or no getopt_long table in examples/*.c)}"
 fi
 
-# Case 4: the public functions.
-functions=$(sed -n \
-  's/^FL_EXTERN[^(]*[^A-Za-z0-9_]\([A-Za-z_][A-Za-z0-9_]*\)(.*/\1/p' \
-  "$header" 2>/dev/null)
+# Case 4: the public names, as `make install` links them.
+names=$(sh "$top_srcdir/tools/man-links.sh" "$header" 2>/dev/null)
 missing=
-for f in $functions; do
-  grep -Eq "^\.(Fn|Fo|Nm) $f( |\$)" "$man3" 2>/dev/null ||
-    missing="$missing $f"
+for name in $names; do
+  grep -Eq "^\.Nm $name( |\$)" "$man3" ||
+    grep -Eq "^\.Vt .*[^A-Za-z0-9_]\(?\*?$name\)?[ (;]" "$man3" ||
+    missing="$missing $name"
 done
-if [ -n "$functions" ] && [ -z "$missing" ]; then
-  ok "forkload.3 documents every FL_EXTERN function"
+if [ -n "$names" ] && [ -z "$missing" ]; then
+  ok "forkload.3 names every public function, macro and type"
 else
-  not_ok "forkload.3 documents every FL_EXTERN function"
-  diag "missing:${missing:- (no FL_EXTERN function found in $header)}"
+  not_ok "forkload.3 names every public function, macro and type"
+  diag "missing:${missing:- (no public name found in $header)}"
+fi
+
+# Case 5: no reference to a page that does not exist.
+bad=
+for page in "$man1" "$man3"; do
+  refs=$(sed -n 's/^\.Xr \([A-Za-z0-9_.-]*\) \([1-9]\).*/\1.\2/p' "$page")
+  for r in $refs; do
+    name=${r%.*} sec=${r##*.}
+    case $name.$sec in
+    forkload.1 | forkload.3) continue ;;
+    esac
+    [ -d "/usr/share/man/man$sec" ] || continue
+    ls "/usr/share/man/man$sec/$name.$sec"* >/dev/null 2>&1 ||
+      bad="$bad $(basename "$page"):$name($sec)"
+  done
+done
+if [ -z "$bad" ]; then
+  ok "every .Xr names a page that exists"
+else
+  not_ok "every .Xr names a page that exists"
+  diag "no such page:$bad"
+fi
+
+# Case 6: `man NAME` opens forkload.3, as installed.
+if ! command -v man >/dev/null 2>&1 || [ ! -f "$top_builddir/Makefile" ]; then
+  skip "man NAME opens forkload(3)" "no man(1), or no Makefile"
+else
+  dest=$(mktemp -d "${TMPDIR:-/tmp}/forkload-man.XXXXXX")
+  mandir=$dest/man
+  wrong=
+  if make -C "$top_builddir" install-data DESTDIR="$dest" \
+    mandir=/man >"$dest/log" 2>&1; then
+    for n3 in $names; do
+      got=$(man -M "$mandir" -w "$n3" 2>/dev/null)
+      [ -n "$got" ] && [ "$(readlink -f "$got")" = \
+        "$(readlink -f "$mandir/man3/forkload.3")" ] || wrong="$wrong $n3"
+    done
+  else
+    wrong="(make install-data failed: $(tail -3 "$dest/log"))"
+  fi
+  rm -rf "$dest"
+  if [ -n "$names" ] && [ -z "$wrong" ]; then
+    ok "man NAME opens forkload(3) for each public name, as installed"
+  else
+    not_ok "man NAME opens forkload(3) for each public name, as installed"
+    diag "not so:$wrong"
+  fi
 fi
 
 exit $failed
