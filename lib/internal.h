@@ -330,6 +330,9 @@ extern const char *fl__limits_root;
 void fl__room_memory(fl__room *r);
 void fl__room_file_size(fl__room *r);
 void fl__room_dev_shm(fl__room *r);
+/* Before a segment is made anew, in a worker or in the caller: 0, or
+   FL_ENOMEM with err saying why, when memory has no room for it now. */
+int fl__room_for_segment(size_t size, char *err, size_t errlen);
 
 /* admit.c: what a loader will reserve, made and checked before it does. */
 typedef struct fl__plan {

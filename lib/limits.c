@@ -4,10 +4,13 @@
  * cgroup above this process, v1 or v2), the largest file it may make
  * (RLIMIT_FSIZE: memfd and shm segments are files), and the free space of
  * /dev/shm.  Each reading says where it came from, for the messages.
+ * Workers read memory too, before each segment they make anew, so files
+ * are read with read(2) alone.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -39,23 +43,104 @@ room_set(fl__room *r, uint64_t bytes, const char *fmt, ...)
   va_end(ap);
 }
 
-/* The first number in file dir/name, or -1 (absent, "max", unreadable). */
+/*
+ * Lines of a file, read with read(2): no stdio and no malloc, so that a
+ * worker forked from a threaded host can read them too.
+ */
+struct lines {
+  int fd;
+  size_t len, pos;
+  char buf[4096];
+};
+
+static int
+lines_open(struct lines *lr, const char *path)
+{
+  do
+    lr->fd = open(path, O_RDONLY | O_CLOEXEC);
+  while (lr->fd < 0 && errno == EINTR);
+  lr->len = lr->pos = 0;
+  return lr->fd < 0 ? -1 : 0;
+}
+
+/* The next line, without its newline, cut to len - 1 bytes: 1, or 0 at
+   the end of the file. */
+static int
+lines_next(struct lines *lr, char *line, size_t len)
+{
+  size_t n = 0;
+  ssize_t got;
+  char c;
+
+  for (;;) {
+    if (lr->pos == lr->len) {
+      do
+        got = read(lr->fd, lr->buf, sizeof(lr->buf));
+      while (got < 0 && errno == EINTR);
+      if (got <= 0) {
+        line[n] = '\0';
+        return n > 0;
+      }
+      lr->len = (size_t)got;
+      lr->pos = 0;
+    }
+    c = lr->buf[lr->pos++];
+    if (c == '\n')
+      break;
+    if (n + 1 < len)
+      line[n++] = c;
+  }
+  line[n] = '\0';
+  return 1;
+}
+
+/* The first line of file dir/name, or -1. */
+static int
+first_line(const char *dir, const char *name, char *line, size_t len)
+{
+  char full[PATH_MAX];
+  struct lines lr;
+  int got;
+
+  if (snprintf(full, sizeof(full), "%s/%s", dir, name) >= (int)sizeof(full) ||
+      lines_open(&lr, full) != 0)
+    return -1;
+  got = lines_next(&lr, line, len);
+  fl__close(lr.fd);
+  return got ? 0 : -1;
+}
+
+/* The number file dir/name holds, or -1 (absent, "max", unreadable). */
 static int
 read_number(const char *dir, const char *name, uint64_t *out)
 {
-  char full[PATH_MAX];
-  unsigned long long v;
-  FILE *f;
-  int rc;
+  char line[64], *end;
 
-  if (snprintf(full, sizeof(full), "%s/%s", dir, name) >= (int)sizeof(full))
+  if (first_line(dir, name, line, sizeof(line)) != 0 || line[0] < '0' ||
+      line[0] > '9')
     return -1;
-  f = fopen(full, "re");
-  if (f == NULL)
+  *out = strtoull(line, &end, 10);
+  return 0;
+}
+
+/* The value of `key` in a file of "key value" lines. */
+static int
+read_key(const char *path, const char *key, uint64_t *out)
+{
+  char line[256];
+  size_t n = strlen(key);
+  struct lines lr;
+  int rc = -1;
+
+  if (lines_open(&lr, path) != 0)
     return -1;
-  rc = fscanf(f, "%llu", &v) == 1 ? 0 : -1;
-  fclose(f);
-  *out = v;
+  while (rc != 0 && lines_next(&lr, line, sizeof(line))) {
+    if (strncmp(line, key, n) == 0 && (line[n] == ' ' || line[n] == ':')) {
+      *out = strtoull(line + n + 1 + strspn(line + n + 1, " "), NULL, 10);
+      rc = 0;
+    }
+  }
+  fl__close(lr.fd);
   return rc;
 }
 
@@ -63,50 +148,26 @@ read_number(const char *dir, const char *name, uint64_t *out)
 static int
 read_stat(const char *dir, const char *key, uint64_t *out)
 {
-  char full[PATH_MAX], name[64];
-  unsigned long long v;
-  FILE *f;
-  int rc = -1;
+  char full[PATH_MAX];
 
   if (snprintf(full, sizeof(full), "%s/memory.stat", dir) >=
       (int)sizeof(full))
     return -1;
-  f = fopen(full, "re");
-  if (f == NULL)
-    return -1;
-  while (fscanf(f, "%63s %llu", name, &v) == 2) {
-    if (strcmp(name, key) == 0) {
-      *out = v;
-      rc = 0;
-      break;
-    }
-  }
-  fclose(f);
-  return rc;
+  return read_key(full, key, out);
 }
 
 /* MemAvailable, in bytes, from /proc/meminfo. */
 static int
 mem_available(const char *root, uint64_t *out)
 {
-  char full[PATH_MAX], line[256];
-  unsigned long long kb;
-  FILE *f;
-  int rc = -1;
+  char full[PATH_MAX];
+  uint64_t kb;
 
   snprintf(full, sizeof(full), "%s/proc/meminfo", root);
-  f = fopen(full, "re");
-  if (f == NULL)
+  if (read_key(full, "MemAvailable", &kb) != 0)
     return -1;
-  while (fgets(line, sizeof(line), f) != NULL) {
-    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-      *out = (uint64_t)kb * 1024;
-      rc = 0;
-      break;
-    }
-  }
-  fclose(f);
-  return rc;
+  *out = kb * 1024;
+  return 0;
 }
 
 /* Whether comma-separated list holds word. */
@@ -132,15 +193,13 @@ static int
 cgroup_path(const char *root, int v2, char *path, size_t len)
 {
   char full[PATH_MAX], line[PATH_MAX + 64], *ctl, *p;
-  FILE *f;
+  struct lines lr;
   int rc = -1;
 
   snprintf(full, sizeof(full), "%s/proc/self/cgroup", root);
-  f = fopen(full, "re");
-  if (f == NULL)
+  if (lines_open(&lr, full) != 0)
     return -1;
-  while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
-    line[strcspn(line, "\n")] = '\0';
+  while (rc != 0 && lines_next(&lr, line, sizeof(line))) {
     ctl = strchr(line, ':');
     if (ctl == NULL)
       continue;
@@ -155,7 +214,7 @@ cgroup_path(const char *root, int v2, char *path, size_t len)
       rc = 0;
     }
   }
-  fclose(f);
+  fl__close(lr.fd);
   return rc;
 }
 
@@ -169,14 +228,13 @@ cgroup_mount(const char *root, int v2, char *top, char *mnt, size_t len)
 {
   char full[PATH_MAX], line[2 * PATH_MAX], r[PATH_MAX], m[PATH_MAX],
       type[64], opts[512], *dash;
-  FILE *f;
+  struct lines lr;
   int rc = -1;
 
   snprintf(full, sizeof(full), "%s/proc/self/mountinfo", root);
-  f = fopen(full, "re");
-  if (f == NULL)
+  if (lines_open(&lr, full) != 0)
     return -1;
-  while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
+  while (rc != 0 && lines_next(&lr, line, sizeof(line))) {
     dash = strstr(line, " - ");
     if (dash == NULL ||
         sscanf(line, "%*s %*s %*s %4095s %4095s", r, m) != 2 ||
@@ -189,7 +247,7 @@ cgroup_mount(const char *root, int v2, char *top, char *mnt, size_t len)
       rc = 0;
     }
   }
-  fclose(f);
+  fl__close(lr.fd);
   return rc;
 }
 
@@ -286,4 +344,17 @@ fl__room_dev_shm(fl__room *r)
     room_set(r, (uint64_t)vfs.f_bavail * vfs.f_frsize,
              "the free space of /dev/shm (%.1f MB in all)",
              (double)vfs.f_blocks * vfs.f_frsize / 1e6);
+}
+
+int
+fl__room_for_segment(size_t size, char *err, size_t errlen)
+{
+  fl__room r;
+
+  fl__room_memory(&r);
+  if (size <= r.bytes)
+    return 0;
+  snprintf(err, errlen, "a new %zu-byte segment does not fit in memory now: "
+           "%s is %llu bytes", size, r.source, (unsigned long long)r.bytes);
+  return FL_ENOMEM;
 }

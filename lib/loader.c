@@ -562,6 +562,7 @@ static int
 next_inline(fl_loader *l, fl_batch **out)
 {
   fl_batch *b = l->inline_free;
+  char why[FL__REPLY_MSG_MAX];
   size_t offset, count;
   double t0 = now();
   int rc, end = 0;
@@ -572,6 +573,15 @@ next_inline(fl_loader *l, fl_batch **out)
     rc = fl__slot_new(l, 0, &b);
     if (rc != 0)
       return fl__loader_set_error(l, rc, "out of memory for a batch");
+    rc = fl__room_for_segment(l->layout.size, why, sizeof(why));
+    if (rc != 0) {
+      fl__slot_drop(l, b);
+      return fl__loader_set_error(l, rc, "batch %llu: %s; this loader "
+                                  "holds %zu batches: release some and call "
+                                  "fl_loader_next again",
+                                  (unsigned long long)l->delivered, why,
+                                  l->stats.batches_held);
+    }
     rc = fl__segment_private(&b->seg, l->layout.size);
     if (rc != 0) {
       fl__slot_drop(l, b);

@@ -44,6 +44,54 @@ mem_total(void)
   return (uint64_t)kb * 1024;
 }
 
+/* --- the readings, from made-up trees ------------------------------- */
+
+static char tree[64];
+
+static void
+put(const char *path, const char *text)
+{
+  char full[512], *slash;
+  FILE *f;
+
+  snprintf(full, sizeof(full), "%s%s", tree, path);
+  for (slash = full + strlen(tree) + 1; (slash = strchr(slash, '/'));
+       slash++) {
+    *slash = '\0';
+    mkdir(full, 0755);
+    *slash = '/';
+  }
+  f = fopen(full, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int
+tree_setup(void **state)
+{
+  (void)state;
+  snprintf(tree, sizeof(tree), "/tmp/forkload-admit.XXXXXX");
+  if (mkdtemp(tree) == NULL)
+    return -1;
+  fl__limits_root = tree;
+  put("/proc/meminfo", "MemTotal:       24683656 kB\n"
+                       "MemFree:         1000000 kB\n"
+                       "MemAvailable:    8000000 kB\n");
+  return 0;
+}
+
+static int
+tree_teardown(void **state)
+{
+  char cmd[128];
+
+  (void)state;
+  fl__limits_root = "";
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tree);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
 static void
 batch_size_far_above_the_samples_makes_segments_of_the_samples(void **state)
 {
@@ -289,6 +337,56 @@ fsize_lowered_after_create_is_an_error_at_the_batch(void **state)
   flt_assert_clean(&base);
 }
 
+/*
+ * Memory taken after create (here, MemAvailable of the made-up tree falls
+ * to 100 kB): the segment a worker would make anew is refused as an error
+ * at its batch, the batch is kept, and once memory is back the next call
+ * delivers it and the epoch goes on whole.  In the calling process too.
+ */
+static void
+memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost(
+    void **state)
+{
+  static const unsigned workers[] = {1, 0};
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t i, n;
+  int rc;
+
+  (void)state;
+  for (i = 0; i < 2; i++) {
+    flt_baseline_take(&base);
+    flt_data_init(&d, &ds, 40, 64 * 1024);
+    fl_options_init(&opt);
+    opt.batch_size = 4;
+    opt.num_workers = workers[i];
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    put("/proc/meminfo", "MemAvailable:        100 kB\n");
+    assert_int_equal(fl_loader_begin(l), 0);
+    rc = fl_loader_next(l, &b);
+    assert_int_equal(rc, FL_ENOMEM);
+    assert_false(fl_error_is_final(rc));
+    assert_non_null(strstr(fl_loader_error(l), "segment does not fit in "
+                                               "memory now: MemAvailable"));
+    put("/proc/meminfo", "MemAvailable:    8000000 kB\n");
+    for (n = 0; (rc = fl_loader_next(l, &b)) == 1; n++) {
+      assert_int_equal(fl_batch_seq(b), n);
+      assert_true(flt_sample_ok(fl_batch_data(b), 64 * 1024,
+                                fl_batch_indices(b)[0]));
+      fl_batch_release(b);
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(n, 10);
+    fl_loader_destroy(l);
+    flt_data_free(&d);
+    flt_assert_clean(&base);
+  }
+}
+
 static void
 an_order_too_large_for_memory_is_refused(void **state)
 {
@@ -333,54 +431,6 @@ iterable_batch_size_is_the_segment_and_is_checked(void **state)
   assert_string_equal(fl_loader_error(NULL),
                       "batch_size is 100000000000000: a batch holds at most "
                       "4294967295 samples");
-}
-
-/* --- the readings, from made-up trees ------------------------------- */
-
-static char tree[64];
-
-static void
-put(const char *path, const char *text)
-{
-  char full[512], *slash;
-  FILE *f;
-
-  snprintf(full, sizeof(full), "%s%s", tree, path);
-  for (slash = full + strlen(tree) + 1; (slash = strchr(slash, '/'));
-       slash++) {
-    *slash = '\0';
-    mkdir(full, 0755);
-    *slash = '/';
-  }
-  f = fopen(full, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
-static int
-tree_setup(void **state)
-{
-  (void)state;
-  snprintf(tree, sizeof(tree), "/tmp/forkload-admit.XXXXXX");
-  if (mkdtemp(tree) == NULL)
-    return -1;
-  fl__limits_root = tree;
-  put("/proc/meminfo", "MemTotal:       24683656 kB\n"
-                       "MemFree:         1000000 kB\n"
-                       "MemAvailable:    8000000 kB\n");
-  return 0;
-}
-
-static int
-tree_teardown(void **state)
-{
-  char cmd[128];
-
-  (void)state;
-  fl__limits_root = "";
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tree);
-  return system(cmd) == 0 ? 0 : -1;
 }
 
 static void
@@ -470,6 +520,9 @@ main(void)
       cmocka_unit_test(segment_larger_than_rlimit_fsize_is_refused),
       cmocka_unit_test(
           fsize_lowered_after_create_is_an_error_at_the_batch),
+      cmocka_unit_test_setup_teardown(
+          memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost,
+          tree_setup, tree_teardown),
       cmocka_unit_test(an_order_too_large_for_memory_is_refused),
       cmocka_unit_test(iterable_batch_size_is_the_segment_and_is_checked),
       cmocka_unit_test_setup_teardown(

@@ -121,6 +121,11 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
       return rc;
   } else if (t->flags & FL__TASK_NEW_SEGMENT) {
     slot_drop(slots, t->slot, l->layout.size);
+    /* Memory taken since create (by held batches, or anyone): an error at
+       this batch, which the parent keeps, rather than the OOM killer. */
+    rc = fl__room_for_segment(l->layout.size, err, errlen);
+    if (rc != 0)
+      return rc;
     if (named || l->opt.fd_in_dev_shm)
       fl__segment_name(name, sizeof(name), l->owner, l->token, t->serial);
     rc = fl__segment_create(&seg,
