@@ -162,7 +162,7 @@ write_file(const struct gen_args *a, const struct gen_file *f,
   if (fwrite(f->head, 1, f->head_bytes, out) != f->head_bytes)
     err = errno;
   for (i = f->first; err == 0 && i < f->first + f->count; i++) {
-    synth_fill(&a->data, i, buf);
+    synth_fill(&a->data, i, 0, buf);
     if (fwrite(buf, 1, sb, out) != sb)
       err = errno;
   }

@@ -1,12 +1,13 @@
 #!/bin/sh
 # TAP test of forkload(1): runs the demo with --verify over small synthetic
-# datasets under each option that changes the data path, checks the JSON
-# counts, the help of each subcommand against its getopt table, the
-# one-line errors for bad input (naming the flag where the library refuses
-# a field), the summary of an interrupted run, the --pin-memory warning,
-# what `exhaust` reports when it runs out of fds and that it leaves
-# nothing, that `gen` writes files of each kind that `run --dataset` reads
-# back verified, and that no shared-memory name outlives the runs.
+# datasets, of one field or several, under each option that changes the
+# data path, checks the JSON counts, the help of each subcommand against
+# its getopt table, the one-line errors for bad input (naming the flag
+# where the library refuses a field), the summary of an interrupted run,
+# the --pin-memory warning, what `exhaust` reports when it runs out of fds
+# and that it leaves nothing, that `gen` writes files of each kind that
+# `run --dataset` reads back verified, and that no shared-memory name
+# outlives the runs.
 # `cleanup` is cleanup_test.sh's.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
@@ -22,7 +23,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..100"
+echo "1..106"
 
 pass() {
   ok "$1"
@@ -123,6 +124,18 @@ sum=$(sed -n 's/.*"checksum":\([0-9]*\).*/\1/p' "$tmp/fd.json")
   grep -q "\"checksum\":$sum," "$tmp/inline.json"
 check $? "fd, fs and no workers give the same checksum"
 
+# Samples of 3 fields, each an array of its own in the batch: --verify
+# checks every byte of each, filled by get_fields, by get_batch in its
+# field form, and in-process.
+for how in "" --batched "--workers 0"; do
+  counts_ok "3 fields of 12,8,1 bytes${how:+, $how}" 32 2000 --samples 2000 \
+    --sample-bytes 12,8,1 $how
+done
+# The tally reads field 0 at its own stride: its first value is that of a
+# sample of one field, so the checksum is the one above.
+[ "$(field bytes)" = 42000 ] && [ "$(field checksum)" = "$sum" ]
+check $? "3 fields: bytes count every field, field 0 gives the checksum"
+
 forkload run --quiet --samples 200 --workers 2 --show-workers &&
   [ "$(grep -c '^worker [01]: pid [0-9]* seed [0-9]*$' "$tmp/err")" = 2 ]
 check $? "--show-workers prints one line per worker"
@@ -213,6 +226,11 @@ bad "exhaust without --sharing" \
   "^forkload: exhaust: --sharing fd|fs is required" exhaust --hold 5
 bad "--strategy bogus names --strategy" "^forkload: --strategy: .*'bogus'" \
   exhaust --strategy bogus
+bad "a size of 0 in --sample-bytes" \
+  "^forkload: --sample-bytes: each size must be at least 1, got '12,0,1'" \
+  run --sample-bytes 12,0,1
+bad "33 sizes in --sample-bytes" "^forkload: --sample-bytes: .* 2 to 32 " \
+  exhaust --sharing fd --sample-bytes "$(seq -s, 33)"
 
 # refused DESCRIPTION LINE ARGS...: exit 2, and stderr is exactly LINE.
 refused() {
