@@ -121,18 +121,24 @@ void progress_draw(struct progress *p, unsigned epoch, unsigned epochs,
 void progress_clear(struct progress *p);
 
 /* dataset.c: --dataset SPEC, a dataset the library reads from files. */
-enum ds_kind { DS_SYNTHETIC, DS_NPY_DIR, DS_NPY, DS_RAW };
+enum ds_kind { DS_SYNTHETIC, DS_NPY_DIR, DS_NPY, DS_RAW, DS_NPY_ZIP };
 
 struct dataset_spec {
   enum ds_kind kind;
   const char *spec; /* as given */
-  char *path;
+  char *path;       /* npy-zip: its paths, each ended by a '\0' */
   size_t record_bytes, header_bytes; /* raw only */
+  const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip only: in path */
+  size_t npaths;
 };
 
 /* The kind named by the len bytes at name, or -1. */
 int dataset_kind(const char *name, size_t len);
 const char *dataset_kind_name(enum ds_kind kind);
+/* Cuts list, of paths separated by commas, into paths (room for
+   SYNTH_MAX_FIELDS), putting a '\0' in place of each comma: returns how
+   many, or 0 when one is empty or there are too many. */
+size_t dataset_split(char *list, const char **paths);
 /* 0, or -1 having printed one line naming --dataset. */
 int dataset_parse(const char *spec, struct dataset_spec *out);
 /* 0, or -1 having printed why the library could not open it. */

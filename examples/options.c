@@ -75,7 +75,8 @@ static const struct {
 static const char load_help[] =
   "dataset:\n"
   "  --dataset SPEC        read files, which then take the place of the\n"
-  "                        next four options: npy-dir:DIR, npy:FILE or\n"
+  "                        next four options: npy-dir:DIR, npy:FILE,\n"
+  "                        npy-zip:FILE,FILE... (a field per file) or\n"
   "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES]\n"
   "  --samples N           samples in the dataset (50000)\n"
   "  --sample-bytes B[,B...]\n"

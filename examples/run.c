@@ -34,8 +34,9 @@ static const char help[] =
   "\n"
   "run:\n"
   "  --epochs N            epochs over the same loader (1)\n"
-  "  --verify              check every sample against its index (with\n"
-  "                        --dataset: files that gen wrote, same --seed)\n"
+  "  --verify              check every field of every sample against its\n"
+  "                        index (with --dataset: files that gen wrote,\n"
+  "                        same --seed)\n"
   "  --json                print the summary as one JSON object\n"
   "  --quiet               no progress line\n";
 

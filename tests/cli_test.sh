@@ -6,8 +6,8 @@
 # where the library refuses a field), the summary of an interrupted run,
 # the --pin-memory warning, what `exhaust` reports when it runs out of fds
 # and that it leaves nothing, that `gen` writes files of each kind that
-# `run --dataset` reads back verified, and that no shared-memory name
-# outlives the runs.
+# `run --dataset` reads back verified (npy-zip's field by field), and that
+# no shared-memory name outlives the runs.
 # `cleanup` is cleanup_test.sh's.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
@@ -23,7 +23,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..106"
+echo "1..116"
 
 pass() {
   ok "$1"
@@ -513,6 +513,36 @@ forkload run --quiet --dataset "npy:$tmp/a.npy" --verify
     "$tmp/err"
 check $? "--verify of files gen wrote with another seed fails, exit 1"
 
+# npy-zip: an array per field, read back side by side, every field of
+# every sample verified.
+zip="$tmp/zx.npy,$tmp/zy.npy"
+gen_ok "gen npy-zip of 2 fields" \
+  "^wrote 500 samples of 3080 bytes in 2 fields of 3072,8, seed 0, to \
+npy-zip .*: 2 arrays, '<f4' of shape (500, 768), '<f4' of shape (500, 2); \
+1540256 bytes\$" \
+  npy-zip "$zip" --samples 500 --sample-bytes 3072,8
+counts_ok "npy-zip of 2 fields, 2 shuffled epochs" 16 1000 \
+  --dataset "npy-zip:$zip" --shuffle --epochs 2
+cp "$tmp/out" "$tmp/zip.json"
+forkload run --json --quiet --samples 500 --sample-bytes 3072,8 --shuffle \
+  --epochs 2 &&
+  [ "$(field checksum) $(field bytes)" = \
+    "$(sed -n 's/.*"checksum":\([0-9]*\),.*/\1/p' "$tmp/zip.json") 3080000" ]
+check $? "npy-zip files give the checksum and bytes of the synthetic fields"
+forkload run --quiet --dataset "npy-zip:$zip" --seed 1 --verify
+[ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+  grep -q "^forkload: verify: .*index 0 field 0 is wrong .*--verify" "$tmp/err"
+check $? "--verify of npy-zip files gen wrote with another seed fails, exit 1"
+# Field 1 holding field 0's content: field 1 is checked too.
+forkload run --quiet --dataset "npy-zip:$tmp/zx.npy,$tmp/zx.npy" --verify
+[ $? = 1 ] && grep -q "index 0 field 1 is wrong from byte 0 " "$tmp/err"
+check $? "--verify of npy-zip checks field 1 against its own content"
+forkload gen npy-zip "$tmp/new.npy,$tmp/zy.npy" --samples 5 \
+  --sample-bytes 4,8
+[ $? = 1 ] && grep -q "^forkload: gen: .*zy.npy exists (--force" "$tmp/err" &&
+  [ ! -e "$tmp/new.npy" ]
+check $? "gen npy-zip refused at its second file removes the first it made"
+
 forkload run --quiet --dataset "npy:$tmp/missing.npy"
 [ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
   grep -q "^forkload: .*missing\.npy" "$tmp/err"
@@ -528,10 +558,23 @@ bad "--delay-us with --dataset" "^forkload: --delay-us: .*--dataset" \
   exhaust --sharing fd --delay-us 1 --dataset "npy:$tmp/a.npy"
 bad "gen without --samples" "^forkload: gen: --samples" \
   gen raw "$tmp/x.raw" --sample-bytes 4
-bad "gen of an unknown kind" "^forkload: gen: expected npy-dir, npy or raw" \
+bad "gen of an unknown kind" \
+  "^forkload: gen: expected npy-dir, npy, raw or npy-zip" \
   gen tar "$tmp/x.tar" --samples 1 --sample-bytes 4
 bad "gen npy --header-bytes" "^forkload: --header-bytes: " \
   gen npy "$tmp/x.npy" --samples 1 --sample-bytes 4 --header-bytes 8
+bad "gen npy-zip of 3 paths for 2 sizes" \
+  "^forkload: gen: npy-zip: 3 path(s) for 2 size(s) in --sample-bytes" \
+  gen npy-zip "$tmp/p.npy,$tmp/q.npy,$tmp/r.npy" --samples 5 \
+  --sample-bytes 3,4
+bad "gen npy-dir with a list of sizes" \
+  "^forkload: --sample-bytes: a list .*only npy-zip writes .*npy-dir$" \
+  gen npy-dir "$tmp/d2" --samples 5 --sample-bytes 3,4
+bad "run --dataset npy-dir with a list of sizes" \
+  "^forkload: --sample-bytes: does not apply with --dataset" \
+  run --dataset "npy-dir:$tmp/dir" --sample-bytes 3,4
+bad "--dataset npy-zip with an empty path" \
+  "^forkload: --dataset: npy-zip .*'npy-zip:a,,b'" run --dataset npy-zip:a,,b
 
 : >"$tmp/dir/notes.txt"
 forkload gen npy-dir "$tmp/dir" --samples 10 --sample-bytes 8
