@@ -53,9 +53,13 @@ void cli_json_string(const char *s);
 
 /* synthetic.c: the dataset and the checks of what a loader delivers.
    `forkload gen` writes its content to files, which --verify checks. */
+#define SYNTH_MAX_FIELDS 32 /* as many as the library takes */
+
 struct synth {
   size_t samples;
-  size_t sample_bytes;
+  size_t sample_bytes; /* with fields, their sum */
+  size_t nfields;      /* 0: one field of sample_bytes, as fl_dataset's */
+  size_t field_bytes[SYNTH_MAX_FIELDS];
   unsigned delay_us; /* slept per get, or per get_batch */
   uint64_t seed;     /* keys the content with the index */
 };
@@ -79,7 +83,13 @@ struct synth_check {
 };
 
 void synth_dataset(struct synth *s, int batched, fl_dataset *ds);
-void synth_fill(const struct synth *s, size_t index, void *dst);
+/* The fields of a sample, 1 without fields, and the bytes of field f. */
+size_t synth_nfields(const struct synth *s);
+size_t synth_field_bytes(const struct synth *s, size_t f);
+/* Writes field f of sample index to dst. */
+void synth_fill(const struct synth *s, size_t index, size_t f, void *dst);
+/* "1024 bytes", or "21 bytes in 3 fields of 12,8,1", in buf. */
+const char *synth_sizes(const struct synth *s, char *buf, size_t len);
 void synth_worker_init(unsigned id, void *arg);
 int synth_check_init(struct synth_check *c, const struct synth *data,
                      const struct synth_span *span, const fl_options *opt);
@@ -111,18 +121,24 @@ void progress_draw(struct progress *p, unsigned epoch, unsigned epochs,
 void progress_clear(struct progress *p);
 
 /* dataset.c: --dataset SPEC, a dataset the library reads from files. */
-enum ds_kind { DS_SYNTHETIC, DS_NPY_DIR, DS_NPY, DS_RAW };
+enum ds_kind { DS_SYNTHETIC, DS_NPY_DIR, DS_NPY, DS_RAW, DS_NPY_ZIP };
 
 struct dataset_spec {
   enum ds_kind kind;
   const char *spec; /* as given */
-  char *path;
+  char *path;       /* npy-zip: its paths, each ended by a '\0' */
   size_t record_bytes, header_bytes; /* raw only */
+  const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip only: in path */
+  size_t npaths;
 };
 
 /* The kind named by the len bytes at name, or -1. */
 int dataset_kind(const char *name, size_t len);
 const char *dataset_kind_name(enum ds_kind kind);
+/* Cuts list, of paths separated by commas, into paths (room for
+   SYNTH_MAX_FIELDS), putting a '\0' in place of each comma: returns how
+   many, or 0 when one is empty or there are too many. */
+size_t dataset_split(char *list, const char **paths);
 /* 0, or -1 having printed one line naming --dataset. */
 int dataset_parse(const char *spec, struct dataset_spec *out);
 /* 0, or -1 having printed why the library could not open it. */
@@ -186,6 +202,10 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv,
 int cli_options(const struct cli_command *cmd, int argc, char **argv,
                 struct load_args *a, cli_own_fn fn, void *ctx);
 int cli_scan_uint(const char *s, char **end, uint64_t *out);
+/* --sample-bytes B[,B...] into out's sizes: one size is a sample of one
+   field (nfields 0), a list of 2 to 32 one of fields.  0, or -1 having
+   said what is wrong, naming the option val. */
+int cli_sample_bytes(int val, const char *s, struct synth *out);
 int cli_uint(int val, const char *s, uint64_t min, uint64_t max,
              uint64_t *out);
 /* Says why fl_loader_create failed with rc, naming the flags where the

@@ -15,6 +15,7 @@ static const char *const kind_names[] = {
   [DS_NPY_DIR] = "npy-dir",
   [DS_NPY] = "npy",
   [DS_RAW] = "raw",
+  [DS_NPY_ZIP] = "npy-zip",
 };
 
 #define NKINDS (sizeof kind_names / sizeof kind_names[0])
@@ -76,6 +77,24 @@ parse_raw(const char *s, struct dataset_spec *out)
   return out->record_bytes > 0 ? (size_t)(end - s) : 0;
 }
 
+size_t
+dataset_split(char *list, const char **paths)
+{
+  size_t n = 0;
+  char *p = list, *comma;
+
+  for (;;) {
+    comma = strchr(p, ',');
+    if (comma == p || *p == '\0' || n == SYNTH_MAX_FIELDS)
+      return 0;
+    paths[n++] = p;
+    if (comma == NULL)
+      return n;
+    *comma = '\0';
+    p = comma + 1;
+  }
+}
+
 int
 dataset_parse(const char *spec, struct dataset_spec *out)
 {
@@ -89,7 +108,8 @@ dataset_parse(const char *spec, struct dataset_spec *out)
     len = kind == DS_RAW ? parse_raw(rest, out) : strlen(rest);
   }
   if (len == 0) {
-    cli_error("--dataset: expected npy-dir:PATH, npy:PATH or "
+    cli_error("--dataset: expected npy-dir:PATH, npy:PATH, "
+              "npy-zip:PATH[,PATH...] or "
               "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0), "
               "got '%s'", spec);
     return -1;
@@ -97,6 +117,13 @@ dataset_parse(const char *spec, struct dataset_spec *out)
   out->path = strndup(rest, len);
   if (out->path == NULL) {
     cli_error("--dataset: %s", fl_strerror(FL_ENOMEM));
+    return -1;
+  }
+  if (kind == DS_NPY_ZIP &&
+      (out->npaths = dataset_split(out->path, out->paths)) == 0) {
+    cli_error("--dataset: npy-zip takes 1 to %d paths separated by commas, "
+              "none of them empty, got '%s'", SYNTH_MAX_FIELDS, spec);
+    dataset_spec_free(out);
     return -1;
   }
   out->kind = kind;
@@ -119,6 +146,9 @@ dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
   case DS_RAW:
     rc = fl_dataset_raw(ds, spec->path, spec->record_bytes,
                         spec->header_bytes);
+    break;
+  case DS_NPY_ZIP:
+    rc = fl_dataset_npy_zip(ds, spec->paths, spec->npaths);
     break;
   default:
     rc = FL_EINVAL;

@@ -268,13 +268,15 @@ static void
 print_text(const struct exhaust_args *a, const struct study *s)
 {
   const fl_options *o = &a->load.opt;
+  char sizes[768]; /* 32 sizes of 20 digits */
 
   printf("sharing      %s (%s)\n",
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o));
-  printf("loader       %zu samples of %zu bytes, batch_size %zu, "
+  printf("loader       %zu samples of %s, batch_size %zu, "
          "%u worker(s), prefetch %u%s\n", a->load.data.samples,
-         a->load.data.sample_bytes, o->batch_size, o->num_workers,
-         o->prefetch_factor, o->reuse_segments ? "" : ", no_reuse");
+         synth_sizes(&a->load.data, sizes, sizeof sizes), o->batch_size,
+         o->num_workers, o->prefetch_factor,
+         o->reuse_segments ? "" : ", no_reuse");
   printf("fd limit     %llu (soft RLIMIT_NOFILE), %zu fds open before "
          "create\n", (unsigned long long)s->limit.rlim_cur,
          s->fds_at_start);

@@ -1,8 +1,9 @@
 /*
  * `forkload gen`: writes the synthetic dataset of `forkload run` to files
  * that the library's built-in datasets read (a directory of .npy files,
- * one .npy array, or raw records), so that `run --dataset ... --verify`
- * can check every byte the library reads back against its index.
+ * one .npy array, raw records, or one .npy array per field), so that
+ * `run --dataset ... --verify` can check every byte the library reads
+ * back against its index.
  */
 #include "config.h"
 
@@ -21,17 +22,23 @@
 struct gen_args {
   enum ds_kind kind;
   const char *path;
+  char *list;                          /* npy-zip: a copy of path, cut */
+  const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip: in list, one a field */
+  size_t npaths;
   struct synth data;
   size_t header_bytes;
   int header_set, force;
 };
 
-/* What is written: the files' header, and which samples follow it. */
+/* What is written: the files' header, and which samples follow it, of
+   which field.  write_file sets made when it created the file. */
 struct gen_file {
   const char *path;
   const char *head;
   size_t head_bytes;
   size_t first, count;
+  size_t field;
+  int made;
 };
 
 enum {
@@ -47,12 +54,16 @@ static const char help[] =
   "Writes the synthetic dataset of run, with the same --samples,\n"
   "--sample-bytes and --seed, to PATH: a directory of .npy files, one\n"
   "per sample (npy-dir), one .npy array (npy), or raw records (raw),\n"
-  "which run --dataset reads and --verify checks.\n"
+  "or samples of fields to one .npy array per field (npy-zip, one PATH\n"
+  "per size of --sample-bytes), which run --dataset reads and --verify\n"
+  "checks.\n"
   "\n"
   "gen:\n"
   "  --samples N           samples to write (required)\n"
-  "  --sample-bytes B      bytes per sample (required); arrays are of\n"
-  "                        float32 when B is a multiple of 4, else bytes\n"
+  "  --sample-bytes B[,B...]\n"
+  "                        bytes per sample (required), or per field of\n"
+  "                        npy-zip; arrays are of float32 when B is a\n"
+  "                        multiple of 4, else bytes\n"
   "  --seed S              seed of the content (0)\n"
   "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
   "  --force               write over files, into a non-empty directory\n";
@@ -79,8 +90,7 @@ gen_option(int c, const char *arg, void *ctx)
     a->data.samples = v;
     break;
   case OPT_GEN_SAMPLE_BYTES:
-    rc = cli_uint(c, arg, 1, SIZE_MAX, &v);
-    a->data.sample_bytes = v;
+    rc = cli_sample_bytes(c, arg, &a->data);
     break;
   case OPT_GEN_SEED:
     rc = cli_uint(c, arg, 0, UINT64_MAX, &v);
@@ -99,6 +109,39 @@ gen_option(int c, const char *arg, void *ctx)
   return rc;
 }
 
+/* npy-zip: the paths, one a field of --sample-bytes, each named once
+   (a path named twice would hold only the last field written). */
+static int
+check_zip(struct gen_args *a)
+{
+  size_t f, g, nf = synth_nfields(&a->data);
+
+  if ((a->list = strdup(a->path)) == NULL) {
+    cli_error("gen: %s", fl_strerror(FL_ENOMEM));
+    return -1;
+  }
+  a->npaths = dataset_split(a->list, a->paths);
+  if (a->npaths == 0) {
+    cli_error("gen: npy-zip takes 1 to %d paths separated by commas, none "
+              "of them empty, got '%s'", SYNTH_MAX_FIELDS, a->path);
+    return -1;
+  }
+  if (a->npaths != nf) {
+    cli_error("gen: npy-zip: %zu path(s) for %zu size(s) in "
+              "--sample-bytes: one .npy is written per field", a->npaths,
+              nf);
+    return -1;
+  }
+  for (f = 1; f < a->npaths; f++)
+    for (g = 0; g < f; g++)
+      if (strcmp(a->paths[f], a->paths[g]) == 0) {
+        cli_error("gen: npy-zip: %s is named twice: one .npy is written "
+                  "per field", a->paths[f]);
+        return -1;
+      }
+  return 0;
+}
+
 /* Returns 0, or -1 having said what is wrong with the command line. */
 static int
 check_args(int argc, char **argv, int first, struct gen_args *a)
@@ -110,7 +153,7 @@ check_args(int argc, char **argv, int first, struct gen_args *a)
     a->path = argv[first + 1];
   }
   if (kind < 0) {
-    cli_error("gen: expected npy-dir, npy or raw, then a PATH");
+    cli_error("gen: expected npy-dir, npy, raw or npy-zip, then a PATH");
     return -1;
   }
   a->kind = kind;
@@ -120,6 +163,14 @@ check_args(int argc, char **argv, int first, struct gen_args *a)
   }
   if (a->header_set && a->kind != DS_RAW) {
     cli_error("--header-bytes: only raw files have a header of your own");
+    return -1;
+  }
+  if (a->kind == DS_NPY_ZIP)
+    return check_zip(a);
+  if (a->data.nfields > 0) {
+    cli_error("--sample-bytes: a list makes samples of fields, which only "
+              "npy-zip writes (one .npy per field), not %s",
+              dataset_kind_name(a->kind));
     return -1;
   }
   return 0;
@@ -143,12 +194,13 @@ npy_descr(size_t sample_bytes, size_t *items)
    then removed rather than left half-written (one it wrote over, which
    may be no regular file, is left). */
 static int
-write_file(const struct gen_args *a, const struct gen_file *f,
-           unsigned char *buf)
+write_file(const struct gen_args *a, struct gen_file *f, unsigned char *buf)
 {
-  size_t i, sb = a->data.sample_bytes;
+  size_t i, sb = synth_field_bytes(&a->data, f->field);
   FILE *out = fopen(f->path, "wx");
-  int made = out != NULL, err = 0;
+  int err = 0;
+
+  f->made = out != NULL;
 
   if (out == NULL && errno == EEXIST && a->force)
     out = fopen(f->path, "w");
@@ -162,7 +214,7 @@ write_file(const struct gen_args *a, const struct gen_file *f,
   if (fwrite(f->head, 1, f->head_bytes, out) != f->head_bytes)
     err = errno;
   for (i = f->first; err == 0 && i < f->first + f->count; i++) {
-    synth_fill(&a->data, i, buf);
+    synth_fill(&a->data, i, f->field, buf);
     if (fwrite(buf, 1, sb, out) != sb)
       err = errno;
   }
@@ -171,7 +223,7 @@ write_file(const struct gen_args *a, const struct gen_file *f,
   if (err == 0)
     return 0;
   cli_error("gen: %s: cannot write: %s", f->path, strerror(err));
-  if (made)
+  if (f->made)
     unlink(f->path);
   return -1;
 }
@@ -225,7 +277,7 @@ write_npy_dir(const struct gen_args *a, unsigned char *buf, char *what,
               size_t len, uint64_t *bytes)
 {
   char head[NPY_HEADER_MAX], name[PATH_MAX];
-  struct gen_file f = {name, head, 0, 0, 1};
+  struct gen_file f = {name, head, 0, 0, 1, 0, 0};
   size_t items, n = a->data.samples;
   const char *descr = npy_descr(a->data.sample_bytes, &items);
 
@@ -247,23 +299,67 @@ write_npy_dir(const struct gen_args *a, unsigned char *buf, char *what,
   return 0;
 }
 
+/* One 2-D array of field `field`, a row per sample, at path: that of
+   npy, and each of npy-zip.  Adds the bytes written to *bytes; *made says
+   whether gen created the file. */
+static int
+write_array(const struct gen_args *a, const char *path, size_t field,
+            unsigned char *buf, char *what, size_t len, uint64_t *bytes,
+            int *made)
+{
+  char head[NPY_HEADER_MAX];
+  struct gen_file f = {path, head, 0, 0, a->data.samples, field, 0};
+  size_t shape[2] = {a->data.samples, 0};
+  size_t fb = synth_field_bytes(&a->data, field);
+  const char *descr = npy_descr(fb, &shape[1]);
+  int rc;
+
+  f.head_bytes = npy_header(head, descr, shape, 2);
+  rc = write_file(a, &f, buf);
+  *made = f.made;
+  if (rc < 0)
+    return -1;
+  snprintf(what, len, "'%s' of shape (%zu, %zu)", descr, shape[0],
+           shape[1]);
+  *bytes += f.head_bytes + (uint64_t)f.count * fb;
+  return 0;
+}
+
 /* npy: one 2-D array, a row per sample. */
 static int
 write_npy(const struct gen_args *a, unsigned char *buf, char *what,
           size_t len, uint64_t *bytes)
 {
-  char head[NPY_HEADER_MAX];
-  struct gen_file f = {a->path, head, 0, 0, a->data.samples};
-  size_t shape[2] = {a->data.samples, 0};
-  const char *descr = npy_descr(a->data.sample_bytes, &shape[1]);
+  int made;
 
-  f.head_bytes = npy_header(head, descr, shape, 2);
-  if (write_file(a, &f, buf) < 0)
-    return -1;
-  snprintf(what, len, "'%s' of shape (%zu, %zu)", descr, shape[0],
-           shape[1]);
-  *bytes = f.head_bytes + (uint64_t)f.count * a->data.sample_bytes;
-  return 0;
+  return write_array(a, a->path, 0, buf, what, len, bytes, &made);
+}
+
+/* npy-zip: an array per field, each with a row per sample.  Should one
+   fail, the arrays made before it are removed too: without it they would
+   not load. */
+static int
+write_npy_zip(const struct gen_args *a, unsigned char *buf, char *what,
+              size_t len, uint64_t *bytes)
+{
+  int made[SYNTH_MAX_FIELDS];
+  char one[96]; /* "'<f4' of shape (N, M)" */
+  size_t f, used;
+
+  snprintf(what, len, "%zu array%s", a->npaths, a->npaths > 1 ? "s" : "");
+  for (f = 0; f < a->npaths; f++) {
+    if (write_array(a, a->paths[f], f, buf, one, sizeof one, bytes,
+                    &made[f]) < 0)
+      break;
+    used = strlen(what);
+    snprintf(what + used, len - used, ", %s", one);
+  }
+  if (f == a->npaths)
+    return 0;
+  while (f-- > 0)
+    if (made[f])
+      unlink(a->paths[f]);
+  return -1;
 }
 
 /* raw: --header-bytes of zeros, then the records back to back. */
@@ -272,7 +368,8 @@ write_raw(const struct gen_args *a, unsigned char *buf, char *what,
           size_t len, uint64_t *bytes)
 {
   char *zeros = calloc(1, a->header_bytes + 1);
-  struct gen_file f = {a->path, zeros, a->header_bytes, 0, a->data.samples};
+  struct gen_file f = {a->path, zeros, a->header_bytes, 0, a->data.samples,
+                       0, 0};
   int rc = -1;
 
   if (zeros == NULL) {
@@ -298,13 +395,15 @@ gen_main(int argc, char **argv)
 {
   struct gen_args a = {0};
   unsigned char *buf = NULL;
-  char what[256];
+  char what[2048], sizes[768]; /* 32 arrays, 32 sizes */
   uint64_t bytes = 0;
-  int first, rc, status = 1;
+  int first, rc, status = 2;
 
   first = cli_options(&cli_gen, argc, argv, NULL, gen_option, &a);
   if (first < 0 || check_args(argc, argv, first, &a) < 0)
-    return 2;
+    goto out;
+  status = 1;
+  /* Room for the largest field, whichever it is. */
   if ((buf = malloc(a.data.sample_bytes)) == NULL) {
     cli_error("gen: %s", fl_strerror(FL_ENOMEM));
     goto out;
@@ -313,22 +412,28 @@ gen_main(int argc, char **argv)
     rc = write_npy_dir(&a, buf, what, sizeof what, &bytes);
   else if (a.kind == DS_NPY)
     rc = write_npy(&a, buf, what, sizeof what, &bytes);
+  else if (a.kind == DS_NPY_ZIP)
+    rc = write_npy_zip(&a, buf, what, sizeof what, &bytes);
   else
     rc = write_raw(&a, buf, what, sizeof what, &bytes);
   if (rc < 0)
     goto out;
-  printf("wrote %zu samples of %zu bytes, seed %" PRIu64 ", to %s %s: %s; "
-         "%" PRIu64 " bytes\n", a.data.samples, a.data.sample_bytes,
-         a.data.seed, dataset_kind_name(a.kind), a.path, what, bytes);
+  printf("wrote %zu samples of %s, seed %" PRIu64 ", to %s %s: %s; "
+         "%" PRIu64 " bytes\n", a.data.samples,
+         synth_sizes(&a.data, sizes, sizeof sizes), a.data.seed,
+         dataset_kind_name(a.kind), a.path, what, bytes);
   status = 0;
 out:
   free(buf);
+  free(a.list);
   return status;
 }
 
 const struct cli_command cli_gen = {
   "gen",
   "forkload gen npy-dir|npy|raw PATH --samples N --sample-bytes B\n"
-  "         [--seed S] [--header-bytes H] [--force]",
+  "         [--seed S] [--header-bytes H] [--force]\n"
+  "forkload gen npy-zip PATH,PATH... --samples N --sample-bytes B,B...\n"
+  "         [--seed S] [--force]",
   help, options, gen_main
 };

@@ -75,10 +75,14 @@ static const struct {
 static const char load_help[] =
   "dataset:\n"
   "  --dataset SPEC        read files, which then take the place of the\n"
-  "                        next four options: npy-dir:DIR, npy:FILE or\n"
+  "                        next four options: npy-dir:DIR, npy:FILE,\n"
+  "                        npy-zip:FILE,FILE... (a field per file) or\n"
   "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES]\n"
   "  --samples N           samples in the dataset (50000)\n"
-  "  --sample-bytes B      bytes per sample (12288: 3x32x32 float32)\n"
+  "  --sample-bytes B[,B...]\n"
+  "                        bytes per sample (12288: 3x32x32 float32); a\n"
+  "                        list of 2 to 32 makes samples of that many\n"
+  "                        fields, each an array of its own in a batch\n"
   "  --delay-us U          sleep U us in the worker per sample (0)\n"
   "  --batched             fetch a whole batch per call; the delay is\n"
   "                        then slept once per batch\n"
@@ -149,6 +153,47 @@ cli_uint(int val, const char *s, uint64_t min, uint64_t max, uint64_t *out)
   return 0;
 }
 
+int
+cli_sample_bytes(int val, const char *s, struct synth *out)
+{
+  size_t sizes[SYNTH_MAX_FIELDS], n = 0, sum = 0;
+  const char *p = s;
+  uint64_t v;
+  char *end;
+  int rc;
+
+  for (;;) {
+    rc = cli_scan_uint(p, &end, &v);
+    if (rc == -1 || (*end != ',' && *end != '\0') ||
+        n == SYNTH_MAX_FIELDS) {
+      cli_error("--%s: expected a positive integer, or a list of 2 to %d "
+                "separated by commas, got '%s'", option_name(val),
+                SYNTH_MAX_FIELDS, s);
+      return -1;
+    }
+    if (rc == 0 && v == 0) {
+      cli_error("--%s: each size must be at least 1, got '%s'",
+                option_name(val), s);
+      return -1;
+    }
+    if (rc == -2 || v > SIZE_MAX ||
+        __builtin_add_overflow(sum, (size_t)v, &sum)) {
+      cli_error("--%s: too large: the sizes must add up to %zu at most, "
+                "got '%s'", option_name(val), SIZE_MAX, s);
+      return -1;
+    }
+    sizes[n++] = (size_t)v;
+    if (*end == '\0')
+      break;
+    p = end + 1;
+  }
+  /* One size is a sample of one field, as before there were fields. */
+  out->nfields = n > 1 ? n : 0;
+  memcpy(out->field_bytes, sizes, n * sizeof sizes[0]);
+  out->sample_bytes = sum;
+  return 0;
+}
+
 static int
 cli_sharing(int val, const char *s, fl_sharing *out)
 {
@@ -213,8 +258,7 @@ load_option(struct load_args *a, int c, const char *arg)
     a->data.samples = v;
     break;
   case OPT_SAMPLE_BYTES:
-    rc = cli_uint(c, arg, 1, SIZE_MAX, &v);
-    a->data.sample_bytes = v;
+    rc = cli_sample_bytes(c, arg, &a->data);
     break;
   case OPT_DELAY_US:
     rc = cli_uint(c, arg, 0, UINT_MAX, &v);
@@ -397,6 +441,11 @@ open_dataset(struct load_args *a)
   a->ds_open = 1;
   a->data.samples = a->ds.len;
   a->data.sample_bytes = a->ds.sample_bytes;
+  a->data.nfields = a->ds.nfields;
+  /* The library makes no more fields than field_bytes has room for. */
+  if (a->ds.nfields > 0)
+    memcpy(a->data.field_bytes, a->ds.field_bytes,
+           a->ds.nfields * sizeof a->ds.field_bytes[0]);
   return 0;
 }
 

@@ -34,8 +34,9 @@ static const char help[] =
   "\n"
   "run:\n"
   "  --epochs N            epochs over the same loader (1)\n"
-  "  --verify              check every sample against its index (with\n"
-  "                        --dataset: files that gen wrote, same --seed)\n"
+  "  --verify              check every field of every sample against its\n"
+  "                        index (with --dataset: files that gen wrote,\n"
+  "                        same --seed)\n"
   "  --json                print the summary as one JSON object\n"
   "  --quiet               no progress line\n";
 
@@ -80,22 +81,24 @@ report(const fl_loader *l, int rc)
   cli_error("%s", cli_loader_error(l, rc));
 }
 
-/* Reads the first value of every sample, as a trainer's forward pass
-   would, into a checksum the compiler cannot drop. */
+/* Reads the first value of every sample (of field 0, when it has fields),
+   as a trainer's forward pass would, into a checksum the compiler cannot
+   drop.  sizes holds nf per sample. */
 static void
-touch(const fl_batch *b, size_t sample_bytes, struct tally *t)
+touch(const fl_batch *b, size_t nf, struct tally *t)
 {
-  const unsigned char *data = fl_batch_data(b);
+  const unsigned char *data = fl_batch_field(b, 0);
   const size_t *sizes = fl_batch_sizes(b);
-  size_t i, n = fl_batch_count(b);
+  size_t i, f, n = fl_batch_count(b), stride = fl_batch_stride(b, 0);
   uint32_t v;
 
   for (i = 0; i < n; i++) {
     v = 0;
-    memcpy(&v, data + i * sample_bytes, sizes[i] < sizeof v ? sizes[i]
-                                                            : sizeof v);
+    memcpy(&v, data + i * stride, sizes[i * nf] < sizeof v ? sizes[i * nf]
+                                                           : sizeof v);
     t->checksum += v;
-    t->bytes += sizes[i];
+    for (f = 0; f < nf; f++)
+      t->bytes += sizes[i * nf + f];
   }
   t->samples += n;
   t->batches++;
@@ -129,7 +132,7 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
         goto out;
       if (b == NULL) /* the epoch is over */
         break;
-      touch(b, a->load.data.sample_bytes, t);
+      touch(b, synth_nfields(&a->load.data), t);
       bad = check != NULL &&
             synth_check_batch(check, b, why, sizeof why) < 0;
       fl_batch_release(b);
@@ -182,15 +185,16 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
     {d->batched, "batched"},
     {a->verify, "verified"}
   };
+  char sizes[768]; /* 32 sizes of 20 digits */
   size_t i;
 
   printf("run          ");
   if (d->file.kind != DS_SYNTHETIC)
     printf("%s, ", d->file.spec);
-  printf("%zu samples of %zu bytes, %u epoch(s), %u worker(s), "
+  printf("%zu samples of %s, %u epoch(s), %u worker(s), "
          "batch_size %zu, prefetch %u, sharing %s, %s, seed %" PRIu64,
-         d->data.samples, d->data.sample_bytes, a->epochs, o->num_workers,
-         o->batch_size, o->prefetch_factor,
+         d->data.samples, synth_sizes(&d->data, sizes, sizeof sizes),
+         a->epochs, o->num_workers, o->batch_size, o->prefetch_factor,
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd",
          o->in_order ? "in order" : "out of order", o->seed);
   if (d->indices != NULL)

@@ -1,11 +1,11 @@
 /*
  * The embedded dataset and the checks of what a loader makes of it.
  *
- * Every byte of a sample is a pure function of (seed, sample index, byte
- * offset): float32 elements from a 64-bit mix hash mapped to [0, 1), the
- * last one cut short when the sample size is not a multiple of 4.  So the
- * consumer can check any sample against its index alone, whichever worker
- * made it, and `forkload gen` writes the same content to files for
+ * Every byte of a sample is a pure function of (seed, sample index, field,
+ * byte offset): float32 elements from a 64-bit mix hash mapped to [0, 1),
+ * the last one cut short when the field's size is not a multiple of 4.
+ * So the consumer can check any sample against its index alone, whichever
+ * worker made it, and `forkload gen` writes the same content to files for
  * --verify to check after the library has read them back.
  */
 #include "config.h"
@@ -34,8 +34,8 @@ mix64(uint64_t x)
   return x ^ (x >> 31);
 }
 
-/* Puts the bytes at off (a multiple of 4) of the sample keyed `key` in out:
-   4 of them, or fewer at the end of the sample.  Returns how many. */
+/* Puts the bytes at off (a multiple of 4) of the field keyed `key`, of
+   nbytes, in out: 4 of them, or fewer at its end.  Returns how many. */
 static size_t
 element(uint64_t key, size_t off, size_t nbytes, unsigned char out[4])
 {
@@ -54,31 +54,70 @@ sample_key(const struct synth *s, size_t index)
   return mix64(index + s->seed * GOLDEN);
 }
 
-void
-synth_fill(const struct synth *s, size_t index, void *dst)
+/* Field 0 is keyed by the sample alone, so that it holds what a sample of
+   one field held before there were fields, and files gen wrote then still
+   verify; each other field has a key of its own. */
+static uint64_t
+field_key(const struct synth *s, size_t index, size_t f)
 {
   uint64_t key = sample_key(s, index);
-  size_t off;
 
-  for (off = 0; off < s->sample_bytes; off += 4)
-    element(key, off, s->sample_bytes, (unsigned char *)dst + off);
+  return f == 0 ? key : mix64(key ^ (f * 0xd1b54a32d192ed03ull));
 }
 
-/* Returns the offset of the first element that is not sample index's, or
-   sample_bytes when all are. */
-static size_t
-mismatch(const struct synth *s, size_t index, const unsigned char *src)
+size_t
+synth_nfields(const struct synth *s)
 {
-  uint64_t key = sample_key(s, index);
-  unsigned char want[4];
-  size_t off, n;
+  return s->nfields > 0 ? s->nfields : 1;
+}
 
-  for (off = 0; off < s->sample_bytes; off += 4) {
-    n = element(key, off, s->sample_bytes, want);
+size_t
+synth_field_bytes(const struct synth *s, size_t f)
+{
+  return s->nfields > 0 ? s->field_bytes[f] : s->sample_bytes;
+}
+
+void
+synth_fill(const struct synth *s, size_t index, size_t f, void *dst)
+{
+  uint64_t key = field_key(s, index, f);
+  size_t off, nbytes = synth_field_bytes(s, f);
+
+  for (off = 0; off < nbytes; off += 4)
+    element(key, off, nbytes, (unsigned char *)dst + off);
+}
+
+const char *
+synth_sizes(const struct synth *s, char *buf, size_t len)
+{
+  size_t f, used;
+
+  used = (size_t)snprintf(buf, len, "%zu bytes", s->sample_bytes);
+  if (s->nfields > 0 && used < len)
+    used += (size_t)snprintf(buf + used, len - used, " in %zu fields of ",
+                             s->nfields);
+  for (f = 0; f < s->nfields && used < len; f++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%zu",
+                             f > 0 ? "," : "", s->field_bytes[f]);
+  return buf;
+}
+
+/* Returns the offset of the first element of field f that is not sample
+   index's, or the field's size when all are. */
+static size_t
+mismatch(const struct synth *s, size_t index, size_t f,
+         const unsigned char *src)
+{
+  uint64_t key = field_key(s, index, f);
+  size_t off, n, nbytes = synth_field_bytes(s, f);
+  unsigned char want[4];
+
+  for (off = 0; off < nbytes; off += 4) {
+    n = element(key, off, nbytes, want);
     if (memcmp(src + off, want, n) != 0)
       return off;
   }
-  return s->sample_bytes;
+  return nbytes;
 }
 
 /* Stands for the I/O or decoding a real dataset would do. */
@@ -99,28 +138,48 @@ get(void *ctx, size_t index, void *dst, size_t *nbytes)
   const struct synth *s = ctx;
 
   delay(s->delay_us);
-  synth_fill(s, index, dst);
+  synth_fill(s, index, 0, dst);
   *nbytes = s->sample_bytes;
   return 0;
 }
 
-/* The batched fetch pays its delay once per batch: that is its point. */
+static int
+get_fields(void *ctx, size_t index, void *const *dst, size_t *nbytes)
+{
+  const struct synth *s = ctx;
+  size_t f;
+
+  delay(s->delay_us);
+  for (f = 0; f < s->nfields; f++) {
+    synth_fill(s, index, f, dst[f]);
+    nbytes[f] = s->field_bytes[f];
+  }
+  return 0;
+}
+
+/* The batched fetch pays its delay once per batch: that is its point.
+   With fields, dst is the array of each field; without, the one array. */
 static int
 get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
           size_t *nbytes)
 {
   const struct synth *s = ctx;
-  unsigned char *p = dst;
-  size_t i;
+  unsigned char *whole = dst;
+  unsigned char *const *arrays = s->nfields > 0 ? dst : &whole;
+  size_t i, f, fb, nf = synth_nfields(s);
 
   delay(s->delay_us);
-  for (i = 0; i < n; i++) {
-    synth_fill(s, indices[i], p + i * s->sample_bytes);
-    nbytes[i] = s->sample_bytes;
+  for (f = 0; f < nf; f++) {
+    fb = synth_field_bytes(s, f);
+    for (i = 0; i < n; i++) {
+      synth_fill(s, indices[i], f, arrays[f] + i * fb);
+      nbytes[i * nf + f] = fb;
+    }
   }
   return 0;
 }
 
+/* get writes one whole sample: samples of fields come by get_fields. */
 void
 synth_dataset(struct synth *s, int batched, fl_dataset *ds)
 {
@@ -128,8 +187,14 @@ synth_dataset(struct synth *s, int batched, fl_dataset *ds)
   ds->ctx = s;
   ds->len = s->samples;
   ds->sample_bytes = s->sample_bytes;
-  ds->get = get;
   ds->get_batch = batched ? get_batch : NULL;
+  if (s->nfields == 0) {
+    ds->get = get;
+    return;
+  }
+  ds->nfields = s->nfields;
+  ds->field_bytes = s->field_bytes;
+  ds->get_fields = get_fields;
 }
 
 /* Runs in each worker before its first batch (--show-workers). */
@@ -199,6 +264,41 @@ synth_check_begin(struct synth_check *c)
   c->epoch++;
 }
 
+/* Checks every field of sample i of b, which is index: 0, or -1 with why
+   set.  A field's stride is the library's to choose. */
+static int
+check_sample(const struct synth_check *c, const fl_batch *b, size_t i,
+             char *why, size_t len)
+{
+  const struct synth *s = c->data;
+  const size_t *sizes = fl_batch_sizes(b);
+  size_t index = fl_batch_indices(b)[i], nf = synth_nfields(s);
+  const unsigned char *base;
+  size_t f, fb, off;
+  char field[32] = "";
+
+  for (f = 0; f < nf; f++) {
+    fb = synth_field_bytes(s, f);
+    base = fl_batch_field(b, f);
+    if (s->nfields > 0)
+      snprintf(field, sizeof field, " field %zu", f);
+    if (base == NULL)
+      return fail(why, len, "batch %" PRIu64 " has no%s", fl_batch_seq(b),
+                  field);
+    if (sizes[i * nf + f] != fb)
+      return fail(why, len,
+                  "batch %" PRIu64 " sample %zu: index %zu%s has %zu "
+                  "bytes, expected %zu", fl_batch_seq(b), i, index, field,
+                  sizes[i * nf + f], fb);
+    off = mismatch(s, index, f, base + i * fl_batch_stride(b, f));
+    if (off != fb)
+      return fail(why, len,
+                  "batch %" PRIu64 " sample %zu: index %zu%s is wrong from "
+                  "byte %zu on", fl_batch_seq(b), i, index, field, off);
+  }
+  return 0;
+}
+
 int
 synth_check_batch(struct synth_check *c, const fl_batch *b, char *why,
                   size_t len)
@@ -206,10 +306,7 @@ synth_check_batch(struct synth_check *c, const fl_batch *b, char *why,
   uint64_t seq = fl_batch_seq(b);
   size_t n = fl_batch_count(b);
   const size_t *idx = fl_batch_indices(b);
-  const size_t *sizes = fl_batch_sizes(b);
-  const unsigned char *data = fl_batch_data(b);
-  size_t sb = c->data->sample_bytes;
-  size_t i, k, pos, off;
+  size_t i, k, pos;
 
   if (c->in_order && seq != c->batches)
     return fail(why, len, "batch %" PRIu64 " came in place of batch %zu",
@@ -235,15 +332,8 @@ synth_check_batch(struct synth_check *c, const fl_batch *b, char *why,
                   "batch %" PRIu64 " sample %zu: index %zu came twice in "
                   "epoch %u", seq, i, idx[i], c->epoch);
     c->seen[k] = 1;
-    if (sizes[i] != sb)
-      return fail(why, len,
-                  "batch %" PRIu64 " sample %zu: index %zu has %zu bytes, "
-                  "expected %zu", seq, i, idx[i], sizes[i], sb);
-    off = mismatch(c->data, idx[i], data + i * sb);
-    if (off != sb)
-      return fail(why, len,
-                  "batch %" PRIu64 " sample %zu: index %zu is wrong from "
-                  "byte %zu on", seq, i, idx[i], off);
+    if (check_sample(c, b, i, why, len) < 0)
+      return -1;
   }
   c->got += n;
   c->batches++;

@@ -1,12 +1,13 @@
 #!/bin/sh
 # TAP test of forkload(1): runs the demo with --verify over small synthetic
-# datasets under each option that changes the data path, checks the JSON
-# counts, the help of each subcommand against its getopt table, the
-# one-line errors for bad input (naming the flag where the library refuses
-# a field), the summary of an interrupted run, the --pin-memory warning,
-# what `exhaust` reports when it runs out of fds and that it leaves
-# nothing, that `gen` writes files of each kind that `run --dataset` reads
-# back verified, and that no shared-memory name outlives the runs.
+# datasets, of one field or several, under each option that changes the
+# data path, checks the JSON counts, the help of each subcommand against
+# its getopt table, the one-line errors for bad input (naming the flag
+# where the library refuses a field), the summary of an interrupted run,
+# the --pin-memory warning, what `exhaust` reports when it runs out of fds
+# and that it leaves nothing, that `gen` writes files of each kind that
+# `run --dataset` reads back verified (npy-zip's field by field), and that
+# no shared-memory name outlives the runs.
 # `cleanup` is cleanup_test.sh's.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
@@ -22,7 +23,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..100"
+echo "1..116"
 
 pass() {
   ok "$1"
@@ -123,6 +124,18 @@ sum=$(sed -n 's/.*"checksum":\([0-9]*\).*/\1/p' "$tmp/fd.json")
   grep -q "\"checksum\":$sum," "$tmp/inline.json"
 check $? "fd, fs and no workers give the same checksum"
 
+# Samples of 3 fields, each an array of its own in the batch: --verify
+# checks every byte of each, filled by get_fields, by get_batch in its
+# field form, and in-process.
+for how in "" --batched "--workers 0"; do
+  counts_ok "3 fields of 12,8,1 bytes${how:+, $how}" 32 2000 --samples 2000 \
+    --sample-bytes 12,8,1 $how
+done
+# The tally reads field 0 at its own stride: its first value is that of a
+# sample of one field, so the checksum is the one above.
+[ "$(field bytes)" = 42000 ] && [ "$(field checksum)" = "$sum" ]
+check $? "3 fields: bytes count every field, field 0 gives the checksum"
+
 forkload run --quiet --samples 200 --workers 2 --show-workers &&
   [ "$(grep -c '^worker [01]: pid [0-9]* seed [0-9]*$' "$tmp/err")" = 2 ]
 check $? "--show-workers prints one line per worker"
@@ -213,6 +226,11 @@ bad "exhaust without --sharing" \
   "^forkload: exhaust: --sharing fd|fs is required" exhaust --hold 5
 bad "--strategy bogus names --strategy" "^forkload: --strategy: .*'bogus'" \
   exhaust --strategy bogus
+bad "a size of 0 in --sample-bytes" \
+  "^forkload: --sample-bytes: each size must be at least 1, got '12,0,1'" \
+  run --sample-bytes 12,0,1
+bad "33 sizes in --sample-bytes" "^forkload: --sample-bytes: .* 2 to 32 " \
+  exhaust --sharing fd --sample-bytes "$(seq -s, 33)"
 
 # refused DESCRIPTION LINE ARGS...: exit 2, and stderr is exactly LINE.
 refused() {
@@ -495,6 +513,36 @@ forkload run --quiet --dataset "npy:$tmp/a.npy" --verify
     "$tmp/err"
 check $? "--verify of files gen wrote with another seed fails, exit 1"
 
+# npy-zip: an array per field, read back side by side, every field of
+# every sample verified.
+zip="$tmp/zx.npy,$tmp/zy.npy"
+gen_ok "gen npy-zip of 2 fields" \
+  "^wrote 500 samples of 3080 bytes in 2 fields of 3072,8, seed 0, to \
+npy-zip .*: 2 arrays, '<f4' of shape (500, 768), '<f4' of shape (500, 2); \
+1540256 bytes\$" \
+  npy-zip "$zip" --samples 500 --sample-bytes 3072,8
+counts_ok "npy-zip of 2 fields, 2 shuffled epochs" 16 1000 \
+  --dataset "npy-zip:$zip" --shuffle --epochs 2
+cp "$tmp/out" "$tmp/zip.json"
+forkload run --json --quiet --samples 500 --sample-bytes 3072,8 --shuffle \
+  --epochs 2 &&
+  [ "$(field checksum) $(field bytes)" = \
+    "$(sed -n 's/.*"checksum":\([0-9]*\),.*/\1/p' "$tmp/zip.json") 3080000" ]
+check $? "npy-zip files give the checksum and bytes of the synthetic fields"
+forkload run --quiet --dataset "npy-zip:$zip" --seed 1 --verify
+[ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+  grep -q "^forkload: verify: .*index 0 field 0 is wrong .*--verify" "$tmp/err"
+check $? "--verify of npy-zip files gen wrote with another seed fails, exit 1"
+# Field 1 holding field 0's content: field 1 is checked too.
+forkload run --quiet --dataset "npy-zip:$tmp/zx.npy,$tmp/zx.npy" --verify
+[ $? = 1 ] && grep -q "index 0 field 1 is wrong from byte 0 " "$tmp/err"
+check $? "--verify of npy-zip checks field 1 against its own content"
+forkload gen npy-zip "$tmp/new.npy,$tmp/zy.npy" --samples 5 \
+  --sample-bytes 4,8
+[ $? = 1 ] && grep -q "^forkload: gen: .*zy.npy exists (--force" "$tmp/err" &&
+  [ ! -e "$tmp/new.npy" ]
+check $? "gen npy-zip refused at its second file removes the first it made"
+
 forkload run --quiet --dataset "npy:$tmp/missing.npy"
 [ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
   grep -q "^forkload: .*missing\.npy" "$tmp/err"
@@ -510,10 +558,23 @@ bad "--delay-us with --dataset" "^forkload: --delay-us: .*--dataset" \
   exhaust --sharing fd --delay-us 1 --dataset "npy:$tmp/a.npy"
 bad "gen without --samples" "^forkload: gen: --samples" \
   gen raw "$tmp/x.raw" --sample-bytes 4
-bad "gen of an unknown kind" "^forkload: gen: expected npy-dir, npy or raw" \
+bad "gen of an unknown kind" \
+  "^forkload: gen: expected npy-dir, npy, raw or npy-zip" \
   gen tar "$tmp/x.tar" --samples 1 --sample-bytes 4
 bad "gen npy --header-bytes" "^forkload: --header-bytes: " \
   gen npy "$tmp/x.npy" --samples 1 --sample-bytes 4 --header-bytes 8
+bad "gen npy-zip of 3 paths for 2 sizes" \
+  "^forkload: gen: npy-zip: 3 path(s) for 2 size(s) in --sample-bytes" \
+  gen npy-zip "$tmp/p.npy,$tmp/q.npy,$tmp/r.npy" --samples 5 \
+  --sample-bytes 3,4
+bad "gen npy-dir with a list of sizes" \
+  "^forkload: --sample-bytes: a list .*only npy-zip writes .*npy-dir$" \
+  gen npy-dir "$tmp/d2" --samples 5 --sample-bytes 3,4
+bad "run --dataset npy-dir with a list of sizes" \
+  "^forkload: --sample-bytes: does not apply with --dataset" \
+  run --dataset "npy-dir:$tmp/dir" --sample-bytes 3,4
+bad "--dataset npy-zip with an empty path" \
+  "^forkload: --dataset: npy-zip .*'npy-zip:a,,b'" run --dataset npy-zip:a,,b
 
 : >"$tmp/dir/notes.txt"
 forkload gen npy-dir "$tmp/dir" --samples 10 --sample-bytes 8
