@@ -62,12 +62,14 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
     l->nrefetch--;
   if (b->seg.base != NULL) {
     fl__stats_segments(l, -1, -(long)b->seg.size, b->seg.fd >= 0 ? -1 : 0);
+    fl__fdtrack_lock();
     if (b->seg.fd >= 0)
       fl__fdtrack_del(b->seg.fd);
     fl__segment_close(&b->seg);
+    fl__fdtrack_unlock();
   } else if ((l->opt.sharing == FL_SHARE_FILE_SYSTEM ||
               l->opt.fd_in_dev_shm) &&
-             b->serial != 0) {
+             b->serial != 0 && !l->foreign) {
     /* A worker may have made it before it died or the epoch was cut. */
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
     shm_unlink(name);
@@ -217,6 +219,9 @@ fl_batch_release(fl_batch *b)
   if (b == NULL || b->state != FL__SLOT_HELD)
     return;
   l = b->loader;
+  /* In a child of the loader's maker, destroy frees this copy. */
+  if (FL__FOREIGN(l))
+    return;
   l->stats.batches_held--;
   fl__slot_recycle(l, b);
 }

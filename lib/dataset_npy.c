@@ -75,7 +75,7 @@ read_header(int fd, const char *path, uint64_t size, struct fl__npy *h)
   want = size < sizeof(small) ? (size_t)size : sizeof(small);
   rc = pread_full(fd, buf, want, 0, &got);
   if (rc != 0) {
-    rc = fl__error_set(rc, "%s: cannot read: %s", path, strerror(-rc));
+    rc = fl__error_set(rc, "%s: cannot read: %s", path, fl__strerror(-rc));
     goto out;
   }
   rc = fl__npy_header_bytes(buf, got, &total, err, sizeof(err));
@@ -94,7 +94,7 @@ read_header(int fd, const char *path, uint64_t size, struct fl__npy *h)
     memcpy(buf, small, got);
     rc = pread_full(fd, buf + got, want - got, (off_t)got, &more);
     if (rc != 0) {
-      rc = fl__error_set(rc, "%s: cannot read: %s", path, strerror(-rc));
+      rc = fl__error_set(rc, "%s: cannot read: %s", path, fl__strerror(-rc));
       goto out;
     }
     got += more;
@@ -152,12 +152,12 @@ dir_get(void *ctx, size_t index, void *dst, size_t *nbytes)
   fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     rc = -errno;
-    fl_worker_error("%s: cannot open: %s", path, strerror(errno));
+    fl_worker_error("%s: cannot open: %s", path, fl__strerror(errno));
     return rc;
   }
   if (fstat(fd, &st) != 0) {
     rc = -errno;
-    fl_worker_error("%s: cannot stat: %s", path, strerror(errno));
+    fl_worker_error("%s: cannot stat: %s", path, fl__strerror(errno));
     goto out;
   }
   if ((uint64_t)st.st_size != (uint64_t)f->data_offset + d->sample_bytes) {
@@ -170,7 +170,7 @@ dir_get(void *ctx, size_t index, void *dst, size_t *nbytes)
   }
   rc = pread_full(fd, dst, d->sample_bytes, f->data_offset, &got);
   if (rc != 0) {
-    fl_worker_error("%s: cannot read: %s", path, strerror(-rc));
+    fl_worker_error("%s: cannot read: %s", path, fl__strerror(-rc));
     goto out;
   }
   if (got != d->sample_bytes) {
@@ -229,14 +229,14 @@ list_dir(struct npy_dir *d, const char *dir)
   dp = opendir(dir);
   if (dp == NULL)
     return fl__error_set(-errno, "%s: cannot open the directory: %s", dir,
-                         strerror(errno));
+                         fl__strerror(errno));
   for (;;) {
     errno = 0;
     e = readdir(dp);
     if (e == NULL) {
       if (errno != 0)
         rc = fl__error_set(-errno, "%s: cannot list the directory: %s",
-                           dir, strerror(errno));
+                           dir, fl__strerror(errno));
       break;
     }
     if (!is_npy_name(e->d_name))

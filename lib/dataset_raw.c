@@ -35,9 +35,9 @@ fl__open_regular(const char *path, int *fd, struct stat *st)
   *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (*fd < 0)
     return fl__error_set(-errno, "%s: cannot open: %s", path,
-                         strerror(errno));
+                         fl__strerror(errno));
   if (fstat(*fd, st) != 0) {
-    fl__error_set(-errno, "%s: cannot stat: %s", path, strerror(errno));
+    fl__error_set(-errno, "%s: cannot stat: %s", path, fl__strerror(errno));
     fl__close(*fd);
     return -errno;
   }
@@ -71,7 +71,7 @@ fl__map_file(const char *path, void **map, size_t *size)
   m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) {
     rc = fl__error_set(-errno, "%s: cannot map %lld bytes: %s", path,
-                       (long long)st.st_size, strerror(errno));
+                       (long long)st.st_size, fl__strerror(errno));
     goto out;
   }
   *map = m;

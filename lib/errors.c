@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "forkload.h"
+#include "internal.h"
 
 const char *
 fl_strerror(int code)
@@ -20,10 +20,22 @@ fl_strerror(int code)
   default:
     break;
   }
-  /* Any other negative errno: glibc returns constant text for known ones. */
   if (code < 0 && code > -4000)
-    return strerror(-code);
+    return fl__strerror(-code);
   return "unknown error";
+}
+
+/*
+ * An errno's description, as glibc's table has it: constant text, no
+ * locale and so no lock of gettext's, which a worker forked from a threaded
+ * host may find held.
+ */
+const char *
+fl__strerror(int errnum)
+{
+  const char *s = strerrordesc_np(errnum);
+
+  return s != NULL ? s : "unknown error";
 }
 
 int

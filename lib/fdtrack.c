@@ -1,10 +1,11 @@
 /*
- * What a freshly forked worker must let go of.  The parent records every fd
- * and shared mapping any loader in this process holds; a worker closes and
- * unmaps all of them except its own queue, socket and order, so that it
- * never keeps another loader's segments alive or its sockets open.  The
- * forking thread holds the lock across fork(), so the child reads a
- * consistent table even when other threads run other loaders.
+ * What a freshly forked process must let go of.  The parent records every
+ * fd and shared mapping any loader in this process holds; a worker closes
+ * and unmaps all of them except its own queue, socket and order, so that it
+ * never keeps another loader's segments alive or its sockets open.  Every
+ * fork in the process (the host's too, through pthread_atfork) happens with
+ * the table's lock held, so a child reads a consistent table, and the fork
+ * generation tells a loader that it is in a child of its maker.
  */
 #include "config.h"
 
@@ -28,6 +29,11 @@ static unsigned char *tracked; /* tracked[fd] != 0: the parent holds fd */
 static size_t tracked_cap;
 static struct fl__map *maps;
 static size_t nmaps, maps_cap;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Forks this process is down from: 0 in the process that made a loader
+   (as far as its loaders go), more in any child. */
+volatile unsigned long fl__fork_generation;
 
 int
 fl__close(int fd)
@@ -91,6 +97,17 @@ fl__fdtrack_del(int fd)
   pthread_mutex_unlock(&track_lock);
 }
 
+/* Untracked and closed as one step: between the two, a fork in another
+   thread would copy an fd its child no longer knows to close. */
+void
+fl__fdtrack_close(int fd)
+{
+  pthread_mutex_lock(&track_lock);
+  fl__fdtrack_del(fd);
+  fl__close(fd);
+  pthread_mutex_unlock(&track_lock);
+}
+
 int
 fl__fdtrack_map_add(void *addr, size_t len)
 {
@@ -132,15 +149,53 @@ fl__fdtrack_map_del(void *addr)
   pthread_mutex_unlock(&track_lock);
 }
 
-/*
- * In a new worker, with the table as the forking thread left it locked.
- * The lock is made anew: its owner was a thread of the parent.
- */
-void
-fl__fdtrack_child_drop(const int *keep, size_t nkeep, const void *keep_map)
+static void
+reinit_lock(void)
 {
   pthread_mutexattr_t attr;
 
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&track_lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
+static void
+before_fork(void)
+{
+  pthread_mutex_lock(&track_lock);
+}
+
+static void
+after_fork_parent(void)
+{
+  pthread_mutex_unlock(&track_lock);
+}
+
+/* The lock's owner was a thread of the parent: it is made anew. */
+static void
+after_fork_child(void)
+{
+  reinit_lock();
+  fl__fork_generation++;
+}
+
+static void
+register_atfork(void)
+{
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+void
+fl__fdtrack_init(void)
+{
+  pthread_once(&atfork_once, register_atfork);
+}
+
+/* In a new worker, with the table as the forking thread left it. */
+void
+fl__fdtrack_child_drop(const int *keep, size_t nkeep, const void *keep_map)
+{
   size_t fd, i;
   int kept;
 
@@ -159,8 +214,7 @@ fl__fdtrack_child_drop(const int *keep, size_t nkeep, const void *keep_map)
     if (maps[i].addr != keep_map)
       munmap(maps[i].addr, maps[i].len);
   }
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-  pthread_mutex_init(&track_lock, &attr);
-  pthread_mutexattr_destroy(&attr);
+  /* Whether or not the fork handler ran (it is registered by the first
+     loader), the lock's owner was a thread of the parent. */
+  reinit_lock();
 }

@@ -61,7 +61,7 @@ fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
                "files or message-queue bytes (ulimit -n, ulimit -q)", worker);
     else
       snprintf(err, errlen, "cannot create the index queue of worker %u: %s",
-               worker, strerror(errno));
+               worker, fl__strerror(errno));
     return rc;
   }
   mq_unlink(name);

@@ -87,11 +87,17 @@ int fl__segment_attach_name(fl__segment *seg, const char *name, size_t size);
 int fl__segment_private(fl__segment *seg, size_t size);
 void fl__segment_close(fl__segment *seg);
 
-/* fdtrack.c: what a forked worker must not keep of its parent's. */
+/* fdtrack.c: what a forked worker must not keep of its parent's, and
+   which process a loader is in. */
+extern volatile unsigned long fl__fork_generation;
+/* A loader used in a child of the process that made it. */
+#define FL__FOREIGN(l) ((l)->fork_gen != fl__fork_generation)
+void fl__fdtrack_init(void);
 void fl__fdtrack_lock(void);
 void fl__fdtrack_unlock(void);
 int fl__fdtrack_add(int fd);
 void fl__fdtrack_del(int fd);
+void fl__fdtrack_close(int fd);
 int fl__fdtrack_map_add(void *addr, size_t len);
 void fl__fdtrack_map_del(void *addr);
 void fl__fdtrack_child_drop(const int *keep, size_t nkeep,
@@ -244,6 +250,8 @@ struct fl_loader {
   fl_options opt;
   fl__sampler sampler;
   pid_t owner;
+  unsigned long fork_gen; /* fl__fork_generation in the maker */
+  int foreign;          /* being freed in a child: touch nothing shared */
   uint32_t token;       /* tells this loader's names from any other's */
   size_t nbatches;
   fl__layout layout;    /* of every segment */
@@ -255,6 +263,8 @@ struct fl_loader {
   uint64_t epoch;       /* the epoch begun last */
   uint64_t next_epoch;  /* the epoch the next begin starts */
   uint64_t base_seed;
+  int forked_alone;     /* the last fork came from a one-thread process:
+                           no lock of libc's can be held in the child */
   int in_epoch;
   int epoch_over;
   uint64_t next_send;   /* next batch seq to dispatch */
@@ -282,10 +292,14 @@ struct fl_loader {
   char err[FL__ERRMSG_MAX];
 };
 
+/* errors.c */
+const char *fl__strerror(int errnum);
+
 /* report.c */
 int fl__error_set(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void fl__error_clear(void);
+int fl__loader_foreign(const fl_loader *l, const char *fn);
 int fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)
@@ -330,6 +344,9 @@ extern const char *fl__limits_root;
 void fl__room_memory(fl__room *r);
 void fl__room_file_size(fl__room *r);
 void fl__room_dev_shm(fl__room *r);
+/* The number after `key` in a /proc file of "key: value" lines: 0, or -1.
+   Read with read(2) alone: safe in a freshly forked worker. */
+int fl__proc_value(const char *path, const char *key, uint64_t *out);
 /* Before a segment is made anew, in a worker or in the caller: 0, or
    FL_ENOMEM with err saying why, when memory has no room for it now. */
 int fl__room_for_segment(size_t size, char *err, size_t errlen);

@@ -123,9 +123,9 @@ read_number(const char *dir, const char *name, uint64_t *out)
   return 0;
 }
 
-/* The value of `key` in a file of "key value" lines. */
-static int
-read_key(const char *path, const char *key, uint64_t *out)
+/* The value of `key` in a file of "key value" or "key: value" lines. */
+int
+fl__proc_value(const char *path, const char *key, uint64_t *out)
 {
   char line[256];
   size_t n = strlen(key);
@@ -136,7 +136,7 @@ read_key(const char *path, const char *key, uint64_t *out)
     return -1;
   while (rc != 0 && lines_next(&lr, line, sizeof(line))) {
     if (strncmp(line, key, n) == 0 && (line[n] == ' ' || line[n] == ':')) {
-      *out = strtoull(line + n + 1 + strspn(line + n + 1, " "), NULL, 10);
+      *out = strtoull(line + n + 1 + strspn(line + n + 1, " \t"), NULL, 10);
       rc = 0;
     }
   }
@@ -153,7 +153,7 @@ read_stat(const char *dir, const char *key, uint64_t *out)
   if (snprintf(full, sizeof(full), "%s/memory.stat", dir) >=
       (int)sizeof(full))
     return -1;
-  return read_key(full, key, out);
+  return fl__proc_value(full, key, out);
 }
 
 /* MemAvailable, in bytes, from /proc/meminfo. */
@@ -164,7 +164,7 @@ mem_available(const char *root, uint64_t *out)
   uint64_t kb;
 
   snprintf(full, sizeof(full), "%s/proc/meminfo", root);
-  if (read_key(full, "MemAvailable", &kb) != 0)
+  if (fl__proc_value(full, "MemAvailable", &kb) != 0)
     return -1;
   *out = kb * 1024;
   return 0;

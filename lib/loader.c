@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -71,7 +73,39 @@ on_timer(uv_timer_t *t)
   l->timed_out = 1;
 }
 
-/* Everything create may have made; safe on a partly made loader. */
+/*
+ * In a child of the loader's maker, the event loop's epoll instance is the
+ * maker's too: closing a handle would take the maker's watchers out of it.
+ * Its fd is pointed at a new instance of this process's own first.  If that
+ * cannot be had, the loop is let go of without libuv: its fds are closed
+ * and its small allocations left.
+ */
+static void
+detach_loop(fl_loader *l)
+{
+  int fd = uv_backend_fd(&l->loop), ep, fds[5];
+  size_t i, n;
+
+  ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep >= 0 && dup3(ep, fd, O_CLOEXEC) >= 0) {
+    fl__close(ep);
+    return;
+  }
+  if (ep >= 0)
+    fl__close(ep);
+  n = loop_fds(&l->loop, fds);
+  for (i = 0; i < n; i++)
+    fl__fdtrack_close(fds[i]);
+  for (i = 0; l->workers != NULL && i < l->opt.num_workers; i++)
+    l->workers[i].sock_polling = l->workers[i].pid_polling = 0;
+  l->loop_ready = 0;
+}
+
+/*
+ * Everything create may have made; safe on a partly made loader.  In a
+ * child of the loader's maker (foreign), only this process's copy goes:
+ * the workers, their queues and the names in /dev/shm stay the maker's.
+ */
 static void
 release_all(fl_loader *l)
 {
@@ -79,9 +113,11 @@ release_all(fl_loader *l)
   unsigned w;
   int fds[5];
 
-  if (l->workers != NULL && l->loop_ready)
+  if (l->foreign && l->loop_ready)
+    detach_loop(l);
+  if (l->workers != NULL && (l->loop_ready || l->foreign))
     fl__workers_stop(l);
-  if (l->iterable)
+  if (l->iterable && !l->foreign)
     fl__stream_close(l, &l->stream);
   for (i = 0; i < l->nslots; i++) {
     if (l->slots[i] != NULL)
@@ -89,8 +125,7 @@ release_all(fl_loader *l)
   }
   for (w = 0; l->workers != NULL && w < l->opt.num_workers; w++) {
     if (l->workers[w].mq >= 0) {
-      fl__fdtrack_del(l->workers[w].mq);
-      fl__close(l->workers[w].mq);
+      fl__fdtrack_close(l->workers[w].mq);
     }
     free(l->workers[w].backlog);
   }
@@ -98,9 +133,11 @@ release_all(fl_loader *l)
     uv_close((uv_handle_t *)&l->timer, NULL);
     uv_run(&l->loop, UV_RUN_DEFAULT);
     n = loop_fds(&l->loop, fds);
+    fl__fdtrack_lock();
     for (i = 0; i < n; i++)
       fl__fdtrack_del(fds[i]);
     uv_loop_close(&l->loop);
+    fl__fdtrack_unlock();
   }
   if (l->order != NULL) {
     fl__fdtrack_map_del(l->order);
@@ -134,12 +171,17 @@ create_workers(fl_loader *l, const fl__plan *p)
     w->backlog = calloc(w->backlog_cap, sizeof(*w->backlog));
     if (w->backlog == NULL)
       return FL_ENOMEM;
+    /* Made and tracked under the lock: no worker another thread forks
+       meanwhile keeps it. */
+    fl__fdtrack_lock();
     rc = fl__index_queue_create(&w->mq, l->token, i,
                                 l->opt.prefetch_factor + 1, l->err,
                                 sizeof(l->err));
+    if (rc == 0)
+      fl__fdtrack_add(w->mq);
+    fl__fdtrack_unlock();
     if (rc != 0)
       return rc;
-    fl__fdtrack_add(w->mq);
     fl__stats_fds(l, 1);
   }
   return 0;
@@ -158,6 +200,7 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   l->opt = *opt;
   l->stream = (struct fl__stream)FL__STREAM_INIT;
   l->owner = getpid();
+  l->fork_gen = fl__fork_generation;
   l->token = make_token();
   if (opt->indices != NULL) {
     custom = malloc(p->order_bytes);
@@ -182,29 +225,33 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   if (ds->nfields > 0)
     l->ds.field_bytes = l->layout.field_bytes;
   l->window = p->window;
-  /* Shared, and made before any fork: every worker reads the same order. */
+  /*
+   * Shared, and made before any fork: every worker reads the same order.
+   * It and the loop's fds are made and tracked under the lock, so that no
+   * worker of another loader, forked in another thread, keeps them.
+   */
+  fl__fdtrack_lock();
   l->order = mmap(NULL, p->order_bytes, PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (l->order == MAP_FAILED) {
+  if (l->order != MAP_FAILED) {
+    l->order_bytes = p->order_bytes;
+    rc = fl__fdtrack_map_add(l->order, l->order_bytes);
+  } else {
     l->order = NULL;
-    return FL_ENOMEM;
+    rc = FL_ENOMEM;
   }
-  l->order_bytes = p->order_bytes;
-  rc = fl__fdtrack_map_add(l->order, l->order_bytes);
+  if (rc == 0 && (rc = uv_loop_init(&l->loop)) != 0)
+    snprintf(l->err, sizeof(l->err), "cannot start the event loop: %s",
+             uv_strerror(rc));
+  l->loop_ready = rc == 0;
+  nfds = l->loop_ready ? loop_fds(&l->loop, fds) : 0;
+  for (i = 0; i < nfds; i++)
+    fl__fdtrack_add(fds[i]);
+  fl__fdtrack_unlock();
   if (rc == 0)
     rc = fl__reorder_init(&l->reorder, l->window, opt->in_order);
   if (rc != 0)
     return rc;
-  rc = uv_loop_init(&l->loop);
-  if (rc != 0) {
-    snprintf(l->err, sizeof(l->err), "cannot start the event loop: %s",
-             uv_strerror(rc));
-    return rc;
-  }
-  l->loop_ready = 1;
-  nfds = loop_fds(&l->loop, fds);
-  for (i = 0; i < nfds; i++)
-    fl__fdtrack_add(fds[i]);
   fl__stats_fds(l, (int)nfds);
   uv_timer_init(&l->loop, &l->timer);
   l->timer.data = l;
@@ -259,6 +306,8 @@ create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
     rc = fl__plan_admit(&plan, &ds, &opt, iterable, err, sizeof(err));
   if (rc != 0)
     return fl__error_set(rc, "%s", err);
+  /* Every fork from here on holds the fork table's lock, the host's too. */
+  fl__fdtrack_init();
   /* What loaders killed mid-transfer left behind (their owners are gone). */
   fl_shm_sweep(0, NULL, NULL);
   l = calloc(1, sizeof(*l));
@@ -386,6 +435,8 @@ fl_loader_begin(fl_loader *l)
 
   if (l == NULL)
     return FL_EINVAL;
+  if (FL__FOREIGN(l))
+    return fl__loader_foreign(l, "fl_loader_begin");
   if (l->fatal)
     return l->fatal;
   /* With workers, an epoch cut short takes back a batch kept unpinned. */
@@ -439,6 +490,8 @@ fl_loader_set_epoch(fl_loader *l, uint64_t epoch)
 {
   if (l == NULL)
     return FL_EINVAL;
+  if (FL__FOREIGN(l))
+    return fl__loader_foreign(l, "fl_loader_set_epoch");
   if (l->fatal)
     return l->fatal;
   l->next_epoch = epoch;
@@ -582,7 +635,9 @@ next_inline(fl_loader *l, fl_batch **out)
                                   (unsigned long long)l->delivered, why,
                                   l->stats.batches_held);
     }
+    fl__fdtrack_lock();
     rc = fl__segment_private(&b->seg, l->layout.size);
+    fl__fdtrack_unlock();
     if (rc != 0) {
       fl__slot_drop(l, b);
       return fl__loader_set_error(l, rc, "cannot map %zu bytes for a batch",
@@ -624,6 +679,8 @@ fl_loader_next(fl_loader *l, fl_batch **out)
     *out = NULL;
   if (l == NULL || out == NULL)
     return FL_EINVAL;
+  if (FL__FOREIGN(l))
+    return fl__loader_foreign(l, "fl_loader_next");
   if (l->fatal)
     return l->fatal;
   if (!l->in_epoch)
@@ -696,5 +753,6 @@ fl_loader_destroy(fl_loader *l)
   if (l == NULL)
     return;
   l->in_epoch = 0;
+  l->foreign = FL__FOREIGN(l);
   release_all(l);
 }

@@ -206,6 +206,17 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   fl__reorder_put(&l->reorder, b);
 }
 
+/* Read one reply and take it, under the fork table's lock. */
+static int
+receive_locked(fl_loader *l, unsigned wi, struct fl__reply *r, int *fd)
+{
+  int rc = fl__channel_recv(l->workers[wi].sock, r, fd);
+
+  if (rc == 1 || rc == FL_EMFILE)
+    take(l, &l->workers[wi], r, *fd, rc == FL_EMFILE);
+  return rc;
+}
+
 /*
  * Take one reply of worker wi, if one waits: 1 when one was taken, 0 when
  * none waits (or the worker's end closed), or a negative code.
@@ -219,7 +230,14 @@ fl__receive_one(fl_loader *l, unsigned wi)
 
   if (w->sock < 0)
     return 0;
-  rc = fl__channel_recv(w->sock, &r, &fd);
+  /*
+   * From the fd the kernel hands us to its mapping marked MADV_DONTFORK
+   * and both in the fork table, no worker of another loader may be forked
+   * in another thread: it would keep this segment alive.
+   */
+  fl__fdtrack_lock();
+  rc = receive_locked(l, wi, &r, &fd);
+  fl__fdtrack_unlock();
   if (rc == FL_EAGAIN)
     return 0;
   /* A worker that died with grants unread resets instead of closing. */
@@ -230,7 +248,6 @@ fl__receive_one(fl_loader *l, unsigned wi)
   if (rc < 0 && rc != FL_EMFILE)
     return fl__loader_fail(l, rc, "cannot read worker %u's reply: %s", wi,
                            fl_strerror(rc));
-  take(l, w, &r, fd, rc == FL_EMFILE);
   return l->fatal ? l->fatal : 1;
 }
 

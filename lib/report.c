@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -72,6 +73,24 @@ fl__loader_fail(fl_loader *l, int code, const char *fmt, ...)
   return code;
 }
 
+/*
+ * A call in a child of the process that made the loader (a helper the host
+ * forked, a system() that runs atexit handlers): the workers, their queues
+ * and the event loop are the maker's, and nothing this copy does may reach
+ * them.
+ */
+int
+fl__loader_foreign(const fl_loader *l, const char *fn)
+{
+  return fl__loader_set_error(
+      (fl_loader *)l, FL_ESTATE,
+      "%s: this process (pid %ld) is not the process that made the loader "
+      "(pid %ld) but a child of it: only the maker may use it. "
+      "fl_loader_destroy here frees this copy and leaves the maker's "
+      "workers alone",
+      fn, (long)getpid(), (long)l->owner);
+}
+
 void
 fl__stats_fds(fl_loader *l, int delta)
 {
@@ -110,6 +129,8 @@ fl_loader_stats_sized(const fl_loader *l, fl_stats *out, size_t size)
 
   if (l == NULL || out == NULL || size < FL__STATS_SIZE_0_1)
     return FL_EINVAL;
+  if (FL__FOREIGN(l))
+    return fl__loader_foreign(l, "fl_loader_stats");
   st = l->stats;
   st.reorder_depth = l->reorder.depth;
   st.reorder_peak = l->reorder.peak;

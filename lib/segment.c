@@ -101,7 +101,7 @@ explain_reserve(char *err, size_t errlen, const char *name, size_t size,
   if (name == NULL || rc != FL_ENOSPC || statvfs("/dev/shm", &vfs) != 0) {
     snprintf(err, errlen,
              "cannot reserve %zu bytes of shared memory for a batch: %s",
-             size, strerror(-rc));
+             size, fl__strerror(-rc));
     return;
   }
   snprintf(err, errlen,
@@ -125,13 +125,13 @@ fl__segment_create(fl__segment *seg, const char *name, size_t size,
   if (fd < 0) {
     rc = -errno;
     snprintf(err, errlen, "cannot create a shared-memory segment%s%s: %s",
-             name ? " " : "", name ? name : "", strerror(errno));
+             name ? " " : "", name ? name : "", fl__strerror(errno));
     return rc;
   }
   if (ftruncate(fd, (off_t)size) != 0) {
     rc = -errno;
     snprintf(err, errlen, "cannot size a %zu-byte segment: %s%s", size,
-             strerror(errno),
+             fl__strerror(errno),
              errno == EFBIG ? " (RLIMIT_FSIZE, `ulimit -f`, is lower)" : "");
     goto fail;
   }
@@ -144,7 +144,7 @@ fl__segment_create(fl__segment *seg, const char *name, size_t size,
   if (base == MAP_FAILED) {
     rc = -errno;
     snprintf(err, errlen, "cannot map a %zu-byte segment: %s", size,
-             strerror(errno));
+             fl__strerror(errno));
     goto fail;
   }
   seg->base = base;
@@ -217,6 +217,8 @@ fl__segment_private(fl__segment *seg, size_t size)
               -1, 0);
   if (base == MAP_FAILED)
     return -errno;
+  /* A worker forked later shares no page of it, to copy on our writes. */
+  madvise(base, size, MADV_DONTFORK);
   seg->base = base;
   seg->size = size;
   seg->fd = -1;

@@ -70,15 +70,19 @@ fl__worker_spawn(fl_loader *l, unsigned wi)
   pid_t pid, parent = getpid();
   int main_thread = (pid_t)syscall(SYS_gettid) == parent;
   int sv[2] = {-1, -1};
+  uint64_t threads = 0;
   int rc, pidfd, saved;
 
+  /* Alone, no other thread can hold a lock of libc's at the fork. */
+  l->forked_alone = fl__proc_value("/proc/self/status", "Threads",
+                                   &threads) == 0 && threads == 1;
   fl__fdtrack_lock();
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     rc = -errno;
     fl__fdtrack_unlock();
     return fl__loader_set_error(l, rc,
                                 "cannot create worker %u's socket: %s%s", wi,
-                                strerror(-rc),
+                                fl__strerror(-rc),
                                 rc == FL_EMFILE ? " (raise ulimit -n)" : "");
   }
   fl__fdtrack_add(sv[0]);
@@ -93,17 +97,19 @@ fl__worker_spawn(fl_loader *l, unsigned wi)
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   fl__fdtrack_del(sv[1]);
   fl__close(sv[1]);
-  fl__fdtrack_unlock();
   if (pid < 0) {
     fl__fdtrack_del(sv[0]);
     fl__close(sv[0]);
+    fl__fdtrack_unlock();
     return fl__loader_set_error(l, -saved, "cannot fork worker %u: %s", wi,
-                                strerror(saved));
+                                fl__strerror(saved));
   }
-  /* The kernel's own notice of this child's exit, whoever reaps it. */
+  /* The kernel's own notice of this child's exit, whoever reaps it; made
+     and tracked under the lock, so no other loader's worker keeps it. */
   pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (pidfd >= 0)
     fl__fdtrack_add(pidfd);
+  fl__fdtrack_unlock();
   w->pid = pid;
   w->pidfd = pidfd;
   w->sock = sv[0];
@@ -124,8 +130,7 @@ fl__worker_close_sock(fl_loader *l, unsigned wi)
     uv_close((uv_handle_t *)&w->sock_poll, NULL);
   w->sock_polling = 0;
   if (w->sock >= 0) {
-    fl__fdtrack_del(w->sock);
-    fl__close(w->sock);
+    fl__fdtrack_close(w->sock);
     fl__stats_fds(l, -1);
     w->sock = -1;
   }
@@ -161,8 +166,7 @@ fl__worker_forget(fl_loader *l, unsigned wi)
   while (fl__index_queue_withdraw(w->mq, &t) == 1)
     ;
   if (w->pidfd >= 0) {
-    fl__fdtrack_del(w->pidfd);
-    fl__close(w->pidfd);
+    fl__fdtrack_close(w->pidfd);
     fl__stats_fds(l, -1);
     w->pidfd = -1;
   }
@@ -174,6 +178,27 @@ fl__worker_forget(fl_loader *l, unsigned wi)
     b = l->slots[i];
     if (b != NULL && b->worker == wi && b->state != FL__SLOT_HELD)
       fl__slot_drop(l, b);
+  }
+}
+
+/*
+ * In a child of the loader's maker: the workers are the maker's children,
+ * their queues and sockets shared with it.  Close this copy's fds alone;
+ * no stop, no signal, no reaping, no task taken back.
+ */
+static void
+let_go(fl_loader *l)
+{
+  fl__worker *w;
+  unsigned i;
+
+  for (i = 0; i < l->opt.num_workers; i++) {
+    w = &l->workers[i];
+    fl__worker_unwatch(l, i);
+    if (w->pidfd >= 0)
+      fl__fdtrack_close(w->pidfd);
+    w->pidfd = -1;
+    w->pid = 0;
   }
 }
 
@@ -211,6 +236,10 @@ fl__workers_stop(fl_loader *l)
   unsigned i, n, left;
   fl__worker *w;
 
+  if (l->foreign) {
+    let_go(l);
+    return;
+  }
   stop.version = FL__PROTOCOL_VERSION;
   stop.type = FL__TASK_STOP;
   for (i = 0; i < l->opt.num_workers; i++) {
