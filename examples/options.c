@@ -68,7 +68,10 @@ static const struct {
   {"in_order", "--out-of-order"},
   {"pin_memory", "--pin-memory"},
   {"reuse_segments", "--no-reuse"},
-  {"fd_in_dev_shm", "--fd-in-dev-shm"}
+  {"fd_in_dev_shm", "--fd-in-dev-shm"},
+  /* The strategies, as the library's remedies name them. */
+  {"FL_SHARE_FILE_SYSTEM", "--sharing fs"},
+  {"FL_SHARE_FILE_DESCRIPTOR", "--sharing fd"}
 };
 
 /* What --help of run and exhaust says of the options above. */
@@ -601,5 +604,8 @@ cli_create_error(int rc)
   free(text);
   /* The library checks the options, and that the prefetch window fits in
      memory and /dev/shm: what it refuses is bad input. */
-  return rc == FL_EINVAL || rc == FL_ENOMEM || rc == FL_ENOSPC ? 2 : 1;
+  return rc == FL_EINVAL || rc == FL_ENOMEM || rc == FL_ENOSPC ||
+                 rc == FL_EMFILE
+             ? 2
+             : 1;
 }

@@ -25,6 +25,8 @@ struct cost {
   uint64_t order_bytes, own_bytes;
   uint64_t segs_bytes; /* nsegs x layout.size */
   uint64_t total;      /* everything, saturated at UINT64_MAX */
+  uint64_t fds;        /* the parent's: a segment's, with the fd strategy,
+                          and the loader's own */
 };
 
 static uint64_t
@@ -45,6 +47,21 @@ static const char *
 plural(uint64_t n)
 {
   return n == 1 ? "" : "s";
+}
+
+int
+fl__own_segments_first(const fl_options *opt)
+{
+  return opt->sharing == FL_SHARE_FILE_SYSTEM && !opt->in_order &&
+         opt->reuse_segments;
+}
+
+/* The loader's own fds: each worker's queue, socket and pidfd, and the
+   event loop's (epoll, a pipe and an eventfd). */
+static uint64_t
+own_fds(unsigned nw)
+{
+  return 3 * (uint64_t)nw + 5;
 }
 
 /* Samples of an epoch before batching; 0 for an iterable dataset. */
@@ -79,10 +96,20 @@ cost_of(struct cost *c, const fl_dataset *ds, const fl_options *opt,
                          ds->nfields > 0 ? ds->nfields : 1, fields) != 0)
     return FL_ENOMEM;
   c->window = nw ? (size_t)pf * nw : 1;
-  c->nsegs = nw ? c->window + 1 : 1;
-  /* Map-style, a worker never has more than pf tasks out; one iterable
-     stream may be left to take the whole window. */
-  c->backlog = (iterable ? c->window : pf) + 2;
+  /*
+   * The window and the batch being used.  Under the file-system strategy
+   * in order, no segment can be lent and each worker keeps its own: up to
+   * prefetch_factor + 1 each.
+   */
+  c->nsegs = !nw                                     ? 1
+             : opt->sharing == FL_SHARE_FILE_SYSTEM &&
+                       opt->in_order && opt->reuse_segments
+                 ? c->window + nw
+                 : c->window + 1;
+  /* Map-style, a worker has at most pf tasks out, unless it is given
+     tasks for the free segments it holds; one iterable stream may be left
+     to take the whole window. */
+  c->backlog = (iterable || fl__own_segments_first(opt) ? c->window : pf) + 2;
   c->order_bytes = sat_mul(c->n ? c->n : 1, sizeof(size_t));
   if (c->order_bytes > SIZE_MAX / 4)
     return FL__TOO_LARGE_ORDER;
@@ -94,6 +121,8 @@ cost_of(struct cost *c, const fl_dataset *ds, const fl_options *opt,
                                          sizeof(struct fl__task))));
   c->segs_bytes = sat_mul(c->nsegs, c->layout.size);
   c->total = sat_add(c->segs_bytes, sat_add(c->order_bytes, c->own_bytes));
+  c->fds = own_fds(nw) +
+           (nw && opt->sharing == FL_SHARE_FILE_DESCRIPTOR ? c->nsegs : 0);
   return 0;
 }
 
@@ -131,10 +160,11 @@ fl__plan_make(fl__plan *p, const fl_dataset *ds, const fl_options *opt,
   p->order_bytes = (size_t)c.order_bytes;
   p->segs_bytes = c.segs_bytes;
   p->need = c.total;
+  p->fds = c.fds;
   return 0;
 }
 
-enum limit { MEMORY, FILE_SIZE, DEV_SHM };
+enum limit { MEMORY, FILE_SIZE, DEV_SHM, FDS };
 
 /* Whether the options fit under the limit. */
 static int
@@ -150,6 +180,8 @@ fits(const fl_dataset *ds, const fl_options *opt, int iterable,
     return c.total <= room;
   case FILE_SIZE:
     return c.layout.size <= room;
+  case FDS:
+    return c.fds <= room;
   default:
     return c.segs_bytes <= room;
   }
@@ -224,7 +256,12 @@ refuse(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
   uint64_t others = p->need - p->segs_bytes;
   size_t cap = p->layout.cap;
 
-  if (opt->num_workers > 0)
+  if (opt->num_workers > 0 && p->nsegs > p->window + 1)
+    snprintf(segs, sizeof(segs),
+             "(prefetch_factor %u + 1) x num_workers %u segments of %zu "
+             "bytes, each worker's own under FL_SHARE_FILE_SYSTEM",
+             opt->prefetch_factor, opt->num_workers, p->layout.size);
+  else if (opt->num_workers > 0)
     snprintf(segs, sizeof(segs),
              "(prefetch_factor %u x num_workers %u + 1) segments of %zu "
              "bytes", opt->prefetch_factor, opt->num_workers,
@@ -236,14 +273,23 @@ refuse(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
     snprintf(extra, sizeof(extra), ", plus %llu bytes for the epoch's "
              "order of %zu indices and the loader's tables",
              (unsigned long long)others, p->n);
-  suggest(fit, sizeof(fit), p, ds, opt, iterable, which, room->bytes);
-  if (which == FILE_SIZE)
+  suggest(fit, sizeof(fit), p, ds, opt, iterable, which, room->amount);
+  if (which == FDS)
+    snprintf(err, errlen,
+             "the prefetch window needs %llu fds: one for each of its %s, "
+             "and %llu of the loader's own, but %s leaves %llu. %s; or "
+             "FL_SHARE_FILE_SYSTEM, which keeps no fd per segment; or raise "
+             "`ulimit -n`",
+             (unsigned long long)p->fds, segs,
+             (unsigned long long)own_fds(opt->num_workers), room->source,
+             (unsigned long long)room->amount, fit);
+  else if (which == FILE_SIZE)
     snprintf(err, errlen,
              "a segment is a file of %zu bytes (%zu sample%s of %zu "
              "bytes, with their indices and sizes), but %s is %llu bytes. "
              "%s; or raise `ulimit -f`",
              p->layout.size, cap, plural(cap), ds->sample_bytes,
-             room->source, (unsigned long long)room->bytes, fit);
+             room->source, (unsigned long long)room->amount, fit);
   else
     snprintf(err, errlen,
              "%s %llu bytes: %s, each for %zu sample%s of %zu bytes with "
@@ -254,7 +300,7 @@ refuse(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
              (unsigned long long)(which == DEV_SHM ? p->segs_bytes
                                                    : p->need),
              segs, cap, plural(cap), ds->sample_bytes, extra, room->source,
-             (unsigned long long)room->bytes, fit,
+             (unsigned long long)room->amount, fit,
              which == DEV_SHM
                  ? "; or enlarge /dev/shm, or use memfd segments "
                    "(FL_SHARE_FILE_DESCRIPTOR without fd_in_dev_shm)"
@@ -270,19 +316,22 @@ fl__plan_admit(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
   int workers = opt->num_workers > 0;
 
   fl__room_memory(&room);
-  if (p->need > room.bytes)
+  if (p->need > room.amount)
     return refuse(p, ds, opt, iterable, MEMORY, &room, FL_ENOMEM, err,
                   errlen);
   if (!workers)
     return 0; /* its one segment is private memory, not a file */
+  fl__room_fds(&room);
+  if (p->fds > room.amount)
+    return refuse(p, ds, opt, iterable, FDS, &room, FL_EMFILE, err, errlen);
   fl__room_file_size(&room);
-  if (p->layout.size > room.bytes)
+  if (p->layout.size > room.amount)
     return refuse(p, ds, opt, iterable, FILE_SIZE, &room, FL_ENOMEM, err,
                   errlen);
   if (opt->sharing != FL_SHARE_FILE_SYSTEM && !opt->fd_in_dev_shm)
     return 0;
   fl__room_dev_shm(&room);
-  if (p->segs_bytes > room.bytes)
+  if (p->segs_bytes > room.amount)
     return refuse(p, ds, opt, iterable, DEV_SHM, &room, FL_ENOSPC, err,
                   errlen);
   return 0;

@@ -55,24 +55,34 @@ fl__dispatch_flush(fl_loader *l, unsigned wi)
 
 /*
  * In order, the next worker in the cycle (for a map-style dataset, batch i
- * goes to worker i mod N); as they arrive, the next one with room.  Workers
- * whose stream is over (iterable datasets) take no more tasks.
+ * goes to worker i mod N); as they arrive, the next one with room.  Under
+ * the file-system strategy as they arrive, the next that holds a free
+ * segment of its own comes first, room or not: no segment can be lent
+ * there, and a new one made while another sits idle would let segments
+ * grow to num_workers x (prefetch_factor + held); this way they stay within
+ * the window plus the batches held, as lending keeps them under the fd
+ * strategy.  Workers whose stream is over (iterable datasets) take no more
+ * tasks.
  */
 static fl__worker *
 pick(fl_loader *l)
 {
-  unsigned n = l->opt.num_workers, i, k;
+  unsigned n = l->opt.num_workers, i, k, pass;
+  fl__worker *w;
 
   if (l->opt.in_order && !l->iterable)
     return &l->workers[l->next_send % n];
-  for (k = 0; k < n; k++) {
-    i = (l->rr + k) % n;
-    if (l->workers[i].ended)
-      continue;
-    if (l->opt.in_order ||
-        l->workers[i].assigned < l->opt.prefetch_factor) {
-      l->rr = (i + 1) % n;
-      return &l->workers[i];
+  for (pass = fl__own_segments_first(&l->opt) ? 0 : 1; pass < 2; pass++) {
+    for (k = 0; k < n; k++) {
+      i = (l->rr + k) % n;
+      w = &l->workers[i];
+      if (w->ended || (pass == 0 && w->free == NULL))
+        continue;
+      if (pass == 0 || l->opt.in_order ||
+          w->assigned < l->opt.prefetch_factor) {
+        l->rr = (i + 1) % n;
+        return w;
+      }
     }
   }
   return NULL; /* all streams over, or (as they arrive) none with room */
@@ -253,11 +263,11 @@ fl__dispatch_fill(fl_loader *l)
  * limit a new one could not reach us.  Unless reuse_only, where there is
  * none the worker makes one anew.  A slot whose segment the worker made
  * but we never received joins the worker's free list unmapped, to be made
- * anew when it is next used.  Returns how many were asked again, or a
- * negative code.
+ * anew when it is next used.  With only set, just that batch is asked
+ * again.  Returns how many were asked again, or a negative code.
  */
 int
-fl__dispatch_refetch(fl_loader *l, int reuse_only)
+fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only)
 {
   fl__worker *w;
   fl_batch *b, *into;
@@ -268,7 +278,8 @@ fl__dispatch_refetch(fl_loader *l, int reuse_only)
 
   for (i = 0; i < l->nslots && l->nrefetch > 0; i++) {
     b = l->slots[i];
-    if (b == NULL || b->state != FL__SLOT_REFETCH)
+    if (b == NULL || b->state != FL__SLOT_REFETCH ||
+        (only != NULL && b != only))
       continue;
     w = &l->workers[b->worker];
     seq = b->seq;
@@ -294,6 +305,58 @@ fl__dispatch_refetch(fl_loader *l, int reuse_only)
     n++;
   }
   return n;
+}
+
+/* Close the parent's side of b's segment; its worker still maps it. */
+static void
+let_go(fl_loader *l, fl_batch *b)
+{
+  fl__stats_segments(l, -1, -(long)b->seg.size, -1);
+  fl__fdtrack_lock();
+  fl__fdtrack_del(b->seg.fd);
+  fl__segment_close(&b->seg);
+  fl__fdtrack_unlock();
+  b->orphaned = 1;
+}
+
+/*
+ * The consumer holds nothing, and the batch due (lost) cannot come in for
+ * want of an fd: free one that the loader holds for itself.  First an idle
+ * segment's, kept only to be lent; else that of a batch waiting in the
+ * reorder buffer, the one due last, whose batch is then asked for again
+ * like a lost one.  Returns 1 when an fd was freed, 0 when the loader holds
+ * none it can let go of (the rest of the process holds the fds).
+ */
+int
+fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
+{
+  fl_batch **at, *b, *last = NULL;
+  unsigned i;
+  size_t s;
+
+  for (i = 0; i < l->opt.num_workers; i++) {
+    for (at = &l->workers[i].free; (b = *at) != NULL; at = &b->next_free) {
+      if (b->seg.fd >= 0) {
+        *at = b->next_free;
+        b->state = FL__SLOT_FREE;
+        fl__slot_drop(l, b);
+        return 1;
+      }
+    }
+  }
+  for (s = 0; s < l->nslots; s++) {
+    b = l->slots[s];
+    if (b != NULL && b != lost && b->state == FL__SLOT_READY && !b->end &&
+        b->seg.fd >= 0 && (last == NULL || b->seq > last->seq))
+      last = b;
+  }
+  if (last == NULL || !fl__reorder_remove(&l->reorder, last))
+    return 0;
+  let_go(l, last);
+  last->status = FL_EMFILE;
+  last->state = FL__SLOT_REFETCH;
+  l->nrefetch++;
+  return 1;
 }
 
 static void

@@ -118,6 +118,7 @@ int fl__reorder_init(fl__reorder *r, size_t window, int in_order);
 void fl__reorder_reset(fl__reorder *r);
 void fl__reorder_put(fl__reorder *r, fl_batch *b);
 fl_batch *fl__reorder_pop(fl__reorder *r);
+int fl__reorder_remove(fl__reorder *r, const fl_batch *b);
 void fl__reorder_free(fl__reorder *r);
 
 /* batch.c: the parent's record of one segment, handed out as fl_batch. */
@@ -215,7 +216,8 @@ int fl__receive_lost_error(fl_loader *l, const fl_batch *b);
 
 /* dispatch.c */
 int fl__dispatch_fill(fl_loader *l);
-int fl__dispatch_refetch(fl_loader *l, int reuse_only);
+int fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only);
+int fl__dispatch_make_room(fl_loader *l, const fl_batch *lost);
 int fl__dispatch_flush(fl_loader *l, unsigned w);
 int fl__dispatch_withdraw(fl_loader *l, unsigned w);
 
@@ -280,6 +282,8 @@ struct fl_loader {
   uint64_t serial;
   fl_batch *inline_free; /* num_workers == 0: refillable segments */
   size_t nrefetch;      /* slots in FL__SLOT_REFETCH */
+  int fd_short;         /* the consumer holds nothing and the batch due
+                           lacks an fd: only it is asked for again */
   fl_batch *unpinned;   /* whole but unpinned: the next call hands it out */
 
   uv_loop_t loop;
@@ -334,7 +338,7 @@ void fl__npy_shape_str(const struct fl__npy *h, char *buf, size_t len);
 
 /* limits.c: what the machine can give now, and where that was read. */
 typedef struct fl__room {
-  uint64_t bytes; /* UINT64_MAX: no limit found */
+  uint64_t amount; /* bytes, or fds; UINT64_MAX: no limit found */
   char source[320];
 } fl__room;
 
@@ -344,6 +348,8 @@ extern const char *fl__limits_root;
 void fl__room_memory(fl__room *r);
 void fl__room_file_size(fl__room *r);
 void fl__room_dev_shm(fl__room *r);
+/* Fds: the soft RLIMIT_NOFILE less the fds open now. */
+void fl__room_fds(fl__room *r);
 /* The number after `key` in a /proc file of "key: value" lines: 0, or -1.
    Read with read(2) alone: safe in a freshly forked worker. */
 int fl__proc_value(const char *path, const char *key, uint64_t *out);
@@ -361,8 +367,12 @@ typedef struct fl__plan {
   size_t order_bytes;
   uint64_t segs_bytes; /* nsegs segments */
   uint64_t need;       /* everything, in bytes */
+  uint64_t fds;        /* the fds the parent keeps for the window */
 } fl__plan;
 
+/* As they arrive under the file-system strategy, a worker with a free
+   segment of its own takes the next task, room or not (dispatch.c). */
+int fl__own_segments_first(const fl_options *opt);
 int fl__plan_make(fl__plan *p, const fl_dataset *ds, const fl_options *opt,
                   int iterable, char *err, size_t errlen);
 int fl__plan_admit(const fl__plan *p, const fl_dataset *ds,

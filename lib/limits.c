@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -37,7 +38,7 @@ room_set(fl__room *r, uint64_t bytes, const char *fmt, ...)
 {
   va_list ap;
 
-  r->bytes = bytes;
+  r->amount = bytes;
   va_start(ap, fmt);
   vsnprintf(r->source, sizeof(r->source), fmt, ap);
   va_end(ap);
@@ -289,7 +290,7 @@ cgroup_room(const char *root, int v2, fl__room *r)
       if (read_stat(dir, inactive, &idle) == 0 && idle < usage)
         usage -= idle;
       room = usage < limit ? limit - usage : 0;
-      if (found != 0 || room < r->bytes)
+      if (found != 0 || room < r->amount)
         room_set(r, room,
                  "the memory cgroup %s (%s %" PRIu64 " bytes, %" PRIu64
                  " in use)", dir + strlen(root), limit_file, limit, usage);
@@ -316,8 +317,8 @@ fl__room_memory(fl__room *r)
   if (mem_available(root, &avail) == 0)
     room_set(r, avail, "MemAvailable in /proc/meminfo");
   for (v2 = 0; v2 <= 1; v2++) {
-    c.bytes = UINT64_MAX;
-    if (cgroup_room(root, v2, &c) == 0 && c.bytes < r->bytes)
+    c.amount = UINT64_MAX;
+    if (cgroup_room(root, v2, &c) == 0 && c.amount < r->amount)
       *r = c;
   }
 }
@@ -352,9 +353,33 @@ fl__room_for_segment(size_t size, char *err, size_t errlen)
   fl__room r;
 
   fl__room_memory(&r);
-  if (size <= r.bytes)
+  if (size <= r.amount)
     return 0;
   snprintf(err, errlen, "a new %zu-byte segment does not fit in memory now: "
-           "%s is %llu bytes", size, r.source, (unsigned long long)r.bytes);
+           "%s is %llu bytes", size, r.source, (unsigned long long)r.amount);
   return FL_ENOMEM;
+}
+
+void
+fl__room_fds(fl__room *r)
+{
+  struct rlimit rl;
+  struct dirent *e;
+  uint64_t open_fds = 0;
+  DIR *d;
+
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+    room_set(r, UINT64_MAX, "RLIMIT_NOFILE");
+    return;
+  }
+  d = opendir("/proc/self/fd");
+  while (d != NULL && (e = readdir(d)) != NULL)
+    open_fds += e->d_name[0] != '.';
+  if (d != NULL) {
+    closedir(d);
+    open_fds--; /* opendir's own */
+  }
+  room_set(r, open_fds < rl.rlim_cur ? rl.rlim_cur - open_fds : 0,
+           "RLIMIT_NOFILE (ulimit -n) %llu less the %llu fds open",
+           (unsigned long long)rl.rlim_cur, (unsigned long long)open_fds);
 }

@@ -552,6 +552,7 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
 {
   int rc;
 
+  l->fd_short = 0;
   if (b->pin_error != 0 && b->status == 0)
     return report_unpinned(l, b);
   if ((rc = settle(l, b)) != 0)
@@ -570,20 +571,13 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
   return 1;
 }
 
-/*
- * The batch kept for a refetch that stands in the way, or NULL: in order,
- * the one due next; as they arrive, the first of them when nothing else is
- * on its way.  Waiting would not help: the consumer must release first.
- */
+/* The kept batch due first: in order the next, else the earliest. */
 static const fl_batch *
-blocking_lost(fl_loader *l)
+due_lost(fl_loader *l)
 {
   const fl_batch *first = NULL, *b;
-  unsigned i, busy = 0;
   size_t s;
 
-  for (i = 0; i < l->opt.num_workers; i++)
-    busy += l->workers[i].sent + l->workers[i].backlog_len;
   for (s = 0; s < l->nslots; s++) {
     b = l->slots[s];
     if (b == NULL || b->state != FL__SLOT_REFETCH)
@@ -593,7 +587,25 @@ blocking_lost(fl_loader *l)
     if (first == NULL || b->seq < first->seq)
       first = b;
   }
-  return busy == 0 ? first : NULL;
+  return first;
+}
+
+/*
+ * The batch kept for a refetch that stands in the way, or NULL: in order,
+ * the one due next; as they arrive, the first of them when nothing else is
+ * on its way.  Waiting would not help: the consumer must release first.
+ */
+static const fl_batch *
+blocking_lost(fl_loader *l)
+{
+  const fl_batch *b = due_lost(l);
+  unsigned i, busy = 0;
+
+  if (b == NULL || (l->opt.in_order && b->seq == l->reorder.next_seq))
+    return b;
+  for (i = 0; i < l->opt.num_workers; i++)
+    busy += l->workers[i].sent + l->workers[i].backlog_len;
+  return busy == 0 ? b : NULL;
 }
 
 /*
@@ -701,8 +713,11 @@ fl_loader_next(fl_loader *l, fl_batch **out)
   if (l->opt.num_workers == 0)
     return next_inline(l, out);
   deadline = l->opt.timeout_ms ? now() + l->opt.timeout_ms / 1e3 : 0;
-  /* Batches lost for want of fds or shm: ask again, once per call. */
-  if (l->nrefetch > 0 && (rc = fl__dispatch_refetch(l, 0)) < 0)
+  /* Batches lost for want of fds or shm: ask again, once per call; short
+     of fds, only the one due, for which room was made. */
+  if (l->nrefetch > 0 &&
+      (rc = fl__dispatch_refetch(l, 0, l->fd_short ? due_lost(l) : NULL)) <
+          0)
     return rc;
   for (;;) {
     b = fl__reorder_pop(&l->reorder);
@@ -719,11 +734,24 @@ fl_loader_next(fl_loader *l, fl_batch **out)
       return end_epoch(l);
     if (l->nrefetch > 0 && (lost = blocking_lost(l)) != NULL) {
       /* Into a segment we hold, it needs no new fd or shm: go on now. */
-      if ((rc = fl__dispatch_refetch(l, 1)) < 0)
+      if ((rc = fl__dispatch_refetch(l, 1, NULL)) < 0)
         return rc;
-      if (rc == 0)
-        return fl__receive_lost_error(l, lost);
-      continue;
+      if (rc > 0)
+        continue;
+      /*
+       * Holding nothing, the consumer cannot release what stands in the
+       * way: the loader lets go of an fd of its own instead, asks for the
+       * batch due alone, and waits for it.  Each turn frees one, so this
+       * ends, with the batch or with nothing left to let go of.
+       */
+      if (l->stats.batches_held == 0 && lost->orphaned &&
+          fl__dispatch_make_room(l, lost)) {
+        l->fd_short = 1;
+        if ((rc = fl__dispatch_refetch(l, 0, lost)) < 0)
+          return rc;
+        continue;
+      }
+      return fl__receive_lost_error(l, lost);
     }
     /*
      * In order, one worker owes the next batch of a map-style dataset:

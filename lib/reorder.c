@@ -72,6 +72,35 @@ fl__reorder_pop(fl__reorder *r)
   return b;
 }
 
+/*
+ * Take b back out, wherever it waits (a batch whose segment the loader lets
+ * go of to make room).  As they arrive, the batches before it move up one,
+ * so the ring keeps no hole and their order holds.  Returns 1, or 0 when b
+ * is not there.
+ */
+int
+fl__reorder_remove(fl__reorder *r, const fl_batch *b)
+{
+  uint64_t at;
+
+  if (r->in_order) {
+    if (r->ring[b->seq & (r->cap - 1)] != b)
+      return 0;
+    r->ring[b->seq & (r->cap - 1)] = NULL;
+    r->depth--;
+    return 1;
+  }
+  for (at = r->head; at != r->tail && r->ring[at & (r->cap - 1)] != b; at++)
+    ;
+  if (at == r->tail)
+    return 0;
+  for (; at != r->head; at--)
+    r->ring[at & (r->cap - 1)] = r->ring[(at - 1) & (r->cap - 1)];
+  r->ring[r->head++ & (r->cap - 1)] = NULL;
+  r->depth--;
+  return 1;
+}
+
 void
 fl__reorder_free(fl__reorder *r)
 {

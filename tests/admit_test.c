@@ -387,6 +387,53 @@ memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost(
   }
 }
 
+/*
+ * 16 workers x prefetch 64 under the fd strategy keep 1025 segment fds, at
+ * a limit of 1024: refused at create with FL_EMFILE and the arithmetic,
+ * rather than an epoch stuck at the fd limit.  The file-system strategy
+ * keeps no fd per segment, and fits.
+ */
+static void
+window_beyond_the_fd_limit_is_refused_with_the_arithmetic(void **state)
+{
+  struct rlimit saved, low;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l = NULL;
+  flt_data d;
+  const char *msg;
+  int rc;
+
+  (void)state;
+  flt_data_init(&d, &ds, 100000, 64);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 16;
+  opt.prefetch_factor = 64;
+  getrlimit(RLIMIT_NOFILE, &saved);
+  low = saved;
+  low.rlim_cur = 1024;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  rc = fl_loader_create(&l, &ds, &opt);
+  msg = fl_loader_error(NULL);
+  if (rc != FL_EMFILE ||
+      strstr(msg, "the prefetch window needs 1078 fds: one for each of its "
+                  "(prefetch_factor 64 x num_workers 16 + 1) segments") ==
+          NULL ||
+      strstr(msg, "and 53 of the loader's own, but RLIMIT_NOFILE (ulimit -n) "
+                  "1024 less the ") == NULL ||
+      strstr(msg, "or FL_SHARE_FILE_SYSTEM") == NULL) {
+    setrlimit(RLIMIT_NOFILE, &saved);
+    fail_msg("%s: %s", fl_err_name(rc), msg);
+  }
+  opt.sharing = FL_SHARE_FILE_SYSTEM;
+  rc = fl_loader_create(&l, &ds, &opt);
+  setrlimit(RLIMIT_NOFILE, &saved);
+  assert_int_equal(rc, 0);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+}
+
 static void
 an_order_too_large_for_memory_is_refused(void **state)
 {
@@ -440,7 +487,7 @@ mem_available_alone_when_no_cgroup_limits(void **state)
 
   (void)state;
   fl__room_memory(&r);
-  assert_int_equal(r.bytes, 8000000ull * 1024);
+  assert_int_equal(r.amount, 8000000ull * 1024);
   assert_string_equal(r.source, "MemAvailable in /proc/meminfo");
 }
 
@@ -463,7 +510,7 @@ cgroup_v2_limit_of_a_parent_binds_and_inactive_files_do_not_count(
   put("/sys/fs/cgroup/pod/memory.stat", "anon 1\ninactive_file 314572800\n"
                                         "active_file 2\n");
   fl__room_memory(&r);
-  assert_int_equal(r.bytes, 1073741824ull - (943718400ull - 314572800ull));
+  assert_int_equal(r.amount, 1073741824ull - (943718400ull - 314572800ull));
   assert_non_null(strstr(r.source, "the memory cgroup /sys/fs/cgroup/pod "
                                    "(memory.max 1073741824 bytes"));
 }
@@ -485,7 +532,7 @@ cgroup_v1_limit_is_read_under_its_mount_root(void **state)
   put("/sys/fs/cgroup/memory/memory.stat", "cache 5\n"
                                            "total_inactive_file 67108864\n");
   fl__room_memory(&r);
-  assert_int_equal(r.bytes, 536870912ull - (268435456ull - 67108864ull));
+  assert_int_equal(r.amount, 536870912ull - (268435456ull - 67108864ull));
   assert_non_null(strstr(r.source, "memory.limit_in_bytes 536870912"));
 }
 
@@ -502,7 +549,7 @@ cgroup_v1_without_a_limit_leaves_mem_available(void **state)
       "9223372036854771712\n");
   put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "1000\n");
   fl__room_memory(&r);
-  assert_int_equal(r.bytes, 8000000ull * 1024);
+  assert_int_equal(r.amount, 8000000ull * 1024);
 }
 
 int
@@ -523,6 +570,8 @@ main(void)
       cmocka_unit_test_setup_teardown(
           memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost,
           tree_setup, tree_teardown),
+      cmocka_unit_test(
+          window_beyond_the_fd_limit_is_refused_with_the_arithmetic),
       cmocka_unit_test(an_order_too_large_for_memory_is_refused),
       cmocka_unit_test(iterable_batch_size_is_the_segment_and_is_checked),
       cmocka_unit_test_setup_teardown(

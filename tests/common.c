@@ -304,6 +304,21 @@ flt_fd_limit_lower(int headroom)
   setrlimit(RLIMIT_NOFILE, &low);
 }
 
+/* The lowest limit below which `free` fd numbers are unused. */
+void
+flt_fd_limit_leave(int free)
+{
+  struct rlimit low = saved_nofile;
+  int fd, unused = 0;
+
+  for (fd = 0; fd < 65536 && unused < free; fd++) {
+    if (fcntl(fd, F_GETFD) == -1)
+      unused++;
+  }
+  low.rlim_cur = (rlim_t)fd;
+  setrlimit(RLIMIT_NOFILE, &low);
+}
+
 void
 flt_fd_limit_restore(void)
 {

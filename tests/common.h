@@ -47,6 +47,8 @@ void flt_warm_up(void);
  */
 void flt_fd_limit_save(void);
 void flt_fd_limit_lower(int headroom);
+/* Lower the soft limit so that exactly `free` fd numbers are left. */
+void flt_fd_limit_leave(int free);
 void flt_fd_limit_restore(void);
 int flt_fd_limit_teardown(void **state);
 

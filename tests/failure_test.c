@@ -171,6 +171,78 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
 }
 
 /*
+ * A consumer that holds nothing always makes progress.  The fd limit is
+ * lowered after create (admission saw room for the window; the host then
+ * opened files of its own), so that fewer fds are left than the prefetch
+ * window keeps: the loader lets go of what it holds beyond the batch that
+ * is due, instead of returning FL_EMFILE for it forever, and every sample
+ * of the epoch comes, once.
+ */
+static void
+starved(int in_order)
+{
+  enum { LEN = 400 };
+  unsigned char seen[LEN];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  size_t i, errors = 0, in_a_row = 0;
+  int rc;
+
+  flt_baseline_take(&base);
+  memset(seen, 0, sizeof(seen));
+  flt_data_init(&d, &ds, LEN, 64);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 2;
+  opt.prefetch_factor = 4;
+  opt.in_order = in_order;
+  opt.persistent_workers = 1;
+  opt.timeout_ms = 10000;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  /* Room for 3 segment fds, where the window keeps 8. */
+  flt_fd_limit_leave(3);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    if (rc < 0) {
+      if (rc != FL_EMFILE || fl_error_is_final(rc))
+        fail_msg("%s: %s", fl_err_name(rc), fl_loader_error(l));
+      errors++;
+      if (++in_a_row > 50)
+        fail_msg("holding nothing, %zu FL_EMFILE in a row: %s", in_a_row,
+                 fl_loader_error(l));
+      continue;
+    }
+    in_a_row = 0;
+    for (i = 0; i < fl_batch_count(b); i++) {
+      assert_true(flt_sample_ok((const char *)fl_batch_data(b) + i * 64, 64,
+                                fl_batch_indices(b)[i]));
+      seen[fl_batch_indices(b)[i]]++;
+    }
+    fl_batch_release(b);
+  }
+  flt_fd_limit_restore();
+  for (i = 0; i < LEN; i++)
+    assert_int_equal(seen[i], 1);
+  print_message("# %s: %zu FL_EMFILE on the way\n",
+                in_order ? "in order" : "as they arrive", errors);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
+static void
+consumer_holding_nothing_short_of_fds_gets_every_batch(void **s)
+{
+  (void)s;
+  starved(1);
+  starved(0);
+}
+
+/*
  * An epoch begun anew while a batch waits to be fetched again: the next
  * epoch owes nothing to the old one and is whole.
  */
@@ -396,6 +468,9 @@ main(void)
           flt_fd_limit_teardown),
       cmocka_unit_test_teardown(
           epoch_cut_short_at_the_fd_limit_leaves_nothing_to_fetch_again,
+          flt_fd_limit_teardown),
+      cmocka_unit_test_teardown(
+          consumer_holding_nothing_short_of_fds_gets_every_batch,
           flt_fd_limit_teardown),
       cmocka_unit_test(killed_parent_takes_its_workers_down_promptly),
       cmocka_unit_test(

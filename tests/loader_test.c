@@ -761,6 +761,71 @@ segments_stay_within_the_window_plus_held_by_lending(void **state)
   segments(3);
 }
 
+/*
+ * The true bound while the consumer holds up to 12 batches, released in a
+ * random order: within the window plus the most held at once under the fd
+ * strategy (lending) and under the file-system strategy as they arrive (a
+ * worker's own free segment takes the next task); under the file-system
+ * strategy in order, where batch i belongs to worker i mod N and nothing
+ * can be lent, within num_workers x (prefetch_factor + held).
+ */
+static void
+held_segments(fl_sharing sharing, int in_order, unsigned nw, unsigned pf)
+{
+  fl_batch *held[16], *b;
+  unsigned seed = 7;
+  size_t nheld = 0, most = 0, k, bound;
+  fl_stats st;
+  fx f;
+  int e;
+
+  fx_init(&f, 2000, 4096);
+  f.d.slow_index = 9; /* a late batch now and then: out of order */
+  f.d.slow_us = 2000;
+  f.opt.batch_size = 4;
+  f.opt.num_workers = nw;
+  f.opt.prefetch_factor = pf;
+  f.opt.in_order = in_order;
+  f.opt.sharing = sharing;
+  f.opt.persistent_workers = 1;
+  fx_start(&f);
+  for (e = 0; e < 2; e++) {
+    if (e > 0)
+      assert_int_equal(fl_loader_begin(f.l), 0);
+    while (fl_loader_next(f.l, &b) == 1) {
+      held[nheld++] = b;
+      most = nheld > most ? nheld : most;
+      while (nheld > 0 && (nheld == 12 || rand_r(&seed) % 3 == 0)) {
+        k = (size_t)rand_r(&seed) % nheld;
+        fl_batch_release(held[k]);
+        held[k] = held[--nheld];
+      }
+    }
+  }
+  while (nheld > 0)
+    fl_batch_release(held[--nheld]);
+  assert_int_equal(fl_loader_stats(f.l, &st), 0);
+  bound = sharing == FL_SHARE_FILE_SYSTEM && in_order ? nw * (pf + most)
+                                                      : nw * pf + most;
+  if (st.segments_peak > bound)
+    fail_msg("%s, %s: %zu segments, more than %zu (%u workers, prefetch "
+             "%u, %zu held)", sharing ? "fs" : "fd",
+             in_order ? "in order" : "as they arrive", st.segments_peak,
+             bound, nw, pf, most);
+  fx_end(&f);
+}
+
+static void
+segments_stay_within_their_bound_while_batches_are_held(void **state)
+{
+  (void)state;
+  held_segments(FL_SHARE_FILE_DESCRIPTOR, 1, 4, 4);
+  held_segments(FL_SHARE_FILE_DESCRIPTOR, 0, 4, 4);
+  held_segments(FL_SHARE_FILE_SYSTEM, 0, 4, 4);
+  held_segments(FL_SHARE_FILE_SYSTEM, 1, 4, 4);
+  held_segments(FL_SHARE_FILE_SYSTEM, 0, 2, 2);
+}
+
 /* One thread's loader: its own dataset size, strategy and workers. */
 struct lane {
   size_t len;
@@ -1147,6 +1212,8 @@ main(void)
       cmocka_unit_test(no_reuse_gives_a_new_segment_per_batch_and_frees_it),
       cmocka_unit_test(stats_count_held_batches_segments_and_fds),
       cmocka_unit_test(segments_stay_within_the_window_plus_held_by_lending),
+      cmocka_unit_test(
+          segments_stay_within_their_bound_while_batches_are_held),
       cmocka_unit_test(steady_state_refills_segments_without_page_faults),
       cmocka_unit_test(two_loaders_in_two_threads_get_their_own_batches),
       cmocka_unit_test(workers_keep_the_signals_their_host_ignores),

@@ -123,8 +123,11 @@ refuse_at_create(fl_sharing sharing, int in_dev_shm, int want_full,
       (rc != FL_ENOSPC ||
        strstr(fl_loader_error(NULL), "the prefetch window needs in "
                                      "/dev/shm") == NULL ||
-       strstr(fl_loader_error(NULL), "(prefetch_factor 4 x num_workers 8 "
-                                     "+ 1) segments") == NULL ||
+       strstr(fl_loader_error(NULL),
+              sharing == FL_SHARE_FILE_SYSTEM
+                  ? "(prefetch_factor 4 + 1) x num_workers 8 segments"
+                  : "(prefetch_factor 4 x num_workers 8 + 1) segments") ==
+           NULL ||
        strstr(fl_loader_error(NULL), "the free space of /dev/shm") == NULL)) {
     snprintf(why, len, "%s: %s", fl_err_name(rc), fl_loader_error(NULL));
     return 2;
