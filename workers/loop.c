@@ -50,8 +50,14 @@ setup(fl_loader *l, unsigned w)
   info.seed = l->base_seed + w;
   info.dataset = &l->ds;
   fl__worker_info_set(&info);
-  /* Without this every worker would draw the same rand() stream. */
-  srandom((unsigned)(info.seed ^ (info.seed >> 32)));
+  /*
+   * Without this every worker would draw the same rand() stream.  srandom
+   * takes a lock of glibc's that another thread of the host may have held
+   * at the fork, forever locked here then: only a worker forked from a
+   * one-thread process seeds it.  srand48 takes none.
+   */
+  if (l->forked_alone)
+    srandom((unsigned)(info.seed ^ (info.seed >> 32)));
   srand48((long)info.seed);
   if (l->opt.worker_init != NULL)
     l->opt.worker_init(w, l->opt.worker_init_arg);
