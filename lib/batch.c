@@ -70,9 +70,10 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
   } else if ((l->opt.sharing == FL_SHARE_FILE_SYSTEM ||
               l->opt.fd_in_dev_shm) &&
              b->serial != 0 && !l->foreign) {
-    /* A worker may have made it before it died or the epoch was cut. */
+    /* A worker may have made it before it died or the epoch was cut; a
+       name of that serial made by another user stays theirs. */
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
-    shm_unlink(name);
+    fl__segment_unlink_own(name);
   }
   l->slots[b->slot] = NULL;
   l->spare[l->nspare++] = b->slot;

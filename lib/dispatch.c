@@ -153,7 +153,8 @@ static uint32_t
 fresh_flags(fl_loader *l, fl_batch *b)
 {
   b->mapped_by = 0;
-  b->serial = ++l->serial; /* a new name: an old one may linger */
+  /* A new name, unpredictable to another user (segment.c). */
+  b->serial = fl__random64();
   return FL__TASK_NEW_SEGMENT |
          (l->opt.reuse_segments ? 0 : FL__TASK_ONE_SHOT);
 }

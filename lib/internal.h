@@ -82,6 +82,11 @@ void fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
                       uint64_t serial);
 int fl__segment_create(fl__segment *seg, const char *name, size_t size,
                        char *err, size_t errlen);
+int fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,
+                             uint64_t *serial, size_t size, char *err,
+                             size_t errlen);
+uint64_t fl__random64(void);
+void fl__segment_unlink_own(const char *name);
 int fl__segment_attach_fd(fl__segment *seg, int fd, size_t size);
 int fl__segment_attach_name(fl__segment *seg, const char *name, size_t size);
 int fl__segment_private(fl__segment *seg, size_t size);
@@ -195,7 +200,7 @@ void fl__stream_close(const fl_loader *l, struct fl__stream *st);
 /* workers/reply.c */
 int fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
                     size_t count, int status, const char *msg, int fd,
-                    uint32_t flags);
+                    uint32_t flags, uint64_t serial);
 
 /* workers/loop.c */
 void fl__worker_main(fl_loader *l, unsigned w, int sock)

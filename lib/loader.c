@@ -532,18 +532,21 @@ static int
 report_unpinned(fl_loader *l, fl_batch *b)
 {
   struct rlimit rl;
+  char who[32] = "made in this process";
   int rc = b->pin_error;
 
   b->pin_error = 0;
   l->unpinned = b;
   getrlimit(RLIMIT_MEMLOCK, &rl);
+  if (l->opt.num_workers > 0)
+    snprintf(who, sizeof(who), "worker %u", b->worker);
   return fl__loader_set_error(
       l, rc,
-      "batch %llu (worker %u): pin_memory cannot lock its %zu-byte segment "
-      "in memory (RLIMIT_MEMLOCK %llu bytes): raise `ulimit -l` or turn "
+      "batch %llu (%s): pin_memory cannot lock its %zu-byte segment in "
+      "memory (RLIMIT_MEMLOCK %llu bytes): raise `ulimit -l` or turn "
       "pin_memory off. The batch is whole: the next call hands it out, "
       "unpinned",
-      (unsigned long long)b->seq, b->worker, b->seg.size,
+      (unsigned long long)b->seq, who, b->seg.size,
       (unsigned long long)rl.rlim_cur);
 }
 

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 4
+#define FL__PROTOCOL_VERSION 5
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -42,7 +42,8 @@ struct fl__task {
   uint64_t offset; /* first entry of the epoch's order for this batch */
   uint32_t count;  /* samples in this batch */
   uint32_t flags;  /* FL__TASK_* flags below */
-  uint64_t serial; /* names a new segment under the file-system strategy */
+  uint64_t serial; /* names a new segment made in /dev/shm (64 random
+                      bits), or, with FL__TASK_GRANTED, the grant */
 };
 
 /* The worker creates the segment for `slot` (it has none yet). */
@@ -82,6 +83,8 @@ struct fl__reply {
   uint16_t type;
   uint32_t worker;
   uint64_t run;     /* the task's */
+  uint64_t serial;  /* the name of a segment it made in /dev/shm: the
+                       task's, or one drawn anew when that was taken */
   uint64_t seq;
   uint32_t slot;
   uint32_t count;

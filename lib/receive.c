@@ -47,9 +47,10 @@ keep_for_refetch(fl_loader *l, fl_batch *b, int code, int orphaned)
 {
   char name[64];
 
-  if (l->opt.sharing == FL_SHARE_FILE_SYSTEM) {
+  /* A name the worker made but we could not open would linger. */
+  if (l->opt.sharing == FL_SHARE_FILE_SYSTEM && orphaned) {
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
-    shm_unlink(name); /* may linger if we could not open it */
+    shm_unlink(name);
   }
   b->status = code;
   b->orphaned = orphaned;
@@ -148,6 +149,9 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
     if (w->id < 64)
       b->mapped_by |= 1ull << w->id;
   }
+  /* The name the worker made, which a squatter may have made it change. */
+  if (r->flags & (FL__REPLY_NAMED | FL__REPLY_FD))
+    b->serial = r->serial;
   b->seq = r->seq;
   b->count = r->count;
   b->status = r->status;

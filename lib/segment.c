@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -70,12 +72,36 @@ fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
   return 0;
 }
 
+/*
+ * forkload.<owner pid>.<the loader's token>.<serial>, the serial 64 random
+ * bits in hex: the pid and token of one name do not tell another user the
+ * next, which it could otherwise create first.
+ */
 void
 fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
                  uint64_t serial)
 {
-  snprintf(buf, len, "/forkload.%ld.%08x.%llu", (long)owner, token,
+  snprintf(buf, len, "/forkload.%ld.%08x.%016llx", (long)owner, token,
            (unsigned long long)serial);
+}
+
+uint64_t
+fl__random64(void)
+{
+  static uint64_t counter;
+  struct timespec t;
+  uint64_t v = 0;
+  ssize_t n;
+
+  do
+    n = getrandom(&v, sizeof(v), GRND_NONBLOCK);
+  while (n < 0 && errno == EINTR);
+  if (n != (ssize_t)sizeof(v)) {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    v = fl__mix64((uint64_t)t.tv_nsec ^ (uint64_t)t.tv_sec << 32 ^
+                  (uint64_t)getpid() << 16 ^ ++counter);
+  }
+  return v != 0 ? v : 1;
 }
 
 /* posix_fallocate returns its error; it does not set errno. */
@@ -157,6 +183,49 @@ fail:
   if (name != NULL)
     shm_unlink(name);
   return rc;
+}
+
+/* Attempts at a name of our own before the worker gives up. */
+#define FL__NAME_TRIES 8
+
+/*
+ * A named segment: if another process made the name first (a squatter,
+ * since no two of ours can draw the same 64 bits), a new random serial
+ * is drawn and the name tried again.  *serial says the name made.
+ */
+int
+fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,
+                         uint64_t *serial, size_t size, char *err,
+                         size_t errlen)
+{
+  char name[64];
+  int rc = -EEXIST, i;
+
+  for (i = 0; i < FL__NAME_TRIES && rc == -EEXIST; i++) {
+    if (i > 0)
+      *serial = fl__random64();
+    fl__segment_name(name, sizeof(name), owner, token, *serial);
+    rc = fl__segment_create(seg, name, size, err, errlen);
+  }
+  if (rc == -EEXIST)
+    snprintf(err, errlen, "cannot create a shared-memory segment: %d names "
+             "of this loader's in /dev/shm were taken by another process "
+             "first (the last %s)", FL__NAME_TRIES, name);
+  return rc;
+}
+
+/* Remove a name only if this process's user made it. */
+void
+fl__segment_unlink_own(const char *name)
+{
+  struct stat st;
+  int fd = shm_open(name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+
+  if (fd < 0)
+    return;
+  if (fstat(fd, &st) == 0 && st.st_uid == geteuid())
+    shm_unlink(name);
+  fl__close(fd);
 }
 
 static int

@@ -15,11 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
-/* forkload.<pid>.<8 hex digits>.<serial>: the owner's pid, or 0. */
+/* forkload.<pid>.<8 hex digits>.<serial>: the owner's pid, or 0.  The
+   serial is 16 hex digits, or the decimal count of forkload 0.1. */
 static long
 owner_of(const char *name)
 {
@@ -43,11 +47,22 @@ owner_of(const char *name)
     if (!isxdigit((unsigned char)*p))
       return 0;
   }
-  if (*p++ != '.' || !isdigit((unsigned char)*p))
+  if (*p++ != '.')
     return 0;
-  while (isdigit((unsigned char)*p))
-    p++;
-  return *p == '\0' ? pid : 0;
+  for (i = 0; i < 20 && isxdigit((unsigned char)*p); i++, p++)
+    ;
+  return i > 0 && *p == '\0' ? pid : 0;
+}
+
+/* What a real sweep would remove: a shared-memory object, which this user
+   may remove from the sticky /dev/shm. */
+static int
+removable(int dir, const char *name)
+{
+  struct stat st;
+
+  return fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISREG(st.st_mode) && (geteuid() == 0 || st.st_uid == geteuid());
 }
 
 int
@@ -64,7 +79,8 @@ fl_shm_sweep(int dry_run, fl_sweep_cb cb, void *arg)
     return errno == ENOENT ? 0 : -errno;
   while ((e = readdir(d)) != NULL) {
     owner = owner_of(e->d_name);
-    if (owner == 0 || kill((pid_t)owner, 0) == 0 || errno != ESRCH)
+    if (owner == 0 || kill((pid_t)owner, 0) == 0 || errno != ESRCH ||
+        !removable(dirfd(d), e->d_name))
       continue;
     snprintf(path, sizeof(path), "/%s", e->d_name);
     if (!dry_run && shm_unlink(path) != 0)

@@ -1,8 +1,8 @@
 #!/bin/sh
 # TAP test of `forkload cleanup`: in a /dev/shm holding a name of forkload's
-# form whose owner is gone, one whose owner (this shell) is alive, and one of
-# another form, --dry-run lists only the stale name and removes nothing, and
-# cleanup removes only it.  Runs in a private mount namespace with its own
+# form whose owner is gone, one whose owner (this shell) is alive, one of
+# another form and a directory of a stale name's form, --dry-run lists only
+# the stale name and removes nothing, and cleanup removes only it.  Runs in a private mount namespace with its own
 # tmpfs over /dev/shm, so that no other loader on the machine (make -j check)
 # sweeps the stale name first; without root and unshare(1) it is skipped.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
@@ -17,14 +17,15 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 
-echo "1..5"
+echo "1..6"
 
 dead=$(sh -c 'echo $$')
 while kill -0 "$dead" 2>/dev/null; do dead=$(sh -c 'echo $$'); done
 stale=/dev/shm/forkload.$dead.deadbeef.7
 live=/dev/shm/forkload.$$.deadbeef.8
 other=/dev/shm/forkload-not-ours
-: >"$stale" && : >"$live" && : >"$other" || exit 1
+dir=/dev/shm/forkload.$dead.deadbeef.0123456789abcdef
+: >"$stale" && : >"$live" && : >"$other" && mkdir "$dir" || exit 1
 
 # cleanup_ok DESCRIPTION EXPECTED ARGS...: `forkload cleanup ARGS` exits 0
 # and prints exactly the lines EXPECTED.
@@ -66,6 +67,12 @@ $other" ]; then
   ok "cleanup removes only the stale name"
 else
   not_ok "cleanup removes only the stale name"
+fi
+# A dry run counts only what cleanup removes: not a directory.
+if [ -d "$dir" ]; then
+  ok "the directory of a stale name's form was neither counted nor removed"
+else
+  not_ok "the directory of a stale name's form was neither counted nor removed"
 fi
 cleanup_ok "cleanup with nothing stale removes nothing" "0 segment(s) removed"
 exit $failed

@@ -1097,7 +1097,9 @@ pin_beyond_limit(unsigned workers)
       if (rc < 0) {
         if (rc != FL_ENOMEM || after_report ||
             strstr(fl_loader_error(l), "RLIMIT_MEMLOCK 65536 bytes") == NULL ||
-            strstr(fl_loader_error(l), "`ulimit -l`") == NULL)
+            strstr(fl_loader_error(l), "`ulimit -l`") == NULL ||
+            strstr(fl_loader_error(l), workers ? "(worker " : "(made in this "
+                                               "process)") == NULL)
           return 5;
         reports++;
         after_report = 1;

@@ -227,7 +227,8 @@ named_segment_name_is_gone_once_attached(void **state)
   (void)state;
   flt_baseline_take(&base);
   fl__segment_name(name, sizeof(name), getpid(), 0x1234abcdu, 7);
-  snprintf(path, sizeof(path), "/forkload.%ld.1234abcd.7", (long)getpid());
+  snprintf(path, sizeof(path), "/forkload.%ld.1234abcd.0000000000000007",
+           (long)getpid());
   assert_string_equal(name, path);
   snprintf(path, sizeof(path), "/dev/shm%s", name);
 

@@ -1,10 +1,13 @@
 /*
- * The sweep of names left in /dev/shm by a parent killed while a segment was
- * in transit: a loader's creation and `forkload cleanup` remove the names of
- * forkload's exact form whose owner is gone, and no other.  Runs in a private
- * /dev/shm, so that no other loader on the machine sweeps the planted names
- * first; that needs root and unshare(CLONE_NEWNS), and elsewhere the whole
- * program is skipped with the reason.
+ * Names in /dev/shm: the sweep of those left by a parent killed while a
+ * segment was in transit (a loader's creation and `forkload cleanup` remove
+ * the names of forkload's exact form whose owner is gone, and no other), and
+ * names another local user cannot take first (they are unpredictable, and a
+ * name taken is tried again with a new one).  Runs in a private /dev/shm, so
+ * that no other loader on the machine sweeps the planted names first; that
+ * needs root and unshare(CLONE_NEWNS), and elsewhere the whole program is
+ * skipped with the reason.  getrandom is wrapped (-Wl,--wrap) so that a case
+ * can make the loader draw a name that is already taken.
  */
 #include "config.h"
 
@@ -12,14 +15,41 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "internal.h"
+
+/* The nobody user: a local user other than the loader's. */
+#define OTHER_UID 65534
+
+ssize_t __real_getrandom(void *buf, size_t len, unsigned flags);
+ssize_t __wrap_getrandom(void *buf, size_t len, unsigned flags);
+
+/* 8-byte draws the next calls take, newest last; none: the real thing. */
+static uint64_t forced[4];
+static int nforced;
+
+ssize_t
+__wrap_getrandom(void *buf, size_t len, unsigned flags)
+{
+  if (len == sizeof(uint64_t) && nforced > 0) {
+    memcpy(buf, &forced[--nforced], len);
+    return (ssize_t)len;
+  }
+  return __real_getrandom(buf, len, flags);
+}
 
 #define MAX_HEARD 4
 
@@ -187,6 +217,237 @@ names_not_of_the_exact_form_are_never_touched(void **state)
   flt_assert_clean(&base);
 }
 
+/* The serial of a name 0.1 made is decimal, a name of now 64 hex bits. */
+static void
+names_of_either_serial_form_are_swept(void **state)
+{
+  char name[2][64];
+  pid_t dead = dead_pid();
+  flt_baseline base;
+  int i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  snprintf(name[0], sizeof(name[0]), "/forkload.%ld.deadbeef.42",
+           (long)dead);
+  snprintf(name[1], sizeof(name[1]), "/forkload.%ld.deadbeef.0123456789abcdef",
+           (long)dead);
+  for (i = 0; i < 2; i++)
+    plant(name[i]);
+  assert_int_equal(fl_shm_sweep(0, NULL, NULL), 2);
+  for (i = 0; i < 2; i++)
+    assert_false(exists(name[i]));
+  flt_assert_clean(&base);
+}
+
+/*
+ * A dry run counts only what a real one removes: a directory of a stale
+ * name's form is no shared-memory object, and the sweep cannot remove it.
+ */
+static void
+a_directory_named_like_a_stale_segment_is_not_counted(void **state)
+{
+  char path[96];
+  pid_t dead = dead_pid();
+
+  (void)state;
+  snprintf(path, sizeof(path), "/dev/shm/forkload.%ld.deadbeef.1",
+           (long)dead);
+  assert_int_equal(mkdir(path, 0700), 0);
+  assert_int_equal(fl_shm_sweep(1, NULL, NULL), 0);
+  assert_int_equal(fl_shm_sweep(0, NULL, NULL), 0);
+  assert_int_equal(rmdir(path), 0);
+}
+
+/* Makes name as the other user: a file of theirs, in the sticky dir. */
+static void
+plant_as_other(const char *name)
+{
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+
+  assert_true(fd >= 0);
+  assert_int_equal(fchown(fd, OTHER_UID, OTHER_UID), 0);
+  close(fd);
+}
+
+static int
+owned_by_other(const char *name)
+{
+  struct stat st;
+  int fd = shm_open(name, O_RDONLY, 0), ok;
+
+  if (fd < 0)
+    return 0;
+  ok = fstat(fd, &st) == 0 && st.st_uid == OTHER_UID;
+  close(fd);
+  return ok;
+}
+
+/* Every batch of an epoch, its content intact. */
+static void
+whole_epoch(fl_loader *l, size_t len, size_t sb)
+{
+  unsigned char *seen = calloc(len, 1);
+  fl_batch *b;
+  size_t i, n = 0;
+  int rc;
+
+  assert_non_null(seen);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    for (i = 0; i < fl_batch_count(b); i++, n++) {
+      assert_true(flt_sample_ok((const char *)fl_batch_data(b) + i * sb, sb,
+                                fl_batch_indices(b)[i]));
+      assert_int_equal(seen[fl_batch_indices(b)[i]]++, 0);
+    }
+    fl_batch_release(b);
+  }
+  if (rc != 0)
+    fail_msg("%s: %s", fl_err_name(rc), fl_loader_error(l));
+  assert_int_equal(n, len);
+  free(seen);
+}
+
+/*
+ * The name a loader draws is already taken by another user: the worker
+ * draws another and makes that, the batch comes whole, and the other
+ * user's file is left as it was.  Both ways a name is made in /dev/shm.
+ */
+static void
+a_name_taken_first_is_drawn_anew_and_left_alone(void **state)
+{
+  static const int in_dev_shm[2] = {0, 1};
+  char taken[64];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+  int i;
+
+  (void)state;
+  for (i = 0; i < 2; i++) {
+    flt_baseline_take(&base);
+    flt_data_init(&d, &ds, 16, 64);
+    fl_options_init(&opt);
+    opt.batch_size = 4;
+    opt.num_workers = 1;
+    opt.sharing = in_dev_shm[i] ? FL_SHARE_FILE_DESCRIPTOR
+                                : FL_SHARE_FILE_SYSTEM;
+    opt.fd_in_dev_shm = in_dev_shm[i];
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    /* The first serial the loader draws, already someone else's. */
+    forced[0] = 0x5eed5eed5eed5eedull;
+    nforced = 1;
+    fl__segment_name(taken, sizeof(taken), getpid(), l->token, forced[0]);
+    plant_as_other(taken);
+    whole_epoch(l, 16, 64);
+    nforced = 0;
+    assert_true(owned_by_other(taken));
+    fl_loader_destroy(l);
+    assert_true(owned_by_other(taken));
+    shm_unlink(taken);
+    flt_data_free(&d);
+    flt_assert_clean(&base);
+  }
+}
+
+/*
+ * Another local user watches /dev/shm and, for every name of the loader it
+ * sees, makes the names that would come next if serials counted up, as
+ * 0.1's did.  The loader, making a new segment per batch, never meets one
+ * of them, and gets every batch.
+ */
+static void squat(pid_t victim) __attribute__((noreturn));
+
+static void
+squat(pid_t victim)
+{
+  char prefix[32], name[96];
+  unsigned long long serial;
+  unsigned token;
+  struct dirent *e;
+  DIR *dir;
+  int k, round;
+
+  snprintf(prefix, sizeof(prefix), "forkload.%ld.", (long)victim);
+  /* However the case ends, the squatter goes with it. */
+  for (round = 0; round < 60000 && getppid() == victim; round++) {
+    dir = opendir("/dev/shm");
+    while (dir != NULL && (e = readdir(dir)) != NULL) {
+      if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
+          sscanf(e->d_name + strlen(prefix), "%8x.%llx", &token, &serial) != 2)
+        continue;
+      for (k = 1; k <= 8; k++) {
+        snprintf(name, sizeof(name), "/%s%08x.%016llx", prefix, token,
+                 serial + k);
+        close(shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600));
+        snprintf(name, sizeof(name), "/%s%08x.%llu", prefix, token,
+                 serial + k);
+        close(shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600));
+      }
+    }
+    if (dir != NULL)
+      closedir(dir);
+    usleep(500);
+  }
+  _exit(0);
+}
+
+static void
+a_squatting_user_cannot_make_the_loader_fail(void **state)
+{
+  char prefix[32], path[320];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+  struct dirent *e;
+  DIR *dir;
+  pid_t me = getpid(), squatter;
+  int status;
+
+  (void)state;
+  flt_baseline_take(&base);
+  squatter = fork();
+  assert_true(squatter >= 0);
+  if (squatter == 0) {
+    if (setgid(OTHER_UID) != 0 || setuid(OTHER_UID) != 0)
+      _exit(3);
+    /* Set after setuid, which clears it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    squat(me);
+  }
+  flt_data_init(&d, &ds, 400, 64);
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  opt.num_workers = 2;
+  opt.sharing = FL_SHARE_FILE_SYSTEM;
+  opt.reuse_segments = 0;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  whole_epoch(l, 400, 64);
+  whole_epoch(l, 400, 64);
+  fl_loader_destroy(l);
+  kill(squatter, SIGKILL);
+  assert_int_equal(waitpid(squatter, &status, 0), squatter);
+  assert_true(WIFSIGNALED(status)); /* it squatted until killed */
+  /* What it made is its own: the loader removed none of it. */
+  snprintf(prefix, sizeof(prefix), "forkload.%ld.", (long)me);
+  dir = opendir("/dev/shm");
+  assert_non_null(dir);
+  while ((e = readdir(dir)) != NULL) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+      continue;
+    snprintf(path, sizeof(path), "/%s", e->d_name);
+    assert_true(owned_by_other(path));
+    shm_unlink(path);
+  }
+  closedir(dir);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
 int
 main(void)
 {
@@ -194,6 +455,10 @@ main(void)
       cmocka_unit_test(next_loader_sweeps_a_dead_owners_name_and_no_other),
       cmocka_unit_test(sweep_removes_every_dead_owners_names),
       cmocka_unit_test(names_not_of_the_exact_form_are_never_touched),
+      cmocka_unit_test(names_of_either_serial_form_are_swept),
+      cmocka_unit_test(a_directory_named_like_a_stale_segment_is_not_counted),
+      cmocka_unit_test(a_name_taken_first_is_drawn_anew_and_left_alone),
+      cmocka_unit_test(a_squatting_user_cannot_make_the_loader_fail),
   };
   char why[256];
 

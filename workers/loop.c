@@ -104,7 +104,7 @@ take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
 static int
 fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
      struct fl__stream *st, const struct fl__task *t, int *fd, int *made,
-     size_t *count, int *end, char *err, size_t errlen)
+     uint64_t *serial, size_t *count, int *end, char *err, size_t errlen)
 {
   char name[64];
   fl__segment seg = {NULL, 0, -1};
@@ -132,11 +132,12 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
     rc = fl__room_for_segment(l->layout.size, err, errlen);
     if (rc != 0)
       return rc;
+    *serial = t->serial;
     if (named || l->opt.fd_in_dev_shm)
-      fl__segment_name(name, sizeof(name), l->owner, l->token, t->serial);
-    rc = fl__segment_create(&seg,
-                            named || l->opt.fd_in_dev_shm ? name : NULL,
-                            l->layout.size, err, errlen);
+      rc = fl__segment_create_named(&seg, l->owner, l->token, serial,
+                                    l->layout.size, err, errlen);
+    else
+      rc = fl__segment_create(&seg, NULL, l->layout.size, err, errlen);
     if (rc != 0)
       return rc;
     *base = seg.base;
@@ -145,8 +146,10 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
       fl__close(seg.fd);
     } else {
       /* PyTorch's way: the name goes at once, the fd carries it. */
-      if (l->opt.fd_in_dev_shm)
+      if (l->opt.fd_in_dev_shm) {
+        fl__segment_name(name, sizeof(name), l->owner, l->token, *serial);
         shm_unlink(name);
+      }
       *fd = seg.fd;
     }
   }
@@ -175,6 +178,7 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
   int mq = l->workers[w].mq;
   int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
   int rc, fd, made, status, end;
+  uint64_t serial;
   size_t count;
 
   setup(l, w);
@@ -187,12 +191,14 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
       _exit(0);
     }
     err[0] = '\0';
-    status = fill(l, w, sock, &slots, &st, &t, &fd, &made, &count, &end,
-                  err, sizeof(err));
+    serial = t.serial;
+    status = fill(l, w, sock, &slots, &st, &t, &fd, &made, &serial, &count,
+                  &end, err, sizeof(err));
     /* A new segment's fd goes with the reply even when the fill failed. */
     rc = fl__reply_batch(sock, w, &t, count, status, err, fd,
                          (made && named ? FL__REPLY_NAMED : 0) |
-                             (end ? FL__REPLY_END : 0));
+                             (end ? FL__REPLY_END : 0),
+                         serial);
     if (fd >= 0)
       fl__close(fd);
     if (rc != 0)

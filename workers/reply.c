@@ -11,7 +11,7 @@
 int
 fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
                 size_t count, int status, const char *msg, int fd,
-                uint32_t flags)
+                uint32_t flags, uint64_t serial)
 {
   struct fl__reply r;
 
@@ -20,6 +20,7 @@ fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
   r.type = FL__REPLY_BATCH;
   r.worker = worker;
   r.run = t->run;
+  r.serial = serial;
   r.seq = t->seq;
   r.slot = t->slot;
   r.count = (uint32_t)count;
