@@ -186,6 +186,12 @@ fl__options_check(const fl_dataset *ds, const fl_options *opt, int iterable,
              (int)opt->sharing);
     return FL_EINVAL;
   }
+  /* Before the list is read: a length whose bytes wrap is no list. */
+  if (opt->indices_len > SIZE_MAX / 4 / sizeof(size_t)) {
+    snprintf(err, errlen, "indices_len is %zu: an order that long is more "
+             "bytes than this machine can address", opt->indices_len);
+    return FL_ENOMEM;
+  }
   if (opt->indices == NULL && opt->indices_len != 0) {
     snprintf(err, errlen, "indices is NULL but indices_len is %zu",
              opt->indices_len);

@@ -23,7 +23,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..116"
+echo "1..117"
 
 pass() {
   ok "$1"
@@ -295,6 +295,11 @@ check $? "a window of 64 workers x prefetch 64 is refused with the arithmetic, e
 )
 grep -q '^rc 2$' "$tmp/out" && grep -Eq 'MemAvailable|memory cgroup' "$tmp/err"
 check $? "--sample-bytes above the machine's memory is refused at create"
+forkload run --samples 2305843009213693953 --sample-bytes 1 --batch-size 1 \
+  --quiet
+rc=$?
+[ "$rc" = 2 ] && grep -q "more bytes than this machine can address" "$tmp/err"
+check $? "--samples whose order's bytes wrap is refused, not a segfault"
 
 # interrupt SIGNAL ARGS...: starts `run ARGS` on a slow dataset, sends
 # SIGNAL to it a second later, and waits: output in $tmp/out and $tmp/err,

@@ -307,6 +307,36 @@ create_rejects_index_out_of_range_naming_its_position(void **state)
   flt_data_free(&d);
 }
 
+/*
+ * A length whose n x sizeof(size_t) wraps, with a short list: refused
+ * before the list is read (reading it was a segfault), and a dataset that
+ * long is refused as well, whatever else is set.
+ */
+static void
+create_refuses_lengths_whose_bytes_wrap_without_reading_them(void **state)
+{
+  static const size_t few[2] = {0, 1};
+  fl_dataset ds;
+  fl_options opt;
+  fl_loader *l;
+  flt_data d;
+
+  (void)state;
+  setup_valid(&d, &ds, &opt);
+  opt.indices = few;
+  opt.indices_len = (size_t)2305843009213693953ull;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
+  assert_non_null(strstr(fl_loader_error(NULL), "indices_len is "
+                                                "2305843009213693953"));
+  opt.indices = NULL;
+  opt.indices_len = 0;
+  ds.len = (size_t)2305843009213693953ull;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
+  assert_non_null(strstr(fl_loader_error(NULL), "more bytes than this "
+                                                "machine can address"));
+  flt_data_free(&d);
+}
+
 static void
 create_rejects_null_indices_with_nonzero_len(void **state)
 {
@@ -662,6 +692,8 @@ main(void)
       cmocka_unit_test(create_rejects_dataset_without_get_or_get_batch),
       cmocka_unit_test(create_rejects_index_out_of_range_naming_its_position),
       cmocka_unit_test(create_rejects_null_indices_with_nonzero_len),
+      cmocka_unit_test(
+          create_refuses_lengths_whose_bytes_wrap_without_reading_them),
       cmocka_unit_test(create_rejects_5000_workers),
       cmocka_unit_test(create_rejects_unknown_sharing),
       cmocka_unit_test(create_rejects_null_out),
