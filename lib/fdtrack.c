@@ -194,9 +194,10 @@ fl__fdtrack_init(void)
 
 /* In a new worker, with the table as the forking thread left it. */
 void
-fl__fdtrack_child_drop(const int *keep, size_t nkeep, const void *keep_map)
+fl__fdtrack_child_drop(const int *keep, size_t nkeep,
+                       const void *const *keep_maps, size_t nkeep_maps)
 {
-  size_t fd, i;
+  size_t fd, i, k;
   int kept;
 
   for (fd = 0; fd < tracked_cap; fd++) {
@@ -211,7 +212,9 @@ fl__fdtrack_child_drop(const int *keep, size_t nkeep, const void *keep_map)
     }
   }
   for (i = 0; i < nmaps; i++) {
-    if (maps[i].addr != keep_map)
+    for (k = 0; k < nkeep_maps && maps[i].addr != keep_maps[k]; k++)
+      ;
+    if (k == nkeep_maps)
       munmap(maps[i].addr, maps[i].len);
   }
   /* Whether or not the fork handler ran (it is registered by the first

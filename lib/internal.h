@@ -106,7 +106,7 @@ void fl__fdtrack_close(int fd);
 int fl__fdtrack_map_add(void *addr, size_t len);
 void fl__fdtrack_map_del(void *addr);
 void fl__fdtrack_child_drop(const int *keep, size_t nkeep,
-                            const void *keep_map);
+                            const void *const *keep_maps, size_t nmaps);
 int fl__close(int fd);
 
 /* reorder.c */
@@ -202,6 +202,9 @@ int fl__reply_batch(int sock, unsigned worker, const struct fl__task *t,
                     size_t count, int status, const char *msg, int fd,
                     uint32_t flags, uint64_t serial);
 
+/* workers/bus.c: note a SIGBUS's address and file for the parent. */
+void fl__bus_watch(struct fl__bus_note *n);
+
 /* workers/loop.c */
 void fl__worker_main(fl_loader *l, unsigned w, int sock)
     __attribute__((noreturn));
@@ -263,6 +266,8 @@ struct fl_loader {
   size_t nbatches;
   fl__layout layout;    /* of every segment */
   size_t *order;        /* the epoch's index order, shared with workers */
+  struct fl__bus_note *notes; /* per worker, shared: why one died of
+                                 SIGBUS */
   size_t order_bytes;
   size_t window;        /* prefetch_factor * num_workers */
 
@@ -340,6 +345,18 @@ int fl__npy_check_size(const struct fl__npy *h, uint64_t file_bytes,
                        char *err, size_t errlen);
 int fl__npy_same(const struct fl__npy *a, const struct fl__npy *b);
 void fl__npy_shape_str(const struct fl__npy *h, char *buf, size_t len);
+
+/* lines.c: a file's lines, read(2) alone (a worker, a signal handler). */
+struct fl__lines {
+  int fd;
+  size_t len, pos;
+  char buf[4096];
+};
+
+int fl__lines_open(struct fl__lines *lr, const char *path);
+/* The next line, without its newline, cut to len - 1 bytes: 1, or 0 at
+   the end of the file.  Close lr->fd when done. */
+int fl__lines_next(struct fl__lines *lr, char *line, size_t len);
 
 /* limits.c: what the machine can give now, and where that was read. */
 typedef struct fl__room {

@@ -44,69 +44,18 @@ room_set(fl__room *r, uint64_t bytes, const char *fmt, ...)
   va_end(ap);
 }
 
-/*
- * Lines of a file, read with read(2): no stdio and no malloc, so that a
- * worker forked from a threaded host can read them too.
- */
-struct lines {
-  int fd;
-  size_t len, pos;
-  char buf[4096];
-};
-
-static int
-lines_open(struct lines *lr, const char *path)
-{
-  do
-    lr->fd = open(path, O_RDONLY | O_CLOEXEC);
-  while (lr->fd < 0 && errno == EINTR);
-  lr->len = lr->pos = 0;
-  return lr->fd < 0 ? -1 : 0;
-}
-
-/* The next line, without its newline, cut to len - 1 bytes: 1, or 0 at
-   the end of the file. */
-static int
-lines_next(struct lines *lr, char *line, size_t len)
-{
-  size_t n = 0;
-  ssize_t got;
-  char c;
-
-  for (;;) {
-    if (lr->pos == lr->len) {
-      do
-        got = read(lr->fd, lr->buf, sizeof(lr->buf));
-      while (got < 0 && errno == EINTR);
-      if (got <= 0) {
-        line[n] = '\0';
-        return n > 0;
-      }
-      lr->len = (size_t)got;
-      lr->pos = 0;
-    }
-    c = lr->buf[lr->pos++];
-    if (c == '\n')
-      break;
-    if (n + 1 < len)
-      line[n++] = c;
-  }
-  line[n] = '\0';
-  return 1;
-}
-
 /* The first line of file dir/name, or -1. */
 static int
 first_line(const char *dir, const char *name, char *line, size_t len)
 {
   char full[PATH_MAX];
-  struct lines lr;
+  struct fl__lines lr;
   int got;
 
   if (snprintf(full, sizeof(full), "%s/%s", dir, name) >= (int)sizeof(full) ||
-      lines_open(&lr, full) != 0)
+      fl__lines_open(&lr, full) != 0)
     return -1;
-  got = lines_next(&lr, line, len);
+  got = fl__lines_next(&lr, line, len);
   fl__close(lr.fd);
   return got ? 0 : -1;
 }
@@ -130,12 +79,12 @@ fl__proc_value(const char *path, const char *key, uint64_t *out)
 {
   char line[256];
   size_t n = strlen(key);
-  struct lines lr;
+  struct fl__lines lr;
   int rc = -1;
 
-  if (lines_open(&lr, path) != 0)
+  if (fl__lines_open(&lr, path) != 0)
     return -1;
-  while (rc != 0 && lines_next(&lr, line, sizeof(line))) {
+  while (rc != 0 && fl__lines_next(&lr, line, sizeof(line))) {
     if (strncmp(line, key, n) == 0 && (line[n] == ' ' || line[n] == ':')) {
       *out = strtoull(line + n + 1 + strspn(line + n + 1, " \t"), NULL, 10);
       rc = 0;
@@ -194,13 +143,13 @@ static int
 cgroup_path(const char *root, int v2, char *path, size_t len)
 {
   char full[PATH_MAX], line[PATH_MAX + 64], *ctl, *p;
-  struct lines lr;
+  struct fl__lines lr;
   int rc = -1;
 
   snprintf(full, sizeof(full), "%s/proc/self/cgroup", root);
-  if (lines_open(&lr, full) != 0)
+  if (fl__lines_open(&lr, full) != 0)
     return -1;
-  while (rc != 0 && lines_next(&lr, line, sizeof(line))) {
+  while (rc != 0 && fl__lines_next(&lr, line, sizeof(line))) {
     ctl = strchr(line, ':');
     if (ctl == NULL)
       continue;
@@ -229,13 +178,13 @@ cgroup_mount(const char *root, int v2, char *top, char *mnt, size_t len)
 {
   char full[PATH_MAX], line[2 * PATH_MAX], r[PATH_MAX], m[PATH_MAX],
       type[64], opts[512], *dash;
-  struct lines lr;
+  struct fl__lines lr;
   int rc = -1;
 
   snprintf(full, sizeof(full), "%s/proc/self/mountinfo", root);
-  if (lines_open(&lr, full) != 0)
+  if (fl__lines_open(&lr, full) != 0)
     return -1;
-  while (rc != 0 && lines_next(&lr, line, sizeof(line))) {
+  while (rc != 0 && fl__lines_next(&lr, line, sizeof(line))) {
     dash = strstr(line, " - ");
     if (dash == NULL ||
         sscanf(line, "%*s %*s %*s %4095s %4095s", r, m) != 2 ||

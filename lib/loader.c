@@ -143,6 +143,10 @@ release_all(fl_loader *l)
     fl__fdtrack_map_del(l->order);
     munmap(l->order, l->order_bytes);
   }
+  if (l->notes != NULL) {
+    fl__fdtrack_map_del(l->notes);
+    munmap(l->notes, l->opt.num_workers * sizeof(*l->notes));
+  }
   fl__reorder_free(&l->reorder);
   free(l->workers);
   free(l->slots);
@@ -239,6 +243,18 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   } else {
     l->order = NULL;
     rc = FL_ENOMEM;
+  }
+  /* One note per worker, for the parent to read when one dies of SIGBUS. */
+  if (rc == 0 && opt->num_workers > 0) {
+    l->notes = mmap(NULL, opt->num_workers * sizeof(*l->notes),
+                    PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (l->notes == MAP_FAILED) {
+      l->notes = NULL;
+      rc = FL_ENOMEM;
+    } else {
+      rc = fl__fdtrack_map_add(l->notes,
+                               opt->num_workers * sizeof(*l->notes));
+    }
   }
   if (rc == 0 && (rc = uv_loop_init(&l->loop)) != 0)
     snprintf(l->err, sizeof(l->err), "cannot start the event loop: %s",

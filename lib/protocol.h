@@ -114,4 +114,17 @@ struct fl__segment_header {
   uint64_t reserved;
 };
 
+/*
+ * What a worker killed by SIGBUS leaves for its parent, in a mapping they
+ * share (one note per worker), so that the death can be told: the address
+ * that faulted and the file mapped there, as the worker's /proc/self/maps
+ * named it.
+ */
+struct fl__bus_note {
+  uint64_t addr;   /* 0: nothing noted */
+  int32_t si_code; /* <= 0: sent by a process, not a fault */
+  uint32_t reserved;
+  char path[240];
+};
+
 #endif /* FL_PROTOCOL_H */

@@ -275,11 +275,42 @@ on_sock(uv_poll_t *h, int status, int events)
   fl__receive_drain(w->loader, w->id);
 }
 
+/*
+ * What the worker's SIGBUS note says: the file it read when the mapping
+ * ran out under it.  A segment's memory is reserved when it is made, so a
+ * fault there is no full /dev/shm; a dataset's mapped file that shrank is
+ * the usual cause.
+ */
+static void
+bus_cause(const struct fl__bus_note *n, char *buf, size_t len)
+{
+  if (n->addr == 0)
+    snprintf(buf, len, "; it left no note of where");
+  else if (n->si_code <= 0)
+    snprintf(buf, len, "; the signal was sent to it (kill or raise), not a "
+             "fault of its own");
+  else if (strstr(n->path, "memfd:forkload") != NULL ||
+           strstr(n->path, "/dev/shm/forkload") != NULL)
+    snprintf(buf, len, " while writing its batch's segment %.*s at 0x%llx: "
+             "the segment's memory was reserved when it was made, so "
+             "something cut the segment short", 120, n->path,
+             (unsigned long long)n->addr);
+  else if (n->path[0] != '\0')
+    snprintf(buf, len, " while reading %.*s at 0x%llx, which it maps: the "
+             "file shrank or was truncated while in use, and a mapped "
+             "dataset's file must not change", 200, n->path,
+             (unsigned long long)n->addr);
+  else
+    snprintf(buf, len, " at 0x%llx, in no mapped file",
+             (unsigned long long)n->addr);
+}
+
 /* A worker ended without being asked to: the loader cannot go on. */
 static void
 report_exit(fl_loader *l, unsigned wi, pid_t pid, const siginfo_t *si)
 {
   const char *abbrev;
+  char why[400] = "";
 
   if (si->si_code == CLD_EXITED) {
     fl__loader_fail(l, FL_EWORKER,
@@ -287,15 +318,13 @@ report_exit(fl_loader *l, unsigned wi, pid_t pid, const siginfo_t *si)
                     wi, (long)pid, si->si_status);
     return;
   }
+  if (si->si_status == SIGBUS)
+    bus_cause(&l->notes[wi], why, sizeof(why));
   abbrev = sigabbrev_np(si->si_status);
   fl__loader_fail(l, FL_EWORKER,
                   "worker %u (pid %ld) was killed by signal %d (SIG%s: %s)%s",
                   wi, (long)pid, si->si_status, abbrev ? abbrev : "?",
-                  strsignal(si->si_status),
-                  si->si_status == SIGBUS
-                      ? "; a bus error in a worker usually means shared "
-                        "memory ran out: check df -h /dev/shm"
-                      : "");
+                  strsignal(si->si_status), why);
 }
 
 /*

@@ -27,12 +27,13 @@ static void
 child(fl_loader *l, unsigned w, int sock, pid_t parent, int main_thread,
       const sigset_t *old)
 {
+  const void *keep_maps[2] = {l->order, l->notes};
   struct sigaction sa;
   int keep[2], sig;
 
   keep[0] = l->workers[w].mq;
   keep[1] = sock;
-  fl__fdtrack_child_drop(keep, 2, l->order);
+  fl__fdtrack_child_drop(keep, 2, keep_maps, 2);
   /*
    * The host's handlers are not the worker's: a crash handler that
    * longjmps or reports for the parent must not run here.  worker_init
@@ -49,6 +50,7 @@ child(fl_loader *l, unsigned w, int sock, pid_t parent, int main_thread,
   /* A segment past RLIMIT_FSIZE is then EFBIG, an error at its batch,
      rather than a worker killed by SIGXFSZ. */
   signal(SIGXFSZ, SIG_IGN);
+  fl__bus_watch(&l->notes[w]);
   /*
    * PR_SET_PDEATHSIG fires when the forking *thread* exits, so it is only
    * safe when the main thread forked; otherwise the worker loop's checks
@@ -87,6 +89,7 @@ fl__worker_spawn(fl_loader *l, unsigned wi)
   }
   fl__fdtrack_add(sv[0]);
   fl__fdtrack_add(sv[1]);
+  memset(&l->notes[wi], 0, sizeof(l->notes[wi]));
   w->gen++;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -884,6 +884,57 @@ npy_dir_refuses_empty_missing_and_sample_free_directories(void **state)
  * A file cut short after the dataset was opened: that sample's batch is an
  * error that names the file, and the epoch goes on.
  */
+/*
+ * A mapped dataset file cut short under the workers: the worker that reads
+ * past its new end dies of SIGBUS, and the report names the file and says
+ * it shrank, instead of blaming /dev/shm.
+ */
+static void
+npy_array_truncated_under_its_workers_is_told_as_such(void **state)
+{
+  enum { N = 64, ROW = 4096 };
+  unsigned char *data = malloc(N * ROW);
+  char dir[64], path[128], dict[128];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  assert_non_null(data);
+  fill(data, N * ROW, 9);
+  snprintf(path, sizeof(path), "%s/rows.npy", dir);
+  snprintf(dict, sizeof(dict),
+           "{'descr': '|u1', 'fortran_order': False, 'shape': (%d, %d), }", N,
+           ROW);
+  write_npy(path, 1, dict, data, N * ROW);
+  assert_int_equal(fl_dataset_npy_array(&ds, path), 0);
+  fl_options_init(&opt);
+  opt.batch_size = 8;
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  /* Cut to its header: every row now lies past the end. */
+  assert_int_equal(truncate(path, 128), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) == 1)
+    fl_batch_release(b);
+  assert_int_equal(rc, FL_EWORKER);
+  if (strstr(fl_loader_error(l), "(SIGBUS: ") == NULL ||
+      strstr(fl_loader_error(l), path) == NULL ||
+      strstr(fl_loader_error(l), "shrank") == NULL ||
+      strstr(fl_loader_error(l), "/dev/shm") != NULL)
+    fail_msg("%s", fl_loader_error(l));
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  free(data);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
 static void
 npy_dir_file_changed_after_open_is_that_batch_error(void **state)
 {
@@ -1029,6 +1080,8 @@ main(void)
       cmocka_unit_test(
           npy_dir_refuses_empty_missing_and_sample_free_directories),
       cmocka_unit_test(npy_dir_file_changed_after_open_is_that_batch_error),
+      cmocka_unit_test(
+          npy_array_truncated_under_its_workers_is_told_as_such),
       cmocka_unit_test(close_is_safe_on_null_zeroed_and_closed_datasets),
       cmocka_unit_test(parser_survives_mutated_headers),
   };

@@ -658,7 +658,7 @@ dead_worker_is_reported_with_pid_and_signal_or_status(void **state)
   (void)state;
   worker_death(SIGKILL, "killed by signal 9 (SIGKILL");
   worker_death(SIGSEGV, "SIGSEGV");
-  worker_death(SIGBUS, "shared memory");
+  worker_death(SIGBUS, "(SIGBUS: Bus error); the signal was sent to it");
   worker_death(0, "exited unexpectedly with status 3");
 }
 

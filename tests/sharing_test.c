@@ -816,7 +816,7 @@ fdtrack_child_drop_closes_tracked_fds_except_kept(void **state)
     const int keep[2] = {p1[1], p2[0]};
     int bad = 0;
 
-    fl__fdtrack_child_drop(keep, 2, keep_map);
+    fl__fdtrack_child_drop(keep, 2, (const void *const *)&keep_map, 1);
     if (fd_open(p1[0]) || fd_open(p2[1]) || fd_open(high))
       bad |= DROP_DROPPED_OPEN;
     if (!fd_open(p1[1]) || !fd_open(p2[0]))
@@ -876,7 +876,7 @@ fdtrack_del_untracks_fd(void **state)
   fl__fdtrack_lock();
   pid = fork();
   if (pid == 0) {
-    fl__fdtrack_child_drop(NULL, 0, NULL);
+    fl__fdtrack_child_drop(NULL, 0, NULL, 0);
     _exit(fd_open(fd) ? 0 : 1);
   }
   fl__fdtrack_unlock();
