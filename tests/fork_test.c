@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "internal.h"
 
 static volatile int stop_spinning;
 
@@ -181,32 +183,36 @@ struct leak_counters {
 static struct leak_counters *leaks;
 
 /* Whether the worker holds an fd or mapping of a memfd segment: a loader
-   of the file-system strategy never makes one, so it is another's. */
+   of the file-system strategy never makes one, so it is another's.  Read
+   with getdents64 and read(2): this runs in a worker forked while thread A
+   may hold an allocator lock, which opendir and fopen would wait on under
+   ASan (glibc's malloc resets its locks in the child; ASan's does not). */
 static void
 count_foreign(void)
 {
-  char path[300], target[256], line[512];
-  struct dirent *e;
-  DIR *dir = opendir("/proc/self/fd");
-  FILE *maps;
-  ssize_t n;
+  char path[300], target[256], line[512], ents[4096];
+  struct fl__lines maps;
+  ssize_t n, got, at;
+  struct dirent64 *e;
+  int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-  if (dir != NULL) {
-    while ((e = readdir(dir)) != NULL) {
+  while (dir >= 0 && (got = getdents64(dir, ents, sizeof(ents))) > 0)
+    for (at = 0; at < got; at += e->d_reclen) {
+      e = (struct dirent64 *)(ents + at);
       snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
       n = readlink(path, target, sizeof(target) - 1);
       target[n > 0 ? n : 0] = '\0';
       if (strstr(target, "memfd:forkload") != NULL)
         __atomic_add_fetch(&leaks->foreign_fds, 1, __ATOMIC_SEQ_CST);
     }
-    closedir(dir);
-  }
-  maps = fopen("/proc/self/maps", "r");
-  while (maps != NULL && fgets(line, sizeof(line), maps) != NULL)
+  if (dir >= 0)
+    close(dir);
+  if (fl__lines_open(&maps, "/proc/self/maps") != 0)
+    return;
+  while (fl__lines_next(&maps, line, sizeof(line)) > 0)
     if (strstr(line, "memfd:forkload") != NULL)
       __atomic_add_fetch(&leaks->foreign_maps, 1, __ATOMIC_SEQ_CST);
-  if (maps != NULL)
-    fclose(maps);
+  close(maps.fd);
 }
 
 static int

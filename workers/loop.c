@@ -20,21 +20,30 @@ struct slot_table {
   size_t cap;
 };
 
+/*
+ * Grown with mmap, not malloc: a worker forked while another thread of the
+ * host held an allocator lock would wait on it forever (glibc's malloc
+ * resets its locks in the child; others, ASan's among them, do not).
+ */
 static void **
 slot_at(struct slot_table *t, uint32_t slot)
 {
-  void **grown;
-  size_t cap;
+  size_t cap, page = (size_t)sysconf(_SC_PAGESIZE);
+  void *grown;
 
   if (slot >= t->cap) {
-    cap = t->cap ? t->cap : 16;
+    cap = t->cap ? t->cap : page / sizeof(*t->base);
     while (cap <= slot)
       cap *= 2;
-    grown = realloc(t->base, cap * sizeof(*grown));
-    if (grown == NULL)
+    if (t->base == NULL)
+      grown = mmap(NULL, cap * sizeof(*t->base), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    else
+      grown = mremap(t->base, t->cap * sizeof(*t->base),
+                     cap * sizeof(*t->base), MREMAP_MAYMOVE);
+    if (grown == MAP_FAILED)
       return NULL;
-    memset(grown + t->cap, 0, (cap - t->cap) * sizeof(*grown));
-    t->base = grown;
+    t->base = grown; /* new pages read as zero: no slot mapped */
     t->cap = cap;
   }
   return &t->base[slot];
