@@ -297,36 +297,28 @@ static void
 fsize_lowered_after_create_is_an_error_at_the_batch(void **state)
 {
   struct rlimit saved, low;
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  flt_data d;
   int rc;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 100, 64 * 1024);
-  fl_options_init(&opt);
-  opt.batch_size = 4;
-  opt.num_workers = 1;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  flt_case_init(&c, 100, 64 * 1024);
+  c.opt.batch_size = 4;
+  c.opt.num_workers = 1;
+  flt_case_create(&c);
   getrlimit(RLIMIT_FSIZE, &saved);
   low = saved;
   low.rlim_cur = 64 * 1024;
   signal(SIGXFSZ, SIG_DFL);
   assert_int_equal(setrlimit(RLIMIT_FSIZE, &low), 0);
-  rc = fl_loader_begin(l);
+  rc = fl_loader_begin(c.l);
   setrlimit(RLIMIT_FSIZE, &saved);
   signal(SIGXFSZ, SIG_IGN);
   assert_int_equal(rc, 0);
-  rc = fl_loader_next(l, &b);
+  rc = fl_loader_next(c.l, &b);
   assert_int_equal(rc, -EFBIG);
-  assert_non_null(strstr(fl_loader_error(l), "ulimit -f"));
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  assert_non_null(strstr(fl_loader_error(c.l), "ulimit -f"));
+  flt_case_end(&c);
 }
 
 /*
