@@ -95,37 +95,29 @@ tree_teardown(void **state)
 static void
 batch_size_far_above_the_samples_makes_segments_of_the_samples(void **state)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
   fl_stats st;
-  flt_data d;
   size_t i;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 10, 4096);
-  fl_options_init(&opt);
-  opt.batch_size = (size_t)100000000000000ull;
-  opt.num_workers = 2;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_len(l), 1);
-  assert_int_equal(fl_loader_begin(l), 0);
-  assert_int_equal(fl_loader_next(l, &b), 1);
+  flt_case_init(&c, 10, 4096);
+  c.opt.batch_size = (size_t)100000000000000ull;
+  c.opt.num_workers = 2;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_len(c.l), 1);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(fl_loader_next(c.l, &b), 1);
   assert_int_equal(fl_batch_count(b), 10);
   for (i = 0; i < 10; i++)
     assert_true(flt_sample_ok((const char *)fl_batch_data(b) + i * 4096,
                               4096, fl_batch_indices(b)[i]));
   fl_batch_release(b);
-  assert_int_equal(fl_loader_next(l, &b), 0);
-  assert_int_equal(fl_loader_stats(l, &st), 0);
+  assert_int_equal(fl_loader_next(c.l, &b), 0);
+  assert_int_equal(fl_loader_stats(c.l, &st), 0);
   /* Room for ten samples and their indices, not for 10^14. */
   assert_true(st.bytes_mapped_peak <= 3 * (10 * 4096 + 8192));
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  flt_case_end(&c);
 }
 
 static void
@@ -305,36 +297,28 @@ static void
 fsize_lowered_after_create_is_an_error_at_the_batch(void **state)
 {
   struct rlimit saved, low;
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  flt_data d;
   int rc;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 100, 64 * 1024);
-  fl_options_init(&opt);
-  opt.batch_size = 4;
-  opt.num_workers = 1;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  flt_case_init(&c, 100, 64 * 1024);
+  c.opt.batch_size = 4;
+  c.opt.num_workers = 1;
+  flt_case_create(&c);
   getrlimit(RLIMIT_FSIZE, &saved);
   low = saved;
   low.rlim_cur = 64 * 1024;
   signal(SIGXFSZ, SIG_DFL);
   assert_int_equal(setrlimit(RLIMIT_FSIZE, &low), 0);
-  rc = fl_loader_begin(l);
+  rc = fl_loader_begin(c.l);
   setrlimit(RLIMIT_FSIZE, &saved);
   signal(SIGXFSZ, SIG_IGN);
   assert_int_equal(rc, 0);
-  rc = fl_loader_next(l, &b);
+  rc = fl_loader_next(c.l, &b);
   assert_int_equal(rc, -EFBIG);
-  assert_non_null(strstr(fl_loader_error(l), "ulimit -f"));
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  assert_non_null(strstr(fl_loader_error(c.l), "ulimit -f"));
+  flt_case_end(&c);
 }
 
 /*
@@ -348,32 +332,26 @@ memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost(
     void **state)
 {
   static const unsigned workers[] = {1, 0};
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  flt_data d;
   size_t i, n;
   int rc;
 
   (void)state;
   for (i = 0; i < 2; i++) {
-    flt_baseline_take(&base);
-    flt_data_init(&d, &ds, 40, 64 * 1024);
-    fl_options_init(&opt);
-    opt.batch_size = 4;
-    opt.num_workers = workers[i];
-    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    flt_case_init(&c, 40, 64 * 1024);
+    c.opt.batch_size = 4;
+    c.opt.num_workers = workers[i];
+    flt_case_create(&c);
     put("/proc/meminfo", "MemAvailable:        100 kB\n");
-    assert_int_equal(fl_loader_begin(l), 0);
-    rc = fl_loader_next(l, &b);
+    assert_int_equal(fl_loader_begin(c.l), 0);
+    rc = fl_loader_next(c.l, &b);
     assert_int_equal(rc, FL_ENOMEM);
     assert_false(fl_error_is_final(rc));
-    assert_non_null(strstr(fl_loader_error(l), "segment does not fit in "
-                                               "memory now: MemAvailable"));
+    assert_non_null(strstr(fl_loader_error(c.l), "segment does not fit in "
+                                                 "memory now: MemAvailable"));
     put("/proc/meminfo", "MemAvailable:    8000000 kB\n");
-    for (n = 0; (rc = fl_loader_next(l, &b)) == 1; n++) {
+    for (n = 0; (rc = fl_loader_next(c.l, &b)) == 1; n++) {
       assert_int_equal(fl_batch_seq(b), n);
       assert_true(flt_sample_ok(fl_batch_data(b), 64 * 1024,
                                 fl_batch_indices(b)[0]));
@@ -381,9 +359,7 @@ memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost(
     }
     assert_int_equal(rc, 0);
     assert_int_equal(n, 10);
-    fl_loader_destroy(l);
-    flt_data_free(&d);
-    flt_assert_clean(&base);
+    flt_case_end(&c);
   }
 }
 

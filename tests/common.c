@@ -260,6 +260,51 @@ flt_worker_init(unsigned id, void *arg)
 }
 
 void
+flt_case_init(flt_case *c, size_t len, size_t sample_bytes)
+{
+  flt_baseline_take(&c->base);
+  flt_data_init(&c->d, &c->ds, len, sample_bytes);
+  fl_options_init(&c->opt);
+  c->l = NULL;
+}
+
+void
+flt_case_create(flt_case *c)
+{
+  assert_int_equal(fl_loader_create(&c->l, &c->ds, &c->opt), 0);
+}
+
+void
+flt_case_start(flt_case *c)
+{
+  flt_case_create(c);
+  assert_int_equal(fl_loader_begin(c->l), 0);
+}
+
+void
+flt_case_end(flt_case *c)
+{
+  fl_loader_destroy(c->l);
+  flt_data_free(&c->d);
+  flt_assert_clean(&c->base);
+}
+
+size_t
+flt_drain(fl_loader *l, int end)
+{
+  fl_batch *b;
+  size_t n;
+  int rc;
+
+  for (n = 0; (rc = fl_loader_next(l, &b)) == 1; n++)
+    fl_batch_release(b);
+  if (rc != end)
+    fail_msg("fl_loader_next returned %d, not %d: %s", rc, end,
+             fl_loader_error(l));
+  return n;
+}
+
+void
 flt_warm_up(void)
 {
   fl_dataset ds;

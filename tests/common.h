@@ -103,4 +103,33 @@ int flt_sample_ok(const void *p, size_t sample_bytes, size_t i);
 /* worker_init for flt_data: records calls, seed and pid per worker. */
 void flt_worker_init(unsigned id, void *arg);
 
+/*
+ * What most cases start from, so that each states only what it is about: a
+ * baseline, a flt_data dataset and default options.  The case sets d and
+ * opt, creates l, and flt_case_end destroys it and proves the teardown
+ * clean.  ds.ctx points at d: a case must stay where it was initialised.
+ */
+typedef struct flt_case {
+  flt_baseline base;
+  flt_data d;
+  fl_dataset ds;
+  fl_options opt;
+  fl_loader *l; /* NULL until created */
+} flt_case;
+
+void flt_case_init(flt_case *c, size_t len, size_t sample_bytes);
+/* Create l from ds and opt; creating must succeed. */
+void flt_case_create(flt_case *c);
+/* Create l and begin its first epoch. */
+void flt_case_start(flt_case *c);
+/* Destroy l, free the data, and assert that nothing is left. */
+void flt_case_end(flt_case *c);
+
+/*
+ * Release every batch up to the call that ends the epoch under way, which
+ * must return `end` (0: the epoch is over), or fail with the loader's
+ * message.  Returns how many batches came.
+ */
+size_t flt_drain(fl_loader *l, int end);
+
 #endif

@@ -630,23 +630,17 @@ a_loader_failure_never_carries_a_code_that_means_go_on(void **state)
 static void
 dataset_error_is_not_final_and_a_dead_worker_is(void **state)
 {
-  flt_baseline base;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  fl_dataset ds;
-  fl_options opt;
-  flt_data d;
   size_t samples = 0, errors = 0;
   int rc;
 
   (void)state;
-  flt_baseline_take(&base);
-  setup_valid(&d, &ds, &opt);
-  d.fail_index = 5;
-  opt.num_workers = 2;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
-  while ((rc = fl_loader_next(l, &b)) != 0) {
+  flt_case_init(&c, 10, 16);
+  c.d.fail_index = 5;
+  c.opt.num_workers = 2;
+  flt_case_start(&c);
+  while ((rc = fl_loader_next(c.l, &b)) != 0) {
     if (rc < 0) {
       assert_int_equal(rc, FL_EDATASET);
       assert_false(fl_error_is_final(rc));
@@ -657,21 +651,18 @@ dataset_error_is_not_final_and_a_dead_worker_is(void **state)
     fl_batch_release(b);
   }
   assert_int_equal(errors, 1);
-  assert_int_equal(samples, ds.len - opt.batch_size);
-  fl_loader_destroy(l);
-  d.fail_index = -1;
-  d.kill_index = 3;
-  d.kill_signal = SIGKILL;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
-  while ((rc = fl_loader_next(l, &b)) > 0)
+  assert_int_equal(samples, c.ds.len - c.opt.batch_size);
+  fl_loader_destroy(c.l);
+  c.d.fail_index = -1;
+  c.d.kill_index = 3;
+  c.d.kill_signal = SIGKILL;
+  flt_case_start(&c);
+  while ((rc = fl_loader_next(c.l, &b)) > 0)
     fl_batch_release(b);
   assert_int_equal(rc, FL_EWORKER);
   assert_true(fl_error_is_final(rc));
-  assert_int_equal(fl_loader_next(l, &b), FL_EWORKER);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  assert_int_equal(fl_loader_next(c.l, &b), FL_EWORKER);
+  flt_case_end(&c);
 }
 
 int

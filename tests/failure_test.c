@@ -115,43 +115,36 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
   enum { LEN = 600, HOLD_MAX = 300 };
   unsigned char seen[LEN];
   fl_batch *held[HOLD_MAX];
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  flt_data d;
   size_t i, j, nheld = 0;
   int rc;
 
   (void)s;
-  flt_baseline_take(&base);
+  flt_case_init(&c, LEN, 64);
   memset(seen, 0, sizeof(seen));
-  flt_data_init(&d, &ds, LEN, 64);
-  fl_options_init(&opt);
-  opt.batch_size = 2;
-  opt.num_workers = 2;
-  opt.persistent_workers = 1;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+  c.opt.batch_size = 2;
+  c.opt.num_workers = 2;
+  c.opt.persistent_workers = 1;
+  flt_case_start(&c);
   /* Workers are forked: only the parent runs short of fds. */
   flt_fd_limit_lower(24);
-  while (nheld < HOLD_MAX && (rc = fl_loader_next(l, &b)) == 1)
+  while (nheld < HOLD_MAX && (rc = fl_loader_next(c.l, &b)) == 1)
     held[nheld++] = b;
   assert_int_equal(rc, FL_EMFILE);
   assert_true(nheld >= 10);
-  assert_non_null(strstr(fl_loader_error(l), "ulimit -n"));
-  assert_non_null(strstr(fl_loader_error(l), "FL_SHARE_FILE_SYSTEM"));
-  assert_non_null(strstr(fl_loader_error(l), "The batch is kept"));
+  assert_non_null(strstr(fl_loader_error(c.l), "ulimit -n"));
+  assert_non_null(strstr(fl_loader_error(c.l), "FL_SHARE_FILE_SYSTEM"));
+  assert_non_null(strstr(fl_loader_error(c.l), "The batch is kept"));
   /* Still holding everything: asked again, it fails the same way. */
-  assert_int_equal(fl_loader_next(l, &b), FL_EMFILE);
+  assert_int_equal(fl_loader_next(c.l, &b), FL_EMFILE);
   for (i = 0; i < nheld; i++) {
     for (j = 0; j < fl_batch_count(held[i]); j++)
       seen[fl_batch_indices(held[i])[j]]++;
     fl_batch_release(held[i]);
   }
   /* Released: the kept batch comes next, in order, and nothing is lost. */
-  assert_int_equal(fl_loader_next(l, &b), 1);
+  assert_int_equal(fl_loader_next(c.l, &b), 1);
   assert_int_equal(fl_batch_seq(b), nheld);
   do {
     for (i = 0; i < fl_batch_count(b); i++) {
@@ -160,14 +153,12 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
       seen[fl_batch_indices(b)[i]]++;
     }
     fl_batch_release(b);
-  } while ((rc = fl_loader_next(l, &b)) == 1);
+  } while ((rc = fl_loader_next(c.l, &b)) == 1);
   assert_int_equal(rc, 0);
   flt_fd_limit_restore();
   for (i = 0; i < LEN; i++)
     assert_int_equal(seen[i], 1);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  flt_case_end(&c);
 }
 
 /*
@@ -183,37 +174,30 @@ starved(int in_order)
 {
   enum { LEN = 400 };
   unsigned char seen[LEN];
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  flt_data d;
   size_t i, errors = 0, in_a_row = 0;
   int rc;
 
-  flt_baseline_take(&base);
+  flt_case_init(&c, LEN, 64);
   memset(seen, 0, sizeof(seen));
-  flt_data_init(&d, &ds, LEN, 64);
-  fl_options_init(&opt);
-  opt.batch_size = 4;
-  opt.num_workers = 2;
-  opt.prefetch_factor = 4;
-  opt.in_order = in_order;
-  opt.persistent_workers = 1;
-  opt.timeout_ms = 10000;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+  c.opt.batch_size = 4;
+  c.opt.num_workers = 2;
+  c.opt.prefetch_factor = 4;
+  c.opt.in_order = in_order;
+  c.opt.persistent_workers = 1;
+  c.opt.timeout_ms = 10000;
+  flt_case_start(&c);
   /* Room for 3 segment fds, where the window keeps 8. */
   flt_fd_limit_leave(3);
-  while ((rc = fl_loader_next(l, &b)) != 0) {
+  while ((rc = fl_loader_next(c.l, &b)) != 0) {
     if (rc < 0) {
       if (rc != FL_EMFILE || fl_error_is_final(rc))
-        fail_msg("%s: %s", fl_err_name(rc), fl_loader_error(l));
+        fail_msg("%s: %s", fl_err_name(rc), fl_loader_error(c.l));
       errors++;
       if (++in_a_row > 50)
         fail_msg("holding nothing, %zu FL_EMFILE in a row: %s", in_a_row,
-                 fl_loader_error(l));
+                 fl_loader_error(c.l));
       continue;
     }
     in_a_row = 0;
@@ -229,9 +213,7 @@ starved(int in_order)
     assert_int_equal(seen[i], 1);
   print_message("# %s: %zu FL_EMFILE on the way\n",
                 in_order ? "in order" : "as they arrive", errors);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  flt_case_end(&c);
 }
 
 static void
@@ -252,35 +234,28 @@ epoch_cut_short_at_the_fd_limit_leaves_nothing_to_fetch_again(void **s)
   enum { LEN = 600, HOLD_MAX = 300 };
   unsigned char seen[LEN];
   fl_batch *held[HOLD_MAX];
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  flt_data d;
   size_t i, nheld = 0;
   int rc;
 
   (void)s;
-  flt_baseline_take(&base);
+  flt_case_init(&c, LEN, 64);
   memset(seen, 0, sizeof(seen));
-  flt_data_init(&d, &ds, LEN, 64);
-  fl_options_init(&opt);
-  opt.batch_size = 2;
-  opt.num_workers = 2;
-  opt.persistent_workers = 1;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_begin(l), 0);
+  c.opt.batch_size = 2;
+  c.opt.num_workers = 2;
+  c.opt.persistent_workers = 1;
+  flt_case_start(&c);
   flt_fd_limit_lower(24);
-  while (nheld < HOLD_MAX && (rc = fl_loader_next(l, &b)) == 1)
+  while (nheld < HOLD_MAX && (rc = fl_loader_next(c.l, &b)) == 1)
     held[nheld++] = b;
   assert_int_equal(rc, FL_EMFILE);
   for (i = 0; i < nheld; i++)
     fl_batch_release(held[i]);
   flt_fd_limit_restore();
-  assert_int_equal(fl_loader_begin(l), 0);
-  assert_int_equal(l->nrefetch, 0);
-  while ((rc = fl_loader_next(l, &b)) == 1) {
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(c.l->nrefetch, 0);
+  while ((rc = fl_loader_next(c.l, &b)) == 1) {
     for (i = 0; i < fl_batch_count(b); i++)
       seen[fl_batch_indices(b)[i]]++;
     fl_batch_release(b);
@@ -288,9 +263,7 @@ epoch_cut_short_at_the_fd_limit_leaves_nothing_to_fetch_again(void **s)
   assert_int_equal(rc, 0);
   for (i = 0; i < LEN; i++)
     assert_int_equal(seen[i], 1);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  flt_case_end(&c);
 }
 
 /* In the doomed parent: a loader, one batch, then wait to be killed. */

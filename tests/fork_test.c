@@ -48,33 +48,20 @@ spin_random(void *arg)
 static void
 workers_forked_while_a_thread_calls_random_do_not_hang(void **state)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
-  fl_batch *b;
-  flt_data d;
-  int e, rc, n;
+  flt_case c;
+  int e;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 8, 16);
-  fl_options_init(&opt);
-  opt.batch_size = 4;
-  opt.num_workers = 2;
-  opt.timeout_ms = 5000;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  flt_case_init(&c, 8, 16);
+  c.opt.batch_size = 4;
+  c.opt.num_workers = 2;
+  c.opt.timeout_ms = 5000;
+  flt_case_create(&c);
   for (e = 0; e < 100; e++) {
-    assert_int_equal(fl_loader_begin(l), 0);
-    for (n = 0; (rc = fl_loader_next(l, &b)) == 1; n++)
-      fl_batch_release(b);
-    if (rc != 0)
-      fail_msg("epoch %d: %s", e, fl_loader_error(l));
-    assert_int_equal(n, 2);
+    assert_int_equal(fl_loader_begin(c.l), 0);
+    assert_int_equal(flt_drain(c.l, 0), 2);
   }
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  flt_case_end(&c);
 }
 
 /* The spinning thread stops whatever the case did. */

@@ -23,41 +23,6 @@
 
 #include "common.h"
 
-/* What most cases start from: a baseline, a dataset, default options. */
-typedef struct fx {
-  flt_baseline base;
-  flt_data d;
-  fl_dataset ds;
-  fl_options opt;
-  fl_loader *l;
-} fx;
-
-static void
-fx_init(fx *f, size_t len, size_t sample_bytes)
-{
-  flt_baseline_take(&f->base);
-  flt_data_init(&f->d, &f->ds, len, sample_bytes);
-  fl_options_init(&f->opt);
-  f->l = NULL;
-}
-
-/* Create the loader from f->opt and begin its first epoch. */
-static void
-fx_start(fx *f)
-{
-  assert_int_equal(fl_loader_create(&f->l, &f->ds, &f->opt), 0);
-  assert_int_equal(fl_loader_begin(f->l), 0);
-}
-
-/* Destroy, and prove that nothing is left. */
-static void
-fx_end(fx *f)
-{
-  fl_loader_destroy(f->l);
-  flt_data_free(&f->d);
-  flt_assert_clean(&f->base);
-}
-
 /* Check one batch's metadata and every sample's bytes. */
 static void
 check_batch(const fl_batch *b, size_t sample_bytes, unsigned char *seen,
@@ -312,18 +277,18 @@ worker_seeds_distinct_reproducible_and_base_plus_id(void **state)
 static void
 check_error_at_position(unsigned nw, int batched)
 {
-  fx f;
+  flt_case f;
   fl_batch *b;
   size_t n;
   int rc, errors = 0;
 
-  fx_init(&f, 41, 16);
+  flt_case_init(&f, 41, 16);
   if (batched)
     flt_data_batched(&f.ds);
   f.d.fail_index = 17;
   f.opt.batch_size = 2;
   f.opt.num_workers = nw;
-  fx_start(&f);
+  flt_case_start(&f);
   for (n = 0; n < 21; n++) {
     rc = fl_loader_next(f.l, &b);
     if (n == 8) {
@@ -342,7 +307,7 @@ check_error_at_position(unsigned nw, int batched)
   assert_int_equal(errors, 1);
   if (batched)
     assert_true(f.d.counters->batch_calls >= 21);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
@@ -357,41 +322,41 @@ dataset_error_delivered_at_its_batch_then_iteration_goes_on(void **state)
 static void
 dataset_error_message_names_the_call_and_the_index(void **state)
 {
-  fx f;
+  flt_case f;
   fl_batch *b;
 
   (void)state;
-  fx_init(&f, 4, 16);
+  flt_case_init(&f, 4, 16);
   f.d.fail_index = 0;
   f.opt.num_workers = 1;
-  fx_start(&f);
+  flt_case_start(&f);
   assert_int_equal(fl_loader_next(f.l, &b), FL_EDATASET);
   /* common.c sets a message; the library must have passed it on. */
   assert_non_null(strstr(fl_loader_error(f.l), "get(index 0) failed"));
   assert_int_equal(fl_loader_next(f.l, &b), 1);
   fl_batch_release(b);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
 early_destroy(fl_sharing sharing, int persistent, int reuse)
 {
-  fx f;
+  flt_case f;
   fl_batch *b[3];
   int i;
 
-  fx_init(&f, 1000, 256);
+  flt_case_init(&f, 1000, 256);
   f.opt.batch_size = 4;
   f.opt.num_workers = 3;
   f.opt.sharing = sharing;
   f.opt.persistent_workers = persistent;
   f.opt.reuse_segments = reuse;
-  fx_start(&f);
+  flt_case_start(&f);
   for (i = 0; i < 3; i++)
     assert_int_equal(fl_loader_next(f.l, &b[i]), 1);
   fl_batch_release(b[1]);
   /* b[0] and b[2] are still held: destroy frees them too. */
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
@@ -411,12 +376,12 @@ restart(int persistent, fl_sharing sharing)
   const size_t len = 200;
   unsigned char seen[200];
   size_t *expect, k = 0, i;
-  fx f;
+  flt_case f;
   fl_batch *b;
   int n;
 
   expect = sequence(0, 0, 5, 2, len, 3);
-  fx_init(&f, len, 24);
+  flt_case_init(&f, len, 24);
   f.opt.batch_size = 3;
   f.opt.shuffle = 1;
   f.opt.seed = 5;
@@ -424,7 +389,7 @@ restart(int persistent, fl_sharing sharing)
   f.opt.prefetch_factor = 3;
   f.opt.persistent_workers = persistent;
   f.opt.sharing = sharing;
-  fx_start(&f);
+  flt_case_start(&f);
   for (n = 0; n < 5; n++) {
     assert_int_equal(fl_loader_next(f.l, &b), 1);
     fl_batch_release(b);
@@ -440,7 +405,7 @@ restart(int persistent, fl_sharing sharing)
   }
   assert_int_equal(k, len);
   free(expect);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
@@ -457,23 +422,23 @@ begin_mid_epoch_discards_stale_batches(void **state)
 static void
 slow_index(int in_order, const size_t *want_idx, const unsigned *want_w)
 {
-  fx f;
+  flt_case f;
   fl_batch *b;
   int n;
 
-  fx_init(&f, 10, 16);
+  flt_case_init(&f, 10, 16);
   f.d.slow_index = 0;
   f.d.slow_us = 600000;
   f.opt.num_workers = 2;
   f.opt.in_order = in_order;
-  fx_start(&f);
+  flt_case_start(&f);
   for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     assert_int_equal(fl_batch_indices(b)[0], want_idx[n]);
     assert_int_equal(fl_batch_worker(b), want_w[n]);
     fl_batch_release(b);
   }
   assert_int_equal(n, 10);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
@@ -494,17 +459,17 @@ custom_indices_sampler_gives_those_indices_in_batches(void **state)
 {
   const size_t idx[10] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   const size_t sizes[4] = {3, 3, 3, 1};
-  fx f;
+  flt_case f;
   fl_batch *b;
   size_t n, i, k = 0;
 
   (void)state;
-  fx_init(&f, 20, 16);
+  flt_case_init(&f, 20, 16);
   f.opt.batch_size = 3;
   f.opt.num_workers = 4;
   f.opt.indices = idx;
   f.opt.indices_len = 10;
-  assert_int_equal(fl_loader_create(&f.l, &f.ds, &f.opt), 0);
+  flt_case_create(&f);
   assert_int_equal(fl_loader_len(f.l), 4);
   assert_int_equal(fl_loader_begin(f.l), 0);
   for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
@@ -514,22 +479,22 @@ custom_indices_sampler_gives_those_indices_in_batches(void **state)
     fl_batch_release(b);
   }
   assert_int_equal(n, 4);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
 drop_last_drops_the_short_batch(void **state)
 {
-  fx f;
+  flt_case f;
   fl_batch *b;
   size_t n;
 
   (void)state;
-  fx_init(&f, 100, 16);
+  flt_case_init(&f, 100, 16);
   f.opt.batch_size = 7;
   f.opt.drop_last = 1;
   f.opt.num_workers = 2;
-  assert_int_equal(fl_loader_create(&f.l, &f.ds, &f.opt), 0);
+  flt_case_create(&f);
   assert_int_equal(fl_loader_len(f.l), 14);
   assert_int_equal(fl_loader_begin(f.l), 0);
   for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
@@ -537,7 +502,7 @@ drop_last_drops_the_short_batch(void **state)
     fl_batch_release(b);
   }
   assert_int_equal(n, 14);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 /* 65,536 indices do not fit a stock message (msgsize_max 8192). */
@@ -546,23 +511,23 @@ batches_of_65536_samples_fit_stock_queue_limits(void **state)
 {
   const size_t len = 140000, bs = 65536;
   unsigned char *seen = calloc(len, 1);
-  fx f;
+  flt_case f;
   fl_batch *b;
   size_t n;
 
   (void)state;
-  fx_init(&f, len, 8);
+  flt_case_init(&f, len, 8);
   f.opt.batch_size = bs;
   f.opt.shuffle = 1;
   f.opt.num_workers = 2;
-  fx_start(&f);
+  flt_case_start(&f);
   for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     check_batch(b, 8, seen, len);
     fl_batch_release(b);
   }
   assert_int_equal(n, 3);
   free(seen);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 /* More tasks than a stock queue holds (msg_max 10) wait in the backlog. */
@@ -570,17 +535,17 @@ static void
 prefetch_deeper_than_the_queue_still_delivers_all(void **state)
 {
   unsigned char seen[300];
-  fx f;
+  flt_case f;
   fl_batch *b;
   fl_stats st;
   size_t n;
 
   (void)state;
   memset(seen, 0, sizeof(seen));
-  fx_init(&f, 300, 16);
+  flt_case_init(&f, 300, 16);
   f.opt.num_workers = 1;
   f.opt.prefetch_factor = 25;
-  fx_start(&f);
+  flt_case_start(&f);
   for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     assert_int_equal(fl_batch_seq(b), n);
     check_batch(b, 16, seen, 300);
@@ -589,23 +554,23 @@ prefetch_deeper_than_the_queue_still_delivers_all(void **state)
   assert_int_equal(n, 300);
   assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_int_equal(st.in_flight_peak, 25);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
 timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt(void **st)
 {
-  fx f;
+  flt_case f;
   fl_batch *b;
   double t0;
 
   (void)st;
-  fx_init(&f, 10, 16);
+  flt_case_init(&f, 10, 16);
   f.d.slow_index = 0;
   f.d.slow_us = 5000000;
   f.opt.num_workers = 1;
   f.opt.timeout_ms = 200;
-  fx_start(&f);
+  flt_case_start(&f);
   t0 = flt_now();
   assert_int_equal(fl_loader_next(f.l, &b), FL_ETIMEDOUT);
   assert_true(flt_now() - t0 < 1.0);
@@ -622,19 +587,19 @@ timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt(void **st)
 static void
 worker_death(int sig, const char *want)
 {
-  fx f;
+  flt_case f;
   struct rlimit nocore = {0, 0};
   fl_batch *b;
   double t0;
   int rc, n = 0;
 
   setrlimit(RLIMIT_CORE, &nocore);
-  fx_init(&f, 40, 16);
+  flt_case_init(&f, 40, 16);
   f.d.kill_index = 5;
   f.d.kill_signal = sig;
   f.opt.num_workers = 2;
   f.opt.persistent_workers = 1;
-  fx_start(&f);
+  flt_case_start(&f);
   t0 = flt_now();
   while ((rc = fl_loader_next(f.l, &b)) == 1) {
     fl_batch_release(b);
@@ -649,7 +614,7 @@ worker_death(int sig, const char *want)
   /* Sticky: the same error until destroy. */
   assert_int_equal(fl_loader_next(f.l, &b), FL_EWORKER);
   assert_int_equal(fl_loader_begin(f.l), FL_EWORKER);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
@@ -665,7 +630,7 @@ dead_worker_is_reported_with_pid_and_signal_or_status(void **state)
 static void
 no_reuse_gives_a_new_segment_per_batch_and_frees_it(void **state)
 {
-  fx f;
+  flt_case f;
   fl_batch *b;
   fl_stats st;
   unsigned char seen[64];
@@ -673,11 +638,11 @@ no_reuse_gives_a_new_segment_per_batch_and_frees_it(void **state)
 
   (void)state;
   memset(seen, 0, sizeof(seen));
-  fx_init(&f, 64, 100);
+  flt_case_init(&f, 64, 100);
   f.opt.batch_size = 2;
   f.opt.num_workers = 2;
   f.opt.reuse_segments = 0;
-  fx_start(&f);
+  flt_case_start(&f);
   for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     check_batch(b, 100, seen, 64);
     fl_batch_release(b);
@@ -685,23 +650,23 @@ no_reuse_gives_a_new_segment_per_batch_and_frees_it(void **state)
   assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_int_equal(st.segments, 0); /* each freed at its release */
   assert_true(st.segments_peak <= 5);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
 stats_count_held_batches_segments_and_fds(void **state)
 {
-  fx f;
+  flt_case f;
   fl_batch *b[3];
   fl_stats st;
   int i;
 
   (void)state;
-  fx_init(&f, 100, 4096);
+  flt_case_init(&f, 100, 4096);
   f.opt.batch_size = 4;
   f.opt.num_workers = 2;
   f.opt.persistent_workers = 1;
-  fx_start(&f);
+  flt_case_start(&f);
   for (i = 0; i < 3; i++)
     assert_int_equal(fl_loader_next(f.l, &b[i]), 1);
   assert_int_equal(fl_loader_stats(f.l, &st), 0);
@@ -717,7 +682,7 @@ stats_count_held_batches_segments_and_fds(void **state)
     fl_batch_release(b[i]);
   assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_int_equal(st.batches_held, 0);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 /*
@@ -729,16 +694,16 @@ stats_count_held_batches_segments_and_fds(void **state)
 static void
 segments(unsigned nw)
 {
-  fx f;
+  flt_case f;
   fl_batch *b;
   fl_stats st;
   int e;
 
-  fx_init(&f, 600, 4096);
+  flt_case_init(&f, 600, 4096);
   f.opt.batch_size = 4;
   f.opt.num_workers = nw;
   f.opt.persistent_workers = 1;
-  fx_start(&f);
+  flt_case_start(&f);
   for (e = 0; e < 3; e++) {
     if (e > 0)
       assert_int_equal(fl_loader_begin(f.l), 0);
@@ -750,7 +715,7 @@ segments(unsigned nw)
   }
   assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_true(st.segments_peak <= 2 * nw + 1);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
@@ -776,10 +741,10 @@ held_segments(fl_sharing sharing, int in_order, unsigned nw, unsigned pf)
   unsigned seed = 7;
   size_t nheld = 0, most = 0, k, bound;
   fl_stats st;
-  fx f;
+  flt_case f;
   int e;
 
-  fx_init(&f, 2000, 4096);
+  flt_case_init(&f, 2000, 4096);
   f.d.slow_index = 9; /* a late batch now and then: out of order */
   f.d.slow_us = 2000;
   f.opt.batch_size = 4;
@@ -788,7 +753,7 @@ held_segments(fl_sharing sharing, int in_order, unsigned nw, unsigned pf)
   f.opt.in_order = in_order;
   f.opt.sharing = sharing;
   f.opt.persistent_workers = 1;
-  fx_start(&f);
+  flt_case_start(&f);
   for (e = 0; e < 2; e++) {
     if (e > 0)
       assert_int_equal(fl_loader_begin(f.l), 0);
@@ -812,7 +777,7 @@ held_segments(fl_sharing sharing, int in_order, unsigned nw, unsigned pf)
              "%u, %zu held)", sharing ? "fs" : "fd",
              in_order ? "in order" : "as they arrive", st.segments_peak,
              bound, nw, pf, most);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
@@ -921,7 +886,7 @@ minor_faults(long pid)
 }
 
 static unsigned long
-faults_of_all(const fx *f)
+faults_of_all(const flt_case *f)
 {
   return minor_faults(getpid()) + minor_faults(f->d.counters->init_pid[0]) +
          minor_faults(f->d.counters->init_pid[1]);
@@ -938,17 +903,17 @@ steady_state_refills_segments_without_page_faults(void **state)
   unsigned long before = 0;
   fl_batch *b;
   size_t n = 0;
-  fx f;
+  flt_case f;
   int e;
 
   (void)state;
-  fx_init(&f, 640, 16384);
+  flt_case_init(&f, 640, 16384);
   f.opt.batch_size = 16;
   f.opt.num_workers = 2;
   f.opt.persistent_workers = 1;
   f.opt.worker_init = flt_worker_init;
   f.opt.worker_init_arg = &f.d;
-  assert_int_equal(fl_loader_create(&f.l, &f.ds, &f.opt), 0);
+  flt_case_create(&f);
   for (e = 0; e < 5; e++) {
     if (e == 2)
       before = faults_of_all(&f);
@@ -960,30 +925,30 @@ steady_state_refills_segments_without_page_faults(void **state)
   }
   assert_int_equal(n, 3 * 40);
   assert_true(faults_of_all(&f) - before < n);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 static void
 pin_memory_locks_segments_within_the_memlock_limit(void **state)
 {
   unsigned char seen[64];
-  fx f;
+  flt_case f;
   fl_batch *b;
   size_t n;
 
   (void)state;
   memset(seen, 0, sizeof(seen));
-  fx_init(&f, 64, 64);
+  flt_case_init(&f, 64, 64);
   f.opt.batch_size = 4;
   f.opt.num_workers = 2;
   f.opt.pin_memory = 1;
-  fx_start(&f);
+  flt_case_start(&f);
   for (n = 0; fl_loader_next(f.l, &b) == 1; n++) {
     check_batch(b, 64, seen, 64);
     fl_batch_release(b);
   }
   assert_int_equal(n, 16);
-  fx_end(&f);
+  flt_case_end(&f);
 }
 
 /*
@@ -996,7 +961,7 @@ workers_keep_the_signals_their_host_ignores(void **state)
 {
   struct sigaction ign = {0}, old;
   unsigned char seen[64];
-  fx f;
+  flt_case f;
   fl_batch *b;
   size_t n;
   int rc;
@@ -1005,12 +970,12 @@ workers_keep_the_signals_their_host_ignores(void **state)
   memset(seen, 0, sizeof(seen));
   ign.sa_handler = SIG_IGN;
   sigaction(SIGHUP, &ign, &old);
-  fx_init(&f, 64, 32);
+  flt_case_init(&f, 64, 32);
   f.opt.batch_size = 4;
   f.opt.num_workers = 2;
   f.opt.worker_init = flt_worker_init;
   f.opt.worker_init_arg = &f.d;
-  fx_start(&f);
+  flt_case_start(&f);
   assert_int_equal(fl_loader_next(f.l, &b), 1);
   check_batch(b, 32, seen, 64);
   fl_batch_release(b);
@@ -1026,7 +991,7 @@ workers_keep_the_signals_their_host_ignores(void **state)
   }
   assert_int_equal(rc, 0);
   assert_int_equal(n, 16);
-  fx_end(&f);
+  flt_case_end(&f);
   sigaction(SIGHUP, &old, NULL);
 }
 

@@ -450,26 +450,20 @@ weighted_sampler_with_replacement_delivers_its_frequencies(void **state)
   struct weighted ws = {w, 5, 0};
   size_t *got = malloc(LEN * sizeof(*got)), *want = malloc(LEN * sizeof(*want));
   double counts[5] = {0}, chi2 = 0, expect;
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
-  flt_data d;
+  flt_case c;
   size_t e, i;
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 5, 16);
-  fl_options_init(&opt);
-  opt.batch_size = 64;
-  opt.num_workers = 2;
-  opt.sampler = weighted_sampler;
-  opt.sampler_ctx = &ws;
-  opt.sampler_len = LEN;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_len(l), (LEN + 63) / 64);
+  flt_case_init(&c, 5, 16);
+  c.opt.batch_size = 64;
+  c.opt.num_workers = 2;
+  c.opt.sampler = weighted_sampler;
+  c.opt.sampler_ctx = &ws;
+  c.opt.sampler_len = LEN;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_len(c.l), (LEN + 63) / 64);
   for (e = 0; e < EPOCHS; e++) {
-    assert_int_equal(epoch_indices(l, got, LEN), LEN);
+    assert_int_equal(epoch_indices(c.l, got, LEN), LEN);
     /* Exactly the sampler's order, as it wrote it for this epoch. */
     assert_int_equal(weighted_sampler(&ws, e, want, LEN), LEN);
     assert_memory_equal(got, want, LEN * sizeof(*got));
@@ -486,11 +480,9 @@ weighted_sampler_with_replacement_delivers_its_frequencies(void **state)
   if (chi2 > 18.5)
     fail_msg("chi-square %.1f over counts %g %g %g %g %g", chi2, counts[0],
              counts[1], counts[2], counts[3], counts[4]);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
   free(got);
   free(want);
-  flt_assert_clean(&base);
+  flt_case_end(&c);
 }
 
 /* Writes cap indices i % 10, with one bad entry in odd epochs. */
@@ -511,45 +503,37 @@ flawed_sampler(void *ctx, uint64_t epoch, size_t *order, size_t cap)
 static void
 sampler_index_out_of_range_is_refused_naming_its_position(void **state)
 {
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  flt_data d;
   size_t got[40];
 
   (void)state;
-  flt_baseline_take(&base);
-  flt_data_init(&d, &ds, 10, 16);
-  fl_options_init(&opt);
-  opt.batch_size = 4;
-  opt.num_workers = 2;
-  opt.persistent_workers = 1;
-  opt.sampler = flawed_sampler;
-  opt.sampler_len = 40;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
-  assert_int_equal(fl_loader_set_epoch(l, 1), 0);
-  assert_int_equal(fl_loader_begin(l), FL_EINVAL);
-  assert_string_equal(fl_loader_error(l),
+  flt_case_init(&c, 10, 16);
+  c.opt.batch_size = 4;
+  c.opt.num_workers = 2;
+  c.opt.persistent_workers = 1;
+  c.opt.sampler = flawed_sampler;
+  c.opt.sampler_len = 40;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_set_epoch(c.l, 1), 0);
+  assert_int_equal(fl_loader_begin(c.l), FL_EINVAL);
+  assert_string_equal(fl_loader_error(c.l),
                       "sampler: order[7] is 99 in epoch 1, out of range for "
                       "a dataset of 10");
-  assert_int_equal(fl_loader_next(l, &b), FL_ESTATE);
+  assert_int_equal(fl_loader_next(c.l, &b), FL_ESTATE);
   /* Not final: another epoch goes. */
-  assert_int_equal(fl_loader_set_epoch(l, 2), 0);
-  assert_int_equal(epoch_indices(l, got, 40), 40);
-  assert_int_equal(fl_loader_set_epoch(l, 4), 0);
-  assert_int_equal(fl_loader_begin(l), FL_EINVAL);
-  assert_non_null(strstr(fl_loader_error(l), "sampler returned 41 for "
-                                             "epoch 4, more than "
-                                             "sampler_len 40"));
+  assert_int_equal(fl_loader_set_epoch(c.l, 2), 0);
+  assert_int_equal(epoch_indices(c.l, got, 40), 40);
+  assert_int_equal(fl_loader_set_epoch(c.l, 4), 0);
+  assert_int_equal(fl_loader_begin(c.l), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(c.l), "sampler returned 41 for "
+                                               "epoch 4, more than "
+                                               "sampler_len 40"));
   /* A shorter order makes a shorter epoch. */
-  assert_int_equal(fl_loader_set_epoch(l, 6), 0);
-  assert_int_equal(epoch_indices(l, got, 40), 20);
-  assert_int_equal(fl_loader_len(l), 5);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
-  flt_assert_clean(&base);
+  assert_int_equal(fl_loader_set_epoch(c.l, 6), 0);
+  assert_int_equal(epoch_indices(c.l, got, 40), 20);
+  assert_int_equal(fl_loader_len(c.l), 5);
+  flt_case_end(&c);
 }
 
 static void
@@ -603,48 +587,40 @@ set_epoch_repeats_an_epoch_exactly_even_one_cut_short(void **state)
 {
   enum { LEN = 300 };
   size_t *seq[3], *again = malloc(LEN * sizeof(size_t));
-  flt_baseline base;
-  fl_options opt;
-  fl_dataset ds;
-  fl_loader *l;
+  flt_case c;
   fl_batch *b;
-  flt_data d;
   int e, persistent;
 
   (void)state;
   for (persistent = 0; persistent <= 1; persistent++) {
-    flt_baseline_take(&base);
-    flt_data_init(&d, &ds, LEN, 16);
-    d.slow_index = -1;
-    fl_options_init(&opt);
-    opt.batch_size = 8;
-    opt.shuffle = 1;
-    opt.seed = 11;
-    opt.num_workers = 2;
-    opt.prefetch_factor = 4;
-    opt.persistent_workers = persistent;
-    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    flt_case_init(&c, LEN, 16);
+    c.d.slow_index = -1;
+    c.opt.batch_size = 8;
+    c.opt.shuffle = 1;
+    c.opt.seed = 11;
+    c.opt.num_workers = 2;
+    c.opt.prefetch_factor = 4;
+    c.opt.persistent_workers = persistent;
+    flt_case_create(&c);
     for (e = 0; e < 3; e++) {
       seq[e] = malloc(LEN * sizeof(size_t));
-      assert_int_equal(epoch_indices(l, seq[e], LEN), LEN);
+      assert_int_equal(epoch_indices(c.l, seq[e], LEN), LEN);
     }
     assert_memory_not_equal(seq[0], seq[1], LEN * sizeof(size_t));
     /* Epoch 1 again, cut short in its middle, then from the top. */
-    assert_int_equal(fl_loader_set_epoch(l, 1), 0);
-    assert_int_equal(fl_loader_begin(l), 0);
-    assert_int_equal(fl_loader_next(l, &b), 1);
+    assert_int_equal(fl_loader_set_epoch(c.l, 1), 0);
+    assert_int_equal(fl_loader_begin(c.l), 0);
+    assert_int_equal(fl_loader_next(c.l, &b), 1);
     fl_batch_release(b);
-    assert_int_equal(fl_loader_set_epoch(l, 1), 0);
-    assert_int_equal(epoch_indices(l, again, LEN), LEN);
+    assert_int_equal(fl_loader_set_epoch(c.l, 1), 0);
+    assert_int_equal(epoch_indices(c.l, again, LEN), LEN);
     assert_memory_equal(again, seq[1], LEN * sizeof(size_t));
     /* Then on to epoch 2, as if nothing had been repeated. */
-    assert_int_equal(epoch_indices(l, again, LEN), LEN);
+    assert_int_equal(epoch_indices(c.l, again, LEN), LEN);
     assert_memory_equal(again, seq[2], LEN * sizeof(size_t));
     for (e = 0; e < 3; e++)
       free(seq[e]);
-    fl_loader_destroy(l);
-    flt_data_free(&d);
-    flt_assert_clean(&base);
+    flt_case_end(&c);
   }
   assert_int_equal(fl_loader_set_epoch(NULL, 1), FL_EINVAL);
   free(again);
