@@ -881,10 +881,6 @@ npy_dir_refuses_empty_missing_and_sample_free_directories(void **state)
 }
 
 /*
- * A file cut short after the dataset was opened: that sample's batch is an
- * error that names the file, and the epoch goes on.
- */
-/*
  * A mapped dataset file cut short under the workers: the worker that reads
  * past its new end dies of SIGBUS, and the report names the file and says
  * it shrank, instead of blaming /dev/shm.
@@ -931,6 +927,10 @@ npy_array_truncated_under_its_workers_is_told_as_such(void **state)
   flt_assert_clean(&base);
 }
 
+/*
+ * A file cut short after the dataset was opened: that sample's batch is an
+ * error that names the file, and the epoch goes on.
+ */
 static void
 npy_dir_file_changed_after_open_is_that_batch_error(void **state)
 {
