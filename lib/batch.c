@@ -62,6 +62,8 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
     l->nrefetch--;
   if (b->seg.base != NULL) {
     fl__stats_segments(l, -1, -(long)b->seg.size, b->seg.fd >= 0 ? -1 : 0);
+    if (!l->foreign)
+      fl__slot_unpin(l, b);
     fl__fdtrack_lock();
     if (b->seg.fd >= 0)
       fl__fdtrack_del(b->seg.fd);
@@ -136,16 +138,37 @@ fl__slot_map(fl_loader *l, fl_batch *b, int fd)
 }
 
 /*
- * pin_memory: lock a newly mapped segment, once for its life.  If
- * RLIMIT_MEMLOCK does not allow it, the segment serves unpinned, and the
- * first batch it carries says so (loader.c).
+ * pin_memory: lock a newly mapped segment, once for its life, with mlock
+ * or the caller's hook (cudaHostRegister: the batch is then page-locked
+ * where it lies, no copy).  If that fails, the segment serves unpinned,
+ * and the first batch it carries says so (loader.c).
  */
 void
 fl__slot_pin(fl_loader *l, fl_batch *b)
 {
-  b->pin_error = 0;
-  if (l->opt.pin_memory && mlock(b->seg.base, b->seg.size) != 0)
-    b->pin_error = -errno;
+  int rc;
+
+  b->pin_error = b->pin_hook_rc = 0;
+  if (!l->opt.pin_memory)
+    return;
+  if (l->opt.pin == NULL) {
+    if (mlock(b->seg.base, b->seg.size) != 0)
+      b->pin_error = -errno;
+    return;
+  }
+  rc = l->opt.pin(b->seg.base, b->seg.size, l->opt.pin_arg);
+  b->pinned = rc == 0;
+  b->pin_hook_rc = rc;
+  b->pin_error = rc != 0 ? FL_ENOMEM : 0;
+}
+
+/* Before the parent unmaps a segment the hook pinned. */
+void
+fl__slot_unpin(fl_loader *l, fl_batch *b)
+{
+  if (b->pinned && l->opt.unpin != NULL)
+    l->opt.unpin(b->seg.base, b->seg.size, l->opt.pin_arg);
+  b->pinned = 0;
 }
 
 /* Point the batch at what the worker wrote into its segment. */

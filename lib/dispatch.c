@@ -313,6 +313,7 @@ static void
 let_go(fl_loader *l, fl_batch *b)
 {
   fl__stats_segments(l, -1, -(long)b->seg.size, -1);
+  fl__slot_unpin(l, b);
   fl__fdtrack_lock();
   fl__fdtrack_del(b->seg.fd);
   fl__segment_close(&b->seg);

@@ -100,6 +100,9 @@ typedef struct fl_worker_info {
   unsigned id, num_workers;
   uint64_t seed;
   const fl_dataset *dataset;
+  /* Since 0.3, valid in get, get_batch, get_fields, open and next: */
+  unsigned rank, world_size; /* the loader's (fl_options) */
+  uint64_t epoch;            /* of the batch being filled */
 } fl_worker_info;
 
 /*
@@ -119,6 +122,16 @@ typedef struct fl_iterable {
 } fl_iterable;
 
 typedef enum { FL_SHARE_FILE_DESCRIPTOR, FL_SHARE_FILE_SYSTEM } fl_sharing;
+
+/* How an epoch's order is split among world_size ranks, as PyTorch's
+   DistributedSampler does. */
+typedef enum {
+  FL_SHARD_PAD,   /* default: pad to equal shares by repeating the order's
+                     first indices (DistributedSampler drop_last=False) */
+  FL_SHARD_TRIM,  /* drop the tail so shares are equal (drop_last=True) */
+  FL_SHARD_UNEVEN /* no padding, no trimming: shares differ by at most one
+                     sample (evaluation) */
+} fl_shard_mode;
 
 typedef struct fl_options {
   size_t batch_size;         /* default 1 */
@@ -151,6 +164,18 @@ typedef struct fl_options {
   size_t (*sampler)(void *ctx, uint64_t epoch, size_t *order, size_t cap);
   void *sampler_ctx;
   size_t sampler_len;
+  /* Since 0.3: this process's share of each epoch's order, of world_size
+     data-parallel ranks (shuffle, indices or the sampler give the order,
+     the same on every rank). */
+  unsigned rank;             /* default 0; below world_size */
+  unsigned world_size;       /* default 1 */
+  fl_shard_mode shard_mode;  /* default FL_SHARD_PAD */
+  /* With pin_memory: called in this process once per segment, before its
+     first batch is handed out (NULL: mlock), and unpin before the segment
+     is unmapped.  0, or non-zero when it could not pin. */
+  int (*pin)(void *addr, size_t len, void *arg);
+  void (*unpin)(void *addr, size_t len, void *arg);
+  void *pin_arg;
 } fl_options;
 
 typedef struct fl_stats {
@@ -211,6 +236,9 @@ FL_EXTERN int fl_loader_begin(fl_loader *l);
    on from the last), as DistributedSampler.set_epoch: the shuffle and a
    sampler are functions of it. */
 FL_EXTERN int fl_loader_set_epoch(fl_loader *l, uint64_t epoch);
+/* The epoch the last fl_loader_begin started; before the first, the one
+   it will start. */
+FL_EXTERN uint64_t fl_loader_epoch(const fl_loader *l);
 /* 1 and a batch the caller owns until fl_batch_release; 0 (and *out NULL)
    when the epoch is over; a negative code on error. */
 FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);
@@ -245,6 +273,12 @@ FL_EXTERN void fl_batch_release(fl_batch *b);
 
 
 FL_EXTERN const fl_worker_info *fl_get_worker_info(void);
+/* In a dataset's get, get_batch, get_fields, open or next (in a worker, or
+   in the caller with num_workers 0): a seed for sample `index` that is a
+   function of (fl_options.seed, the batch's epoch, index) alone, so that a
+   sample re-fetched, resumed or filled by another worker draws the same
+   randomness.  Elsewhere its value means nothing. */
+FL_EXTERN uint64_t fl_sample_seed(size_t index);
 FL_EXTERN void fl_worker_error(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))

@@ -20,27 +20,50 @@
 
 #define FL__ERRMSG_MAX 1024
 
+/* randperm.c: torch's generator (MT19937, init_genrand) and randperm. */
+typedef struct fl__mt {
+  uint32_t s[624];
+  unsigned i;
+} fl__mt;
+
+void fl__mt_seed(fl__mt *mt, uint64_t seed);
+uint32_t fl__mt_next(fl__mt *mt);
+/* Permute a[0..n) as torch.randperm(n) from seed permutes 0..n-1 (a[i]
+   becomes a[perm[i]]): the narrow or the wide path by n, as torch. */
+void fl__randperm(uint64_t seed, size_t *a, size_t n);
+void fl__randperm_narrow(fl__mt *mt, size_t *a, size_t n);
+void fl__randperm_wide(fl__mt *mt, size_t *a, size_t n);
+
 /* sampler.c */
 typedef struct fl__sampler {
-  size_t n;              /* samples this epoch before batching */
+  size_t base;           /* the order's most: len, indices_len or
+                            sampler_len */
+  size_t m;              /* the order's length this epoch */
+  size_t start;          /* where this epoch's list starts in the order
+                            (0, or where a resumed world left it) */
+  size_t n;              /* this rank's share of the list: batched */
   size_t len;            /* the dataset's: a sampler's indices are below */
   const size_t *custom;  /* owned copy of fl_options.indices, or NULL */
   size_t (*fn)(void *ctx, uint64_t epoch, size_t *order, size_t cap);
   void *fn_ctx;
-  size_t cap;            /* with fn: sampler_len */
   int shuffle;
   uint64_t seed;
   size_t batch_size;
   int drop_last;
+  unsigned rank, world;
+  fl_shard_mode mode;
 } fl__sampler;
 
 uint64_t fl__mix64(uint64_t x);
 uint64_t fl__epoch_seed(uint64_t seed, uint64_t epoch, uint64_t stream);
+size_t fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r);
 size_t fl__sampler_batches(const fl__sampler *s);
 void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
                       size_t *count);
-int fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t *order,
-                      char *err, size_t errlen);
+/* The epoch's order, and this rank's share of it from `start` on, into
+   order (room for base indices); s->m and s->n say how long they are. */
+int fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t start,
+                      size_t *order, char *err, size_t errlen);
 
 /* index_queue.c */
 int fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
@@ -149,6 +172,8 @@ struct fl_batch {
   uint64_t mapped_by; /* workers (ids below 64) known to map it */
   int status;        /* 0, or this batch's error */
   int pin_error;     /* pin_memory could not lock its segment: not yet said */
+  int pin_hook_rc;   /* what fl_options.pin returned, when it failed */
+  int pinned;        /* fl_options.pin succeeded: unpin before unmapping */
   uint64_t seq;
   size_t count;
   const size_t *indices;
@@ -163,10 +188,13 @@ void fl__slot_drop(fl_loader *l, fl_batch *b);
 void fl__slot_recycle(fl_loader *l, fl_batch *b);
 int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
 void fl__slot_pin(fl_loader *l, fl_batch *b);
+void fl__slot_unpin(fl_loader *l, fl_batch *b);
 void fl__slot_view(fl_loader *l, fl_batch *b);
 
 /* workers/info.c */
 void fl__worker_info_set(const fl_worker_info *info);
+/* Before a batch is filled, in a worker or the caller. */
+void fl__fill_context(uint64_t seed, uint64_t epoch);
 void fl__worker_error_clear(void);
 const char *fl__worker_error_text(void);
 

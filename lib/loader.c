@@ -213,16 +213,21 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
     memcpy(custom, opt->indices, p->n * sizeof(*custom));
     l->opt.indices = custom;
   }
-  l->sampler.n = p->n;
+  l->sampler.base = l->sampler.m = p->n;
   l->sampler.len = ds->len;
   l->sampler.custom = custom;
   l->sampler.fn = opt->sampler;
   l->sampler.fn_ctx = opt->sampler_ctx;
-  l->sampler.cap = opt->sampler_len;
   l->sampler.shuffle = opt->shuffle;
   l->sampler.seed = opt->seed;
   l->sampler.batch_size = opt->batch_size;
   l->sampler.drop_last = opt->drop_last;
+  l->sampler.rank = opt->rank;
+  l->sampler.world = opt->world_size;
+  l->sampler.mode = opt->shard_mode;
+  /* Until the first begin, the batches of a whole order's share. */
+  l->sampler.n = fl__shard_len(opt->shard_mode, p->n, opt->world_size,
+                               opt->rank);
   l->nbatches = fl__sampler_batches(&l->sampler);
   l->layout = p->layout;
   /* The caller's array may go once create returns: the layout has it. */
@@ -467,7 +472,7 @@ fl_loader_begin(fl_loader *l)
   /* No worker reads the order now: any task of the last epoch is done. */
   l->in_epoch = 0;
   l->epoch = l->next_epoch;
-  rc = fl__sampler_order(&l->sampler, l->epoch, l->order, l->err,
+  rc = fl__sampler_order(&l->sampler, l->epoch, 0, l->order, l->err,
                          sizeof(l->err));
   if (rc != 0)
     return rc;
@@ -514,6 +519,14 @@ fl_loader_set_epoch(fl_loader *l, uint64_t epoch)
   return 0;
 }
 
+uint64_t
+fl_loader_epoch(const fl_loader *l)
+{
+  if (l == NULL)
+    return 0;
+  return l->run > 0 ? l->epoch : l->next_epoch;
+}
+
 /* The epoch's last batch is out: non-persistent workers are done. */
 static int
 end_epoch(fl_loader *l)
@@ -542,7 +555,8 @@ settle(fl_loader *l, fl_batch *b)
 
 /*
  * A good batch in a segment pin_memory could not lock: say so, with the
- * limit, and keep the batch for the next call, so that nothing is lost.
+ * limit or what the hook returned, and keep the batch for the next call,
+ * so that nothing is lost.
  */
 static int
 report_unpinned(fl_loader *l, fl_batch *b)
@@ -556,6 +570,13 @@ report_unpinned(fl_loader *l, fl_batch *b)
   getrlimit(RLIMIT_MEMLOCK, &rl);
   if (l->opt.num_workers > 0)
     snprintf(who, sizeof(who), "worker %u", b->worker);
+  if (l->opt.pin != NULL)
+    return fl__loader_set_error(
+        l, rc,
+        "batch %llu (%s): pin_memory's pin hook returned %d for its "
+        "%zu-byte segment. The batch is whole: the next call hands it out, "
+        "unpinned",
+        (unsigned long long)b->seq, who, b->pin_hook_rc, b->seg.size);
   return fl__loader_set_error(
       l, rc,
       "batch %llu (%s): pin_memory cannot lock its %zu-byte segment in "

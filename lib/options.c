@@ -17,6 +17,8 @@ fl__options_defaults(fl_options *opt)
   opt->in_order = 1;
   opt->sharing = FL_SHARE_FILE_DESCRIPTOR;
   opt->reuse_segments = 1;
+  opt->world_size = 1;
+  opt->shard_mode = FL_SHARD_PAD;
 }
 
 void
@@ -117,6 +119,38 @@ check_sampler(const fl_options *opt, int iterable, char *err, size_t errlen)
   return 0;
 }
 
+/* This process among world_size ranks, and the hook that pins. */
+static int
+check_world(const fl_options *opt, char *err, size_t errlen)
+{
+  if (opt->world_size == 0) {
+    snprintf(err, errlen, "world_size is 0: it must be at least 1");
+    return FL_EINVAL;
+  }
+  if (opt->rank >= opt->world_size) {
+    snprintf(err, errlen, "rank is %u but world_size is %u: ranks go from "
+             "0 to world_size - 1", opt->rank, opt->world_size);
+    return FL_EINVAL;
+  }
+  if (opt->shard_mode != FL_SHARD_PAD && opt->shard_mode != FL_SHARD_TRIM &&
+      opt->shard_mode != FL_SHARD_UNEVEN) {
+    snprintf(err, errlen, "shard_mode is %d: not a fl_shard_mode value",
+             (int)opt->shard_mode);
+    return FL_EINVAL;
+  }
+  if ((opt->pin != NULL || opt->unpin != NULL) && !opt->pin_memory) {
+    snprintf(err, errlen, "%s is set but pin_memory is 0: the hooks pin "
+             "what pin_memory asks for", opt->pin != NULL ? "pin" : "unpin");
+    return FL_EINVAL;
+  }
+  if (opt->unpin != NULL && opt->pin == NULL) {
+    snprintf(err, errlen, "unpin is set but pin is NULL: mlock'ed "
+                          "segments are unlocked by munmap");
+    return FL_EINVAL;
+  }
+  return 0;
+}
+
 /* A dataset's sample_bytes: its fields' sum when it has fields. */
 size_t
 fl__sample_bytes(const fl_dataset *ds)
@@ -146,7 +180,8 @@ fl__options_check(const fl_dataset *ds, const fl_options *opt, int iterable,
     snprintf(err, errlen, "indices do not apply to an iterable dataset");
     return FL_EINVAL;
   }
-  if ((rc = check_sampler(opt, iterable, err, errlen)) != 0)
+  if ((rc = check_sampler(opt, iterable, err, errlen)) != 0 ||
+      (rc = check_world(opt, err, errlen)) != 0)
     return rc;
   if (!iterable && ds->get == NULL && ds->get_batch == NULL &&
       ds->get_fields == NULL) {

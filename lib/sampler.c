@@ -1,13 +1,17 @@
 /*
  * The sampler: which dataset indices each epoch visits, in what order, and
- * how they are cut into batches: 0 to len - 1, a list of the caller's,
- * either shuffled, or the order a sampler function of the caller's writes.
- * It runs only in the parent; the order is written into a mapping the
- * workers share, and a task names a span of it.
+ * how they are cut into batches: 0 to len - 1 or a list of the caller's,
+ * either shuffled as torch.randperm would, or the order a sampler function
+ * of the caller's writes; then this rank's share of it, as PyTorch's
+ * DistributedSampler takes (or, resuming on another world size, of what
+ * was left of it).  It runs only in the parent; the share is written into
+ * a mapping the workers share, and a task names a span of it.
  */
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -50,27 +54,6 @@ fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
   *count = left < s->batch_size ? left : s->batch_size;
 }
 
-/* A uniform integer below bound (Lemire's method, without modulo bias). */
-static size_t
-bounded(uint64_t *state, size_t bound)
-{
-  uint64_t x, threshold;
-  __uint128_t m;
-
-  *state += 0x9e3779b97f4a7c15ull;
-  x = fl__mix64(*state);
-  m = (__uint128_t)x * bound;
-  if ((uint64_t)m < bound) {
-    threshold = -(uint64_t)bound % bound;
-    while ((uint64_t)m < threshold) {
-      *state += 0x9e3779b97f4a7c15ull;
-      x = fl__mix64(*state);
-      m = (__uint128_t)x * bound;
-    }
-  }
-  return (size_t)(m >> 64);
-}
-
 /*
  * A sampler of the caller's: its order for the epoch, checked.  It may
  * return fewer than cap indices; the epoch then has fewer batches.
@@ -79,11 +62,11 @@ static int
 custom_order(fl__sampler *s, uint64_t epoch, size_t *order, char *err,
              size_t errlen)
 {
-  size_t i, n = s->fn(s->fn_ctx, epoch, order, s->cap);
+  size_t i, n = s->fn(s->fn_ctx, epoch, order, s->base);
 
-  if (n > s->cap) {
+  if (n > s->base) {
     snprintf(err, errlen, "sampler returned %zu for epoch %llu, more than "
-             "sampler_len %zu", n, (unsigned long long)epoch, s->cap);
+             "sampler_len %zu", n, (unsigned long long)epoch, s->base);
     return FL_EINVAL;
   }
   for (i = 0; i < n; i++) {
@@ -94,30 +77,73 @@ custom_order(fl__sampler *s, uint64_t epoch, size_t *order, char *err,
       return FL_EINVAL;
     }
   }
+  s->m = n;
+  return 0;
+}
+
+/* The length of rank r's share of m indices split among W. */
+size_t
+fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r)
+{
+  switch (mode) {
+  case FL_SHARD_TRIM:
+    return m / w;
+  case FL_SHARD_UNEVEN:
+    return r < m ? (m - r - 1) / w + 1 : 0;
+  default:
+    return m / w + (m % w != 0);
+  }
+}
+
+/*
+ * Rank r's share of list (m indices), written from order[0] on, in place:
+ * position j takes list[r + j * W], at or after j, so it is read before it
+ * is overwritten.  Padding repeats the list's first indices (all of them,
+ * as often as it takes, when m < W), which are saved first.
+ */
+static int
+shard(fl__sampler *s, size_t *order, const size_t *list, size_t m,
+      char *err, size_t errlen)
+{
+  size_t n = fl__shard_len(s->mode, m, s->world, s->rank), j, k;
+  size_t nstash = m < s->world ? m : s->world, *stash = NULL;
+
+  if (s->world > 1 && n * s->world > m) {
+    stash = malloc(nstash * sizeof(*stash));
+    if (stash == NULL) {
+      snprintf(err, errlen, "out of memory for the padding of rank %u's "
+               "share", s->rank);
+      return FL_ENOMEM;
+    }
+    memcpy(stash, list, nstash * sizeof(*stash));
+  }
+  for (j = 0; j < n; j++) {
+    k = s->rank + j * (size_t)s->world;
+    order[j] = k < m ? list[k] : stash[(k - m) % m];
+  }
+  free(stash);
   s->n = n;
   return 0;
 }
 
 int
-fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t *order, char *err,
-                  size_t errlen)
+fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t start,
+                  size_t *order, char *err, size_t errlen)
 {
-  uint64_t state;
-  size_t i, j, t;
+  size_t i;
+  int rc;
 
-  if (s->fn != NULL)
-    return custom_order(s, epoch, order, err, errlen);
-  for (i = 0; i < s->n; i++)
-    order[i] = s->custom != NULL ? s->custom[i] : i;
-  if (!s->shuffle)
-    return 0;
-  /* Fisher-Yates from the back. */
-  state = fl__epoch_seed(s->seed, epoch, 1);
-  for (i = s->n; i > 1; i--) {
-    j = bounded(&state, i);
-    t = order[i - 1];
-    order[i - 1] = order[j];
-    order[j] = t;
+  if (s->fn != NULL) {
+    if ((rc = custom_order(s, epoch, order, err, errlen)) != 0)
+      return rc;
+  } else {
+    s->m = s->base;
+    for (i = 0; i < s->m; i++)
+      order[i] = s->custom != NULL ? s->custom[i] : i;
+    /* DistributedSampler's generator: seeded with seed + epoch. */
+    if (s->shuffle)
+      fl__randperm(s->seed + epoch, order, s->m);
   }
-  return 0;
+  s->start = start < s->m ? start : s->m;
+  return shard(s, order, order + s->start, s->m - s->start, err, errlen);
 }

@@ -174,6 +174,14 @@ options_init_sets_documented_defaults(void **state)
   assert_null(o.indices);
   assert_int_equal(o.indices_len, 0);
   assert_int_equal(o.reuse_segments, 1);
+  assert_null(o.sampler);
+  assert_int_equal(o.sampler_len, 0);
+  assert_int_equal(o.rank, 0);
+  assert_int_equal(o.world_size, 1);
+  assert_int_equal(o.shard_mode, FL_SHARD_PAD);
+  assert_null(o.pin);
+  assert_null(o.unpin);
+  assert_null(o.pin_arg);
 }
 
 static void
@@ -378,6 +386,56 @@ create_rejects_unknown_sharing(void **state)
   opt.sharing = (fl_sharing)7;
   expect_rejected(&ds, &opt, "sharing");
   flt_data_free(&d);
+}
+
+static int
+no_pin(void *addr, size_t len, void *arg)
+{
+  (void)addr, (void)len, (void)arg;
+  return 0;
+}
+
+static void
+no_unpin(void *addr, size_t len, void *arg)
+{
+  (void)addr, (void)len, (void)arg;
+}
+
+/* A world of 0, a rank outside the world, a mode that is none, and pin
+   hooks without pin_memory (or unpin without pin): each names its field. */
+static void
+create_rejects_a_bad_world_or_pin_hooks_naming_the_field(void **state)
+{
+  static const struct {
+    unsigned rank, world;
+    int mode, pin_memory;
+    int pin, unpin;
+    const char *field;
+  } bad[] = {
+      {0, 0, FL_SHARD_PAD, 0, 0, 0, "world_size"},
+      {3, 3, FL_SHARD_PAD, 0, 0, 0, "rank"},
+      {0, 2, 3, 0, 0, 0, "shard_mode"},
+      {0, 1, -1, 0, 0, 0, "shard_mode"},
+      {0, 1, FL_SHARD_PAD, 0, 1, 0, "pin_memory"},
+      {0, 1, FL_SHARD_PAD, 1, 0, 1, "unpin"},
+  };
+  fl_dataset ds;
+  fl_options opt;
+  flt_data d;
+  size_t i;
+
+  (void)state;
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    setup_valid(&d, &ds, &opt);
+    opt.rank = bad[i].rank;
+    opt.world_size = bad[i].world;
+    opt.shard_mode = (fl_shard_mode)bad[i].mode;
+    opt.pin_memory = bad[i].pin_memory;
+    opt.pin = bad[i].pin ? no_pin : NULL;
+    opt.unpin = bad[i].unpin ? no_unpin : NULL;
+    expect_rejected(&ds, &opt, bad[i].field);
+    flt_data_free(&d);
+  }
 }
 
 static void
@@ -687,6 +745,8 @@ main(void)
           create_refuses_lengths_whose_bytes_wrap_without_reading_them),
       cmocka_unit_test(create_rejects_5000_workers),
       cmocka_unit_test(create_rejects_unknown_sharing),
+      cmocka_unit_test(
+          create_rejects_a_bad_world_or_pin_hooks_naming_the_field),
       cmocka_unit_test(create_rejects_null_out),
       cmocka_unit_test(create_rejects_null_dataset),
       cmocka_unit_test(create_accepts_in_order_without_workers),

@@ -951,6 +951,154 @@ pin_memory_locks_segments_within_the_memlock_limit(void **state)
   flt_case_end(&f);
 }
 
+/* What pin and unpin hooks were asked to do: ranges pinned, in order. */
+struct pin_log {
+  struct {
+    const unsigned char *addr;
+    size_t len;
+    int pins, unpins;
+  } r[64];
+  size_t n;
+  int fail_next; /* the next pin fails */
+  const unsigned char *failed; /* and its segment serves unpinned */
+  size_t failed_len;
+  int pid;       /* the process the hooks must be called in */
+};
+
+/* The range pinned now at addr, or -1. */
+static int
+pin_find(struct pin_log *p, const void *addr)
+{
+  size_t i;
+
+  for (i = 0; i < p->n; i++)
+    if (p->r[i].addr == addr && p->r[i].pins > p->r[i].unpins)
+      return (int)i;
+  return -1;
+}
+
+static int
+record_pin(void *addr, size_t len, void *arg)
+{
+  struct pin_log *p = arg;
+  int i = pin_find(p, addr);
+
+  assert_int_equal(getpid(), p->pid);
+  assert_int_equal(i, -1); /* never twice without an unpin between */
+  if (p->fail_next) {
+    p->fail_next = 0;
+    p->failed = addr;
+    p->failed_len = len;
+    return 77;
+  }
+  assert_true(p->n < 64);
+  p->r[p->n].addr = addr;
+  p->r[p->n].len = len;
+  p->r[p->n].pins = 1;
+  p->r[p->n++].unpins = 0;
+  return 0;
+}
+
+static void
+record_unpin(void *addr, size_t len, void *arg)
+{
+  struct pin_log *p = arg;
+  int i = pin_find(p, addr);
+
+  assert_int_equal(getpid(), p->pid);
+  assert_true(i >= 0);
+  assert_int_equal(p->r[i].len, len);
+  p->r[i].unpins++;
+}
+
+/* Whether [a, a + len) lies in a range pinned now. */
+static int
+pinned(struct pin_log *p, const void *a, size_t len)
+{
+  const unsigned char *x = a;
+  size_t i;
+
+  for (i = 0; i < p->n; i++)
+    if (p->r[i].pins > p->r[i].unpins && x >= p->r[i].addr &&
+        x + len <= p->r[i].addr + p->r[i].len)
+      return 1;
+  return 0;
+}
+
+/*
+ * pin and unpin hooks (cudaHostRegister and cudaHostUnregister for a CUDA
+ * trainer): each segment pinned once, in the parent, before its first
+ * batch; every batch handed out lies in a pinned range; every range is
+ * unpinned by destroy.  A failing pin is said once, and its batch still
+ * comes, whole.  With workers and without.
+ */
+static void
+pin_hooks_pin_each_segment_once_and_unpin_it_before_unmapping(void **state)
+{
+  static const unsigned workers[] = {2, 0};
+  struct pin_log log;
+  unsigned char seen[64];
+  fl_batch *b, *held = NULL;
+  flt_case f;
+  size_t n, i, w, e;
+  int rc, said;
+
+  (void)state;
+  for (w = 0; w < 2; w++) {
+    memset(&log, 0, sizeof(log));
+    log.pid = getpid();
+    log.fail_next = 1;
+    flt_case_init(&f, 64, 64);
+    f.opt.batch_size = 4;
+    f.opt.num_workers = workers[w];
+    f.opt.persistent_workers = 1;
+    f.opt.pin_memory = 1;
+    f.opt.pin = record_pin;
+    f.opt.unpin = record_unpin;
+    f.opt.pin_arg = &log;
+    flt_case_create(&f);
+    for (said = 0, n = 0, e = 0; e < 2; e++) {
+      memset(seen, 0, sizeof(seen));
+      assert_int_equal(fl_loader_begin(f.l), 0);
+      while ((rc = fl_loader_next(f.l, &b)) != 0) {
+        if (rc == FL_ENOMEM) {
+          /* The hook's failure, once; its batch comes next, unpinned. */
+          assert_non_null(
+              strstr(fl_loader_error(f.l), "pin hook returned 77"));
+          assert_false(fl_error_is_final(rc));
+          said++;
+          continue;
+        }
+        assert_int_equal(rc, 1);
+        check_batch(b, 64, seen, 64);
+        /* Pinned, or in the one segment whose pin failed. */
+        if ((const unsigned char *)fl_batch_data(b) >= log.failed &&
+            (const unsigned char *)fl_batch_data(b) <
+                log.failed + log.failed_len)
+          said += said == 1;
+        else
+          assert_true(pinned(&log, fl_batch_data(b), 4 * 64));
+        /* Holding one: without workers too, two segments take turns. */
+        fl_batch_release(held);
+        held = b;
+        n++;
+      }
+      fl_batch_release(held);
+      held = NULL;
+    }
+    assert_int_equal(n, 32);
+    assert_int_equal(said, 2);
+    assert_true(log.n > 0);
+    fl_loader_destroy(f.l);
+    f.l = NULL;
+    for (i = 0; i < log.n; i++) {
+      assert_int_equal(log.r[i].pins, 1);
+      assert_int_equal(log.r[i].unpins, 1);
+    }
+    flt_case_end(&f);
+  }
+}
+
 /*
  * A host that ignores SIGHUP (nohup) keeps its workers on a hangup: what
  * the host ignores stays ignored in them, as across exec, while its
@@ -1185,6 +1333,8 @@ main(void)
       cmocka_unit_test(two_loaders_in_two_threads_get_their_own_batches),
       cmocka_unit_test(workers_keep_the_signals_their_host_ignores),
       cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
+      cmocka_unit_test(
+          pin_hooks_pin_each_segment_once_and_unpin_it_before_unmapping),
       cmocka_unit_test(
           pin_memory_beyond_the_memlock_limit_says_so_and_loses_nothing),
   };

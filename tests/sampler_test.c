@@ -27,7 +27,9 @@ make(size_t n, int shuffle, uint64_t seed)
 {
   fl__sampler s = {0};
 
-  s.n = n;
+  s.base = s.m = s.n = n;
+  s.world = 1;
+  s.mode = FL_SHARD_PAD;
   s.shuffle = shuffle;
   s.seed = seed;
   s.batch_size = 1;
@@ -40,7 +42,7 @@ order_of(fl__sampler *s, uint64_t epoch)
   size_t *o = malloc((s->n ? s->n : 1) * sizeof(*o));
 
   assert_non_null(o);
-  fl__sampler_order(s, epoch, o, NULL, 0);
+  fl__sampler_order(s, epoch, 0, o, NULL, 0);
   return o;
 }
 
@@ -146,7 +148,7 @@ shuffle_of_two_gives_both_orders_over_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 64; e++) {
-    fl__sampler_order(&s, e, o, NULL, 0);
+    fl__sampler_order(&s, e, 0, o, NULL, 0);
     assert_permutation(o, 2);
     swapped += o[0] == 1;
   }
@@ -324,7 +326,7 @@ shuffle_is_roughly_uniform_over_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 2000; e++) {
-    fl__sampler_order(&s, e, o, NULL, 0);
+    fl__sampler_order(&s, e, 0, o, NULL, 0);
     assert_permutation(o, 4);
     first[o[0]]++;
     last[o[3]]++;
@@ -351,7 +353,7 @@ shuffle_position_matrix_is_uniform_over_20000_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 20000; e++) {
-    fl__sampler_order(&s, e, o, NULL, 0);
+    fl__sampler_order(&s, e, 0, o, NULL, 0);
     for (p = 0; p < 4; p++)
       m[o[p]][p]++;
   }
@@ -379,6 +381,328 @@ mix64_is_splitmix_finaliser_without_collisions(void **state)
   for (i = 1; i < N; i++)
     assert_true(v[i] != v[i - 1]);
   free(v);
+}
+
+/* --- PyTorch's orders, from the golden lists torch wrote -------------- */
+
+/*
+ * One record of tests/golden/distributed.txt (tools/golden_distributed.py
+ * made it with Debian's torch): its kind, its numbers before the colon and
+ * the list after it.
+ */
+struct golden {
+  char kind[16];
+  char mode[8];
+  unsigned long long key[7];
+  size_t nkey, *v, nv, cap;
+};
+
+static FILE *
+golden_open(void)
+{
+  const char *dir = getenv("srcdir");
+  char path[512];
+  FILE *f;
+
+  snprintf(path, sizeof(path), "%s/tests/golden/distributed.txt",
+           dir != NULL ? dir : ".");
+  f = fopen(path, "r");
+  if (f == NULL)
+    fail_msg("cannot open %s", path);
+  return f;
+}
+
+/* The next record, or 0 at the end. */
+static int
+golden_next(FILE *f, struct golden *g, char **line, size_t *len)
+{
+  char *p, *end, *colon;
+
+  while (getline(line, len, f) > 0) {
+    if ((*line)[0] == '#')
+      continue;
+    colon = strchr(*line, ':');
+    assert_non_null(colon);
+    *colon = '\0';
+    p = *line;
+    assert_int_equal(sscanf(p, "%15s", g->kind), 1);
+    p += strlen(g->kind);
+    g->nkey = 0;
+    g->mode[0] = '\0';
+    while (*p == ' ' && g->nkey < 7) {
+      if (strcmp(g->kind, "shard") == 0 && g->nkey == 2 && g->mode[0] == 0) {
+        assert_int_equal(sscanf(p, " %7s", g->mode), 1);
+        p += 1 + strlen(g->mode);
+        continue;
+      }
+      g->key[g->nkey++] = strtoull(p, &end, 10);
+      if (end == p)
+        break;
+      p = end;
+    }
+    g->nv = 0;
+    for (p = colon + 1; *p != '\0' && *p != '\n'; p = end) {
+      if (g->nv == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        g->v = realloc(g->v, g->cap * sizeof(*g->v));
+        assert_non_null(g->v);
+      }
+      g->v[g->nv] = strtoull(p, &end, 10);
+      if (end == p)
+        break;
+      g->nv++;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+static size_t *
+identity(size_t n)
+{
+  size_t *a = malloc((n ? n : 1) * sizeof(*a)), i;
+
+  assert_non_null(a);
+  for (i = 0; i < n; i++)
+    a[i] = i;
+  return a;
+}
+
+/* torch.randperm(n, generator=manual_seed(s)) for every record, seeds of
+   64 bits among them (torch keeps the low 32), and torch 2's wide path. */
+static void
+randperm_is_torchs_for_every_golden_record(void **state)
+{
+  struct golden g = {0};
+  size_t len = 0, *a, checked = 0, wide = 0;
+  char *line = NULL;
+  FILE *f = golden_open();
+  fl__mt mt;
+
+  (void)state;
+  while (golden_next(f, &g, &line, &len)) {
+    if (strcmp(g.kind, "randperm") != 0 &&
+        strcmp(g.kind, "randperm_wide") != 0)
+      continue;
+    a = identity(g.key[1]);
+    if (strcmp(g.kind, "randperm") == 0) {
+      fl__randperm(g.key[0], a, g.key[1]);
+    } else {
+      fl__mt_seed(&mt, g.key[0]);
+      fl__randperm_wide(&mt, a, g.key[1]);
+      wide++;
+    }
+    assert_int_equal(g.nv, g.key[1]);
+    if (g.nv > 0 && memcmp(a, g.v, g.nv * sizeof(*a)) != 0)
+      fail_msg("%s seed %llu n %llu differs from torch's", g.kind,
+               g.key[0], g.key[1]);
+    free(a);
+    checked++;
+  }
+  assert_true(checked >= 40);
+  assert_true(wide >= 10);
+  free(g.v);
+  free(line);
+  fclose(f);
+}
+
+static fl_shard_mode
+mode_of(const char *name)
+{
+  return strcmp(name, "pad") == 0    ? FL_SHARD_PAD
+         : strcmp(name, "trim") == 0 ? FL_SHARD_TRIM
+                                     : FL_SHARD_UNEVEN;
+}
+
+/*
+ * Every rank's share, for n in {0, 1, 5, 7, 103, 1000} x world sizes
+ * {1, 2, 3, 8} x the three modes x shuffle x epochs 0..2: what
+ * DistributedSampler yields after set_epoch (and order[rank::W] unpadded),
+ * n < W among them.
+ */
+static void
+shards_are_distributed_samplers_for_every_golden_record(void **state)
+{
+  struct golden g = {0};
+  size_t len = 0, *o, checked = 0;
+  char *line = NULL;
+  FILE *f = golden_open();
+  fl__sampler s;
+
+  (void)state;
+  while (golden_next(f, &g, &line, &len)) {
+    if (strcmp(g.kind, "shard") != 0)
+      continue;
+    /* shard N W MODE SHUFFLE SEED EPOCH RANK */
+    s = make(g.key[0], (int)g.key[2], g.key[3]);
+    s.world = (unsigned)g.key[1];
+    s.rank = (unsigned)g.key[5];
+    s.mode = mode_of(g.mode);
+    o = identity(g.key[0]);
+    assert_int_equal(fl__sampler_order(&s, g.key[4], 0, o, NULL, 0), 0);
+    if (s.n != g.nv || (g.nv > 0 && memcmp(o, g.v, g.nv * sizeof(*o))))
+      fail_msg("n %llu W %llu %s shuffle %llu seed %llu epoch %llu rank "
+               "%llu: %zu indices, torch's %zu, or others", g.key[0],
+               g.key[1], g.mode, g.key[2], g.key[3], g.key[4], g.key[5],
+               s.n, g.nv);
+    assert_int_equal(fl__shard_len(s.mode, g.key[0], s.world, s.rank), g.nv);
+    free(o);
+    checked++;
+  }
+  assert_true(checked >= 1764);
+  free(g.v);
+  free(line);
+  fclose(f);
+}
+
+/* indices, shuffled: the list permuted by torch's randperm of its length
+   (SubsetRandomSampler's rule), from seed + epoch. */
+static void
+shuffled_indices_follow_torchs_randperm_of_their_length(void **state)
+{
+  struct golden g = {0};
+  size_t len = 0, *o, custom[103], i, found = 0;
+  char *line = NULL;
+  FILE *f = golden_open();
+  fl__sampler s = make(103, 1, 40);
+
+  (void)state;
+  for (i = 0; i < 103; i++)
+    custom[i] = 5000 + 3 * i;
+  s.custom = custom;
+  o = malloc(103 * sizeof(*o));
+  assert_non_null(o);
+  assert_int_equal(fl__sampler_order(&s, 2, 0, o, NULL, 0), 0);
+  while (golden_next(f, &g, &line, &len)) {
+    if (strcmp(g.kind, "randperm") != 0 || g.key[0] != 42 || g.key[1] != 103)
+      continue;
+    for (i = 0; i < 103; i++)
+      assert_int_equal(o[i], custom[g.v[i]]);
+    found = 1;
+  }
+  assert_true(found);
+  free(o);
+  free(g.v);
+  free(line);
+  fclose(f);
+}
+
+/* --- shares through loaders ------------------------------------------ */
+
+/* A sample: its index, what fl_get_worker_info said of the world and the
+   epoch (all ones without a worker), and its fl_sample_seed. */
+struct seen {
+  uint64_t index, rank, world, epoch, seed;
+};
+
+static int
+get_seen(void *ctx, size_t i, void *dst, size_t *nbytes)
+{
+  const fl_worker_info *w = fl_get_worker_info();
+  struct seen v = {i, UINT64_MAX, UINT64_MAX, UINT64_MAX, fl_sample_seed(i)};
+
+  (void)ctx;
+  if (w != NULL) {
+    v.rank = w->rank;
+    v.world = w->world_size;
+    v.epoch = w->epoch;
+  }
+  memcpy(dst, &v, sizeof(v));
+  *nbytes = sizeof(v);
+  return 0;
+}
+
+/* Epoch `epoch` of rank r of 3, with nw workers: the samples, in order. */
+static size_t
+rank_epoch(unsigned r, unsigned nw, uint64_t epoch, struct seen *out)
+{
+  fl_dataset ds = {0};
+  fl_options opt;
+  fl_loader *l;
+  fl_batch *b;
+  size_t n = 0;
+  int rc;
+
+  ds.len = 103;
+  ds.sample_bytes = sizeof(struct seen);
+  ds.get = get_seen;
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = nw;
+  opt.shuffle = 1;
+  opt.world_size = 3;
+  opt.rank = r;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  /* 103 over 3, padded: 35 each, in 9 batches. */
+  assert_int_equal(fl_loader_len(l), 9);
+  assert_int_equal(fl_loader_set_epoch(l, epoch), 0);
+  assert_int_equal(fl_loader_epoch(l), epoch);
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(fl_loader_epoch(l), epoch);
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    memcpy(out + n, fl_batch_data(b), fl_batch_count(b) * sizeof(*out));
+    n += fl_batch_count(b);
+    fl_batch_release(b);
+  }
+  assert_int_equal(rc, 0);
+  fl_loader_destroy(l);
+  return n;
+}
+
+/*
+ * Three ranks, each its own loader with workers, deliver torch's shares
+ * for epoch 1; the workers see rank, world_size and epoch; and
+ * fl_sample_seed gives each index the same seed whoever fills it (no
+ * workers, or workers).
+ */
+static void
+ranks_of_a_world_deliver_torchs_shares_and_know_their_rank(void **state)
+{
+  struct golden g = {0};
+  struct seen got[3][40], inline_[40];
+  size_t len = 0, n[3], i, r, matched = 0;
+  char *line = NULL;
+  flt_baseline base;
+  FILE *f;
+
+  (void)state;
+  flt_baseline_take(&base);
+  f = golden_open();
+  for (r = 0; r < 3; r++)
+    n[r] = rank_epoch((unsigned)r, 2, 1, got[r]);
+  while (golden_next(f, &g, &line, &len)) {
+    /* shard N W MODE SHUFFLE SEED EPOCH RANK */
+    if (strcmp(g.kind, "shard") != 0 || g.key[0] != 103 || g.key[1] != 3 ||
+        strcmp(g.mode, "pad") != 0 || g.key[2] != 1 || g.key[3] != 0 ||
+        g.key[4] != 1)
+      continue;
+    r = g.key[5];
+    assert_int_equal(n[r], g.nv);
+    for (i = 0; i < n[r]; i++) {
+      assert_int_equal(got[r][i].index, g.v[i]);
+      assert_int_equal(got[r][i].rank, r);
+      assert_int_equal(got[r][i].world, 3);
+      assert_int_equal(got[r][i].epoch, 1);
+    }
+    matched++;
+  }
+  assert_int_equal(matched, 3);
+  assert_int_equal(rank_epoch(1, 0, 1, inline_), n[1]);
+  for (i = 0; i < n[1]; i++) {
+    assert_int_equal(inline_[i].index, got[1][i].index);
+    assert_int_equal(inline_[i].seed, got[1][i].seed);
+    assert_int_equal(inline_[i].rank, UINT64_MAX);
+  }
+  /* The padding repeats index got[0][0] at the end of rank 1's share: the
+     same index, the same seed, from another worker. */
+  for (i = 0; i < n[1]; i++)
+    if (got[1][i].index == got[0][0].index)
+      assert_int_equal(got[1][i].seed, got[0][0].seed);
+  assert_true(got[0][0].seed != got[0][1].seed);
+  free(g.v);
+  free(line);
+  fclose(f);
+  flt_assert_clean(&base);
 }
 
 /* --- a sampler of the caller's, through loaders ---------------------- */
@@ -645,6 +969,11 @@ main(void)
       cmocka_unit_test(shuffle_is_roughly_uniform_over_epochs),
       cmocka_unit_test(shuffle_position_matrix_is_uniform_over_20000_epochs),
       cmocka_unit_test(mix64_is_splitmix_finaliser_without_collisions),
+      cmocka_unit_test(randperm_is_torchs_for_every_golden_record),
+      cmocka_unit_test(shards_are_distributed_samplers_for_every_golden_record),
+      cmocka_unit_test(shuffled_indices_follow_torchs_randperm_of_their_length),
+      cmocka_unit_test(
+          ranks_of_a_world_deliver_torchs_shares_and_know_their_rank),
       cmocka_unit_test(
           weighted_sampler_with_replacement_delivers_its_frequencies),
       cmocka_unit_test(

@@ -41,6 +41,7 @@ fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
   size_t *sizes, f;
   void *data;
 
+  fl__fill_context(l->opt.seed, epoch);
   collate(base, l, worker, epoch, seq, l->order + offset, count, &sizes,
           &data);
   for (f = 0; f < l->layout.nfields; f++)
@@ -96,6 +97,7 @@ fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
 
   *count = 0;
   *end = 0;
+  fl__fill_context(l->opt.seed, epoch);
   if (st->run != run) {
     fl__stream_close(l, st);
     fl__worker_error_clear();

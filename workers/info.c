@@ -1,6 +1,7 @@
 /*
- * What a worker knows about itself (fl_get_worker_info) and the message a
- * dataset leaves for its failing get (fl_worker_error).
+ * What a worker knows about itself (fl_get_worker_info), the batch being
+ * filled (its epoch, and fl_sample_seed), and the message a dataset leaves
+ * for its failing get (fl_worker_error).
  */
 #include "config.h"
 
@@ -13,6 +14,7 @@ static fl_worker_info info;
 static int in_worker;
 /* Per thread: with num_workers 0, loaders in several threads fetch inline. */
 static __thread char error_text[FL__REPLY_MSG_MAX];
+static __thread uint64_t sample_key; /* of the batch being filled */
 
 const fl_worker_info *
 fl_get_worker_info(void)
@@ -25,6 +27,23 @@ fl__worker_info_set(const fl_worker_info *i)
 {
   info = *i;
   in_worker = 1;
+}
+
+void
+fl__fill_context(uint64_t seed, uint64_t epoch)
+{
+  info.epoch = epoch;
+  sample_key = fl__epoch_seed(seed, epoch, 3);
+}
+
+/*
+ * A function of (seed, epoch, index) alone: whichever worker fills the
+ * sample, first time or after a resume, draws the same numbers from it.
+ */
+uint64_t
+fl_sample_seed(size_t index)
+{
+  return fl__mix64(sample_key ^ fl__mix64(index));
 }
 
 void

@@ -58,6 +58,9 @@ setup(fl_loader *l, unsigned w)
   info.num_workers = l->opt.num_workers;
   info.seed = l->base_seed + w;
   info.dataset = &l->ds;
+  info.rank = l->opt.rank;
+  info.world_size = l->opt.world_size;
+  info.epoch = l->epoch;
   fl__worker_info_set(&info);
   /*
    * Without this every worker would draw the same rand() stream.  srandom
