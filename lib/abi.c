@@ -24,7 +24,7 @@
 FL__ENDS_AT(fl_options, pin_arg);
 FL__ENDS_AT(fl_stats, in_flight_peak);
 FL__ENDS_AT(fl_dataset, get_fields);
-FL__ENDS_AT(fl_iterable, close);
+FL__ENDS_AT(fl_iterable, skip);
 
 unsigned
 fl_version(void)

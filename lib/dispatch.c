@@ -71,7 +71,7 @@ pick(fl_loader *l)
   fl__worker *w;
 
   if (l->opt.in_order && !l->iterable)
-    return &l->workers[l->next_send % n];
+    return &l->workers[l->plain % n];
   for (pass = fl__own_segments_first(&l->opt) ? 0 : 1; pass < 2; pass++) {
     for (k = 0; k < n; k++) {
       i = (l->rr + k) % n;
@@ -197,13 +197,14 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
   size_t offset, count;
   int rc;
 
+  memset(&t, 0, sizeof(t));
   if (l->iterable) {
     offset = 0;
     count = l->opt.batch_size; /* at most: the stream decides */
+    t.skip = w->skip;
   } else {
     fl__sampler_span(&l->sampler, seq, &offset, &count);
   }
-  memset(&t, 0, sizeof(t));
   t.version = FL__PROTOCOL_VERSION;
   t.type = FL__TASK_FILL;
   t.slot = b->slot;
@@ -230,6 +231,26 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
   return send_task(l, w, &t);
 }
 
+/*
+ * The next batch to ask for: those a resumed epoch had not handed out
+ * first (as they arrive), then the rest in order.  take moves past it.
+ */
+uint64_t
+fl__dispatch_seq(fl_loader *l, int take)
+{
+  const struct fl__resume *r = &l->resume;
+  uint64_t seq;
+
+  if (r->itodo < r->place.ntodo) {
+    seq = r->place.todo[r->itodo];
+    l->resume.itodo += take != 0;
+    return seq;
+  }
+  seq = l->plain;
+  l->plain += take != 0;
+  return seq;
+}
+
 int
 fl__dispatch_fill(fl_loader *l)
 {
@@ -245,7 +266,7 @@ fl__dispatch_fill(fl_loader *l)
       break;
     rc = slot_for(l, w, &b, &flags);
     if (rc == 0)
-      rc = send_fill(l, w, b, l->next_send, flags);
+      rc = send_fill(l, w, b, fl__dispatch_seq(l, 1), flags);
     if (rc != 0)
       return rc;
     w->assigned++;

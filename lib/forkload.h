@@ -119,6 +119,9 @@ typedef struct fl_iterable {
      return), 0: stream over, <0: error. */
   int (*next)(void *ctx, void *dst, size_t *nbytes);
   void (*close)(void *ctx);
+  /* Since 0.3, optional: skip n samples right after open, as n calls of
+     next would (a resumed epoch); 0, or <0 on error.  NULL: next n times. */
+  int (*skip)(void *ctx, uint64_t n);
 } fl_iterable;
 
 typedef enum { FL_SHARE_FILE_DESCRIPTOR, FL_SHARE_FILE_SYSTEM } fl_sharing;
@@ -239,6 +242,20 @@ FL_EXTERN int fl_loader_set_epoch(fl_loader *l, uint64_t epoch);
 /* The epoch the last fl_loader_begin started; before the first, the one
    it will start. */
 FL_EXTERN uint64_t fl_loader_epoch(const fl_loader *l);
+/*
+ * A loader's place, to resume it in another process: every batch
+ * fl_loader_next has handed out counts as consumed.  save writes a small
+ * portable blob (its size bounded by the prefetch window) and returns its
+ * length; with buf NULL and cap 0, the length it needs; FL_ENOSPC when cap
+ * is too small.  load takes one before the first fl_loader_begin or after
+ * an epoch ended (else FL_ESTATE); the next begin resumes the saved epoch
+ * where it stood.  A state saved in order may be loaded on another
+ * world_size (the rest of its epoch is split among the new ranks); any
+ * other mismatch, or a corrupt blob, is FL_EINVAL.
+ */
+FL_EXTERN int fl_loader_state_save(const fl_loader *l, void *buf, size_t cap);
+FL_EXTERN int fl_loader_state_load(fl_loader *l, const void *buf,
+                                   size_t len);
 /* 1 and a batch the caller owns until fl_batch_release; 0 (and *out NULL)
    when the epoch is over; a negative code on error. */
 FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);

@@ -60,8 +60,15 @@ size_t fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r);
 size_t fl__sampler_batches(const fl__sampler *s);
 void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
                       size_t *count);
-/* The epoch's order, and this rank's share of it from `start` on, into
-   order (room for base indices); s->m and s->n say how long they are. */
+/* The epoch's order into order (room for base indices); s->m says how
+   long it is. */
+int fl__sampler_fill(fl__sampler *s, uint64_t epoch, size_t *order,
+                     char *err, size_t errlen);
+/* Then, in place, this rank's share of the order from `start` on; s->n
+   says how long it is. */
+int fl__sampler_shard(fl__sampler *s, size_t start, size_t *order,
+                      char *err, size_t errlen);
+/* Both. */
 int fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t start,
                       size_t *order, char *err, size_t errlen);
 
@@ -217,8 +224,9 @@ struct fl__stream {
   int opened;     /* open() succeeded: close() is owed */
   int over;       /* next() said so, or open() failed */
   size_t pos;     /* samples read this epoch */
+  uint64_t skip;  /* samples to skip when it next opens (a resume) */
 };
-#define FL__STREAM_INIT {UINT64_MAX, 0, 0, 0}
+#define FL__STREAM_INIT {UINT64_MAX, 0, 0, 0, 0}
 int fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
                     unsigned worker, uint64_t run, uint64_t epoch,
                     uint64_t seq, size_t *count, int *end, char *err,
@@ -251,11 +259,31 @@ int fl__receive_drain(fl_loader *l, unsigned w);
 int fl__receive_lost_error(fl_loader *l, const fl_batch *b);
 
 /* dispatch.c */
+uint64_t fl__dispatch_seq(fl_loader *l, int take);
 int fl__dispatch_fill(fl_loader *l);
 int fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only);
 int fl__dispatch_make_room(fl_loader *l, const fl_batch *lost);
 int fl__dispatch_flush(fl_loader *l, unsigned w);
 int fl__dispatch_withdraw(fl_loader *l, unsigned w);
+
+/* state.c: a loader's place in its epochs, as a state holds it. */
+struct fl__place {
+  uint64_t epoch;
+  size_t start;       /* where the epoch's list starts in its order */
+  uint64_t first;     /* the first batch not handed out */
+  uint64_t next;      /* the first batch not asked for (as they arrive) */
+  uint64_t *todo;     /* batches between them not handed out, ascending */
+  size_t ntodo;
+  uint64_t *pos;      /* iterable: each worker's stream position */
+  unsigned w_next;    /* iterable: the worker whose batch comes next */
+  unsigned world, rank, nworkers; /* of the loader that saved it */
+};
+
+struct fl__resume {
+  int armed;          /* loaded: the next begin of its epoch resumes it */
+  struct fl__place place;
+  size_t itodo;       /* of place.todo, asked for again so far */
+};
 
 /* loader.c: the loader itself, whose fields every file of the data path
    reads. */
@@ -270,6 +298,8 @@ typedef struct fl__worker {
   int ended;          /* iterable: its stream is over this epoch */
   unsigned sent;      /* tasks in the queue or being filled */
   unsigned assigned;  /* tasks sent whose batches are not handed out */
+  uint64_t skip;      /* iterable: samples its stream skips this epoch */
+  uint64_t consumed;  /* iterable: of its stream, samples handed out */
   fl_batch *free;     /* refillable segments this process holds */
   struct fl__task *backlog; /* tasks the full queue did not take */
   unsigned backlog_head, backlog_len, backlog_cap;
@@ -307,8 +337,12 @@ struct fl_loader {
                            no lock of libc's can be held in the child */
   int in_epoch;
   int epoch_over;
-  uint64_t next_send;   /* next batch seq to dispatch */
+  uint64_t next_send;   /* batches dispatched this epoch (or handed out
+                           before a resume) */
+  uint64_t plain;       /* the next seq to dispatch, after resume's */
   uint64_t delivered;   /* batches handed out this epoch */
+  unsigned last_worker; /* iterable: whose batch was handed out last */
+  struct fl__resume resume;
   unsigned rr;          /* round-robin cursor (as they arrive) */
 
   fl__reorder reorder;
@@ -336,6 +370,12 @@ struct fl_loader {
 
 /* errors.c */
 const char *fl__strerror(int errnum);
+
+/* state.c */
+uint64_t fl__state_indices_hash(const fl_loader *l);
+void fl__resume_clear(fl_loader *l);
+void fl__resume_start(const fl_loader *l, size_t m, size_t *start,
+                      uint64_t *first);
 
 /* report.c */
 int fl__error_set(int code, const char *fmt, ...)

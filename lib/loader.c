@@ -148,6 +148,7 @@ release_all(fl_loader *l)
     munmap(l->notes, l->opt.num_workers * sizeof(*l->notes));
   }
   fl__reorder_free(&l->reorder);
+  fl__resume_clear(l);
   free(l->workers);
   free(l->slots);
   free(l->spare);
@@ -448,6 +449,65 @@ abandon_epoch(fl_loader *l)
   }
 }
 
+/*
+ * The epoch's order and this rank's share of it, and where it starts: at
+ * its first batch, or where a loaded state of this epoch left it (then the
+ * state is used up).  The cycle of workers restarts at worker 0 each
+ * epoch, as in PyTorch, or where the resumed stream of batches stood.
+ */
+static int
+place_epoch(fl_loader *l)
+{
+  struct fl__place *p = &l->resume.place;
+  int resume = l->resume.armed && p->epoch == l->epoch;
+  unsigned w, nw = l->opt.num_workers;
+  uint64_t first = 0, next;
+  size_t start = 0, i, n;
+  int rc = 0;
+
+  if (!resume)
+    fl__resume_clear(l);
+  l->resume.armed = 0;
+  l->resume.itodo = 0;
+  l->plain = l->delivered = l->next_send = 0;
+  l->rr = resume && l->iterable && nw > 0 ? p->w_next : 0;
+  l->last_worker = nw > 0 ? (l->rr + nw - 1) % nw : 0;
+  l->stream.skip = resume && l->iterable ? p->pos[0] : 0;
+  for (w = 0; w < nw; w++)
+    l->workers[w].skip = l->workers[w].consumed =
+        resume && l->iterable ? p->pos[w] : 0;
+  fl__reorder_reset(&l->reorder);
+  if (l->iterable)
+    return 0;
+  rc = fl__sampler_fill(&l->sampler, l->epoch, l->order, l->err,
+                        sizeof(l->err));
+  if (rc == 0 && resume)
+    fl__resume_start(l, l->sampler.m, &start, &first);
+  if (rc == 0)
+    rc = fl__sampler_shard(&l->sampler, start, l->order, l->err,
+                           sizeof(l->err));
+  if (rc != 0) {
+    fl__resume_clear(l);
+    return rc;
+  }
+  l->nbatches = fl__sampler_batches(&l->sampler);
+  if (!resume)
+    return 0;
+  /* Another world begins the rest of the list afresh; the same one goes
+     on where its batches stood (fewer, with drop_last turned on). */
+  next = p->world == l->opt.world_size ? p->next : first;
+  first = first < l->nbatches ? first : l->nbatches;
+  next = next < l->nbatches ? next : l->nbatches;
+  for (i = n = 0; p->world == l->opt.world_size && i < p->ntodo; i++)
+    if (p->todo[i] < next)
+      p->todo[n++] = p->todo[i];
+  p->ntodo = n;
+  l->plain = next > first ? next : first;
+  l->delivered = l->next_send = l->plain - n;
+  l->reorder.next_seq = l->plain;
+  return 0;
+}
+
 int
 fl_loader_begin(fl_loader *l)
 {
@@ -472,18 +532,13 @@ fl_loader_begin(fl_loader *l)
   /* No worker reads the order now: any task of the last epoch is done. */
   l->in_epoch = 0;
   l->epoch = l->next_epoch;
-  rc = fl__sampler_order(&l->sampler, l->epoch, 0, l->order, l->err,
-                         sizeof(l->err));
+  rc = place_epoch(l);
   if (rc != 0)
     return rc;
-  l->nbatches = fl__sampler_batches(&l->sampler);
   l->next_epoch = l->epoch + 1;
   l->run++;
-  l->next_send = l->delivered = 0;
   l->epoch_over = 0;
   l->in_epoch = 1;
-  l->rr = 0; /* the cycle restarts at worker 0 each epoch, as in PyTorch */
-  fl__reorder_reset(&l->reorder);
   if (l->opt.num_workers == 0)
     return 0;
   l->active = l->opt.num_workers;
@@ -598,6 +653,10 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
   if ((rc = settle(l, b)) != 0)
     return rc;
   l->stats.batches_delivered++;
+  if (l->iterable && l->workers != NULL) {
+    l->workers[b->worker].consumed += b->count;
+    l->last_worker = b->worker;
+  }
   if (b->status != 0) {
     rc = b->status;
     fl__loader_set_error(l, rc, "batch %llu (worker %u): %s",
@@ -699,7 +758,7 @@ next_inline(fl_loader *l, fl_batch **out)
     fl__slot_view(l, b);
     fl__slot_pin(l, b);
   }
-  b->seq = l->delivered;
+  b->seq = l->iterable ? l->delivered : fl__dispatch_seq(l, 1);
   b->msg[0] = '\0';
   if (l->iterable) {
     b->status = fl__stream_fill(l, &l->stream, b->seg.base, 0, l->run,

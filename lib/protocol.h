@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 5
+#define FL__PROTOCOL_VERSION 6
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -28,7 +28,7 @@ enum fl__task_type {
 };
 
 /*
- * Parent to worker, 56 bytes whatever the batch size: the indices are read
+ * Parent to worker, 64 bytes whatever the batch size: the indices are read
  * from the epoch's order, a shared mapping made before the workers fork.
  */
 struct fl__task {
@@ -44,6 +44,8 @@ struct fl__task {
   uint32_t flags;  /* FL__TASK_* flags below */
   uint64_t serial; /* names a new segment made in /dev/shm (64 random
                       bits), or, with FL__TASK_GRANTED, the grant */
+  uint64_t skip;   /* iterable: samples the stream skips when it opens
+                      (a resumed epoch) */
 };
 
 /* The worker creates the segment for `slot` (it has none yet). */

@@ -127,23 +127,35 @@ shard(fl__sampler *s, size_t *order, const size_t *list, size_t m,
 }
 
 int
+fl__sampler_fill(fl__sampler *s, uint64_t epoch, size_t *order, char *err,
+                 size_t errlen)
+{
+  size_t i;
+
+  if (s->fn != NULL)
+    return custom_order(s, epoch, order, err, errlen);
+  s->m = s->base;
+  for (i = 0; i < s->m; i++)
+    order[i] = s->custom != NULL ? s->custom[i] : i;
+  /* DistributedSampler's generator: seeded with seed + epoch. */
+  if (s->shuffle)
+    fl__randperm(s->seed + epoch, order, s->m);
+  return 0;
+}
+
+int
+fl__sampler_shard(fl__sampler *s, size_t start, size_t *order, char *err,
+                  size_t errlen)
+{
+  s->start = start < s->m ? start : s->m;
+  return shard(s, order, order + s->start, s->m - s->start, err, errlen);
+}
+
+int
 fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t start,
                   size_t *order, char *err, size_t errlen)
 {
-  size_t i;
-  int rc;
+  int rc = fl__sampler_fill(s, epoch, order, err, errlen);
 
-  if (s->fn != NULL) {
-    if ((rc = custom_order(s, epoch, order, err, errlen)) != 0)
-      return rc;
-  } else {
-    s->m = s->base;
-    for (i = 0; i < s->m; i++)
-      order[i] = s->custom != NULL ? s->custom[i] : i;
-    /* DistributedSampler's generator: seeded with seed + epoch. */
-    if (s->shuffle)
-      fl__randperm(s->seed + epoch, order, s->m);
-  }
-  s->start = start < s->m ? start : s->m;
-  return shard(s, order, order + s->start, s->m - s->start, err, errlen);
+  return rc != 0 ? rc : fl__sampler_shard(s, start, order, err, errlen);
 }

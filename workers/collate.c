@@ -82,11 +82,61 @@ fl__stream_close(const fl_loader *l, struct fl__stream *st)
 }
 
 /*
+ * A resumed epoch: skip what was handed out before, with the dataset's
+ * skip, or with next (into the batch's room, overwritten afterwards).  A
+ * next that fails was no sample before either; a stream that ends early
+ * is over, and so is one that cannot skip.
+ */
+static int
+skip_stream(const fl_loader *l, struct fl__stream *st, void *scratch,
+            char *err, size_t errlen)
+{
+  uint64_t done = 0, failures = 0;
+  size_t nbytes;
+  int rc;
+
+  fl__worker_error_clear();
+  if (l->it.skip != NULL) {
+    rc = l->it.skip(l->it.ctx, st->skip);
+    if (rc < 0) {
+      st->over = 1;
+      snprintf(err, errlen, "skip(%llu) returned %d%s%s",
+               (unsigned long long)st->skip, rc,
+               fl__worker_error_text()[0] ? ": " : "",
+               fl__worker_error_text());
+      return FL_EDATASET;
+    }
+    st->pos = (size_t)st->skip;
+    return 0;
+  }
+  while (done < st->skip) {
+    nbytes = l->it.sample_bytes;
+    rc = l->it.next(l->it.ctx, scratch, &nbytes);
+    if (rc == 0) {
+      st->over = 1;
+      break;
+    }
+    if (rc > 0)
+      done++;
+    else if (++failures > st->skip) {
+      st->over = 1;
+      snprintf(err, errlen, "next failed %llu times while skipping the %llu "
+               "samples a resumed epoch had handed out",
+               (unsigned long long)failures, (unsigned long long)st->skip);
+      return FL_EDATASET;
+    }
+  }
+  st->pos = (size_t)done;
+  return 0;
+}
+
+/*
  * Fill an iterable dataset's batch (in a worker, or in the caller with
  * num_workers 0); *count samples went in, *end says the stream had none
  * left to give, or only a short batch that drop_last drops: no batch.  The
  * stream is opened anew at the first batch of each fl_loader_begin (run),
- * so persistent workers start every epoch from the top.
+ * so persistent workers start every epoch from the top (or from where a
+ * resumed epoch left it).
  */
 int
 fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
@@ -113,6 +163,11 @@ fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
                fl__worker_error_text());
       return FL_EDATASET;
     }
+    if (st->skip > 0 &&
+        (rc = skip_stream(l, st, (unsigned char *)base +
+                                     l->layout.field_offset[0],
+                          err, errlen)) != 0)
+      return rc;
   }
   if (st->over) {
     *end = 1;

@@ -170,10 +170,11 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
             errlen - 1);
     return FL_EPROTO;
   }
-  if (l->iterable)
+  if (l->iterable) {
+    st->skip = t->skip;
     return fl__stream_fill(l, st, *base, w, t->run, t->epoch, t->seq, count,
-                           end,
-                           err, errlen);
+                           end, err, errlen);
+  }
   *count = t->count;
   return fl__fill(l, *base, w, t->epoch, t->seq, t->offset, t->count, err,
                   errlen);

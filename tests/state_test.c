@@ -1,0 +1,654 @@
+/*
+ * Loader state (lib/state.c), through real loaders and workers: a state
+ * saved mid-epoch and loaded into a new loader resumes exactly where the
+ * batches handed out stopped (in order byte for byte; as they arrive each
+ * batch left exactly once); another world size splits what was left; an
+ * iterable's streams skip to where they stood; and every blob that does
+ * not fit is refused with a sentence, never a crash.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common.h"
+
+#define LEN 103
+#define BS 4
+
+/* What one delivered batch was: its position in the epoch, its samples. */
+struct got {
+  uint64_t seq;
+  size_t n, idx[BS];
+};
+
+struct run {
+  struct got b[2 * LEN];
+  size_t n;
+};
+
+/* One batch, checked against the content its indices must have. */
+static void
+take(struct run *r, fl_batch *b, size_t sample_bytes)
+{
+  const unsigned char *data = fl_batch_data(b);
+  struct got *g = &r->b[r->n++];
+  size_t i;
+
+  g->seq = fl_batch_seq(b);
+  g->n = fl_batch_count(b);
+  assert_true(g->n <= BS);
+  for (i = 0; i < g->n; i++) {
+    g->idx[i] = fl_batch_indices(b)[i];
+    assert_true(flt_sample_ok(data + i * sample_bytes, sample_bytes,
+                              g->idx[i]));
+  }
+}
+
+/* The rest of the epoch under way into r. */
+static void
+drain_into(fl_loader *l, struct run *r)
+{
+  fl_batch *b;
+  int rc;
+
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    take(r, b, 32);
+    fl_batch_release(b);
+  }
+  if (rc != 0)
+    fail_msg("fl_loader_next returned %d: %s", rc, fl_loader_error(l));
+}
+
+static void
+options(flt_case *c, unsigned workers, int in_order)
+{
+  c->opt.batch_size = BS;
+  c->opt.num_workers = workers;
+  c->opt.prefetch_factor = 3;
+  c->opt.persistent_workers = 1;
+  c->opt.shuffle = 1;
+  c->opt.seed = 7;
+  c->opt.in_order = in_order;
+  c->opt.timeout_ms = 20000;
+}
+
+/* A state of the loader, in a buffer the caller frees. */
+static unsigned char *
+save(fl_loader *l, size_t *len)
+{
+  int need = fl_loader_state_save(l, NULL, 0);
+  unsigned char *buf;
+
+  assert_true(need > 0);
+  buf = malloc((size_t)need);
+  assert_non_null(buf);
+  assert_int_equal(fl_loader_state_save(l, buf, (size_t)need), need);
+  *len = (size_t)need;
+  return buf;
+}
+
+static int
+same_batches(const struct got *a, const struct got *b, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    if (a[i].seq != b[i].seq || a[i].n != b[i].n ||
+        memcmp(a[i].idx, b[i].idx, a[i].n * sizeof(size_t)) != 0)
+      return 0;
+  return 1;
+}
+
+/*
+ * In order: stopped after k batches of epoch 1 (with more prefetched),
+ * resumed by a loader with another num_workers (3, or 0), the rest of
+ * epoch 1 and all of epoch 2 are what an uninterrupted run delivers,
+ * batch for batch; k = 0 and k = all (the epoch over, next not yet told
+ * so: epoch 2 comes next, none lost) among the stops.
+ */
+static void
+in_order_resume_delivers_exactly_the_rest_of_the_run(void **state)
+{
+  static const size_t stops[] = {0, 1, 7, 25, 26};
+  static struct run whole[3], part, rest;
+  unsigned char *buf;
+  size_t s, k, len, e;
+  flt_case c;
+  fl_batch *b;
+
+  (void)state;
+  flt_case_init(&c, LEN, 32);
+  options(&c, 2, 1);
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_len(c.l), 26);
+  for (e = 0; e < 3; e++) {
+    whole[e].n = 0;
+    assert_int_equal(fl_loader_begin(c.l), 0);
+    drain_into(c.l, &whole[e]);
+  }
+  fl_loader_destroy(c.l);
+  for (s = 0; s < sizeof(stops) / sizeof(stops[0]); s++) {
+    k = stops[s];
+    c.opt.num_workers = 2;
+    flt_case_create(&c);
+    assert_int_equal(fl_loader_set_epoch(c.l, 1), 0);
+    assert_int_equal(fl_loader_begin(c.l), 0);
+    for (part.n = 0; part.n < k;) {
+      assert_int_equal(fl_loader_next(c.l, &b), 1);
+      take(&part, b, 32);
+      fl_batch_release(b);
+    }
+    buf = save(c.l, &len);
+    fl_loader_destroy(c.l);
+    /* Another process would do this: a new loader, another worker count
+       (none, every other time). */
+    c.opt.num_workers = s % 2 ? 0 : 3;
+    flt_case_create(&c);
+    assert_int_equal(fl_loader_state_load(c.l, buf, len), 0);
+    assert_int_equal(fl_loader_epoch(c.l), k == 26 ? 2 : 1);
+    rest.n = 0;
+    assert_int_equal(fl_loader_begin(c.l), 0);
+    drain_into(c.l, &rest);
+    if (k < 26) {
+      assert_int_equal(part.n + rest.n, 26);
+      assert_true(same_batches(whole[1].b, part.b, part.n));
+      assert_true(same_batches(whole[1].b + k, rest.b, rest.n));
+      rest.n = 0;
+      assert_int_equal(fl_loader_begin(c.l), 0);
+      drain_into(c.l, &rest);
+    }
+    assert_int_equal(fl_loader_epoch(c.l), 2);
+    assert_int_equal(rest.n, 26);
+    assert_true(same_batches(whole[2].b, rest.b, 26));
+    free(buf);
+    fl_loader_destroy(c.l);
+  }
+  c.l = NULL;
+  flt_case_end(&c);
+}
+
+/*
+ * As they arrive (one slow sample holds its batch back): the state says
+ * which batches of the window were handed out, and the resumed epoch
+ * delivers exactly the others, each once.  Its size stays within the
+ * window, whatever the dataset's length.
+ */
+static void
+arrival_resume_delivers_each_batch_left_exactly_once(void **state)
+{
+  static struct run part, rest;
+  unsigned char count[26];
+  unsigned char *buf;
+  size_t len, i;
+  flt_case c;
+  fl_batch *b;
+
+  (void)state;
+  flt_case_init(&c, LEN, 32);
+  options(&c, 3, 0);
+  /* Sample 5 holds its batch back: later ones pass it. */
+  c.d.slow_index = 5;
+  c.d.slow_us = 300000;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_set_epoch(c.l, 3), 0);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  for (i = 0; i < 12; i++) {
+    assert_int_equal(fl_loader_next(c.l, &b), 1);
+    take(&part, b, 32);
+    fl_batch_release(b);
+  }
+  buf = save(c.l, &len);
+  /* At most the window (prefetch 3 x 3 workers) of batches listed. */
+  assert_true(len <= 112 + 8 * 9 + 8);
+  fl_loader_destroy(c.l);
+  c.opt.num_workers = 2;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_state_load(c.l, buf, len), 0);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(fl_loader_epoch(c.l), 3);
+  drain_into(c.l, &rest);
+  memset(count, 0, sizeof(count));
+  for (i = 0; i < part.n; i++)
+    count[part.b[i].seq]++;
+  for (i = 0; i < rest.n; i++)
+    count[rest.b[i].seq]++;
+  for (i = 0; i < 26; i++)
+    if (count[i] != 1)
+      fail_msg("batch %zu came %u times over the stop and the resume", i,
+               count[i]);
+  free(buf);
+  flt_case_end(&c);
+}
+
+/* Epoch e of rank r of w, from a state or from its start: the indices. */
+static size_t
+rank_indices(flt_case *c, unsigned w, unsigned r, fl_shard_mode mode,
+             const unsigned char *buf, size_t len, uint64_t epoch,
+             size_t *out)
+{
+  static struct run got;
+  size_t i, j, n = 0;
+
+  c->opt.world_size = w;
+  c->opt.rank = r;
+  c->opt.shard_mode = mode;
+  flt_case_create(c);
+  if (buf != NULL)
+    assert_int_equal(fl_loader_state_load(c->l, buf, len), 0);
+  else
+    assert_int_equal(fl_loader_set_epoch(c->l, epoch), 0);
+  assert_int_equal(fl_loader_begin(c->l), 0);
+  assert_int_equal(fl_loader_epoch(c->l), epoch);
+  got.n = 0;
+  drain_into(c->l, &got);
+  for (i = 0; i < got.n; i++)
+    for (j = 0; j < got.b[i].n; j++)
+      out[n++] = got.b[i].idx[j];
+  fl_loader_destroy(c->l);
+  c->l = NULL;
+  return n;
+}
+
+/* Resumed from buf, the epoch after the resumed one: its indices. */
+static size_t
+next_epoch_of(flt_case *c, unsigned w, fl_shard_mode mode,
+              const unsigned char *buf, size_t len, size_t *out)
+{
+  static struct run got;
+  size_t i, j, n = 0;
+
+  c->opt.world_size = w;
+  c->opt.rank = 0;
+  c->opt.shard_mode = mode;
+  flt_case_create(c);
+  assert_int_equal(fl_loader_state_load(c->l, buf, len), 0);
+  assert_int_equal(fl_loader_begin(c->l), 0);
+  got.n = 0;
+  drain_into(c->l, &got);
+  assert_int_equal(fl_loader_begin(c->l), 0);
+  assert_int_equal(fl_loader_epoch(c->l), 2);
+  got.n = 0;
+  drain_into(c->l, &got);
+  for (i = 0; i < got.n; i++)
+    for (j = 0; j < got.b[i].n; j++)
+      out[n++] = got.b[i].idx[j];
+  fl_loader_destroy(c->l);
+  c->l = NULL;
+  return n;
+}
+
+/*
+ * Elastic: a world of 2 stopped after 5 batches per rank of epoch 1
+ * (rank 0's state) resumes on 1, 3 and 8 ranks.  Across the stopped and
+ * the resumed runs every index comes, and the only repeats are the
+ * padding; under FL_SHARD_UNEVEN, none.  The epoch after is the new
+ * world's own.
+ */
+static void
+another_world_size_splits_what_was_left_among_its_ranks(void **state)
+{
+  static const unsigned worlds[] = {1, 3, 8};
+  static const fl_shard_mode modes[] = {FL_SHARD_PAD, FL_SHARD_UNEVEN};
+  static size_t idx[4 * LEN];
+  unsigned char *buf = NULL, seen[LEN];
+  size_t len = 0, n, i, extra, m, w, r;
+  static struct run part;
+  flt_case c;
+  fl_batch *b;
+
+  (void)state;
+  for (m = 0; m < 2; m++) {
+    for (w = 0; w < 3; w++) {
+      flt_case_init(&c, LEN, 32);
+      options(&c, 2, 1);
+      memset(seen, 0, sizeof(seen));
+      n = extra = 0;
+      /* The stopped world: both ranks, 5 batches each. */
+      for (r = 0; r < 2; r++) {
+        c.opt.world_size = 2;
+        c.opt.rank = (unsigned)r;
+        c.opt.shard_mode = modes[m];
+        flt_case_create(&c);
+        assert_int_equal(fl_loader_set_epoch(c.l, 1), 0);
+        assert_int_equal(fl_loader_begin(c.l), 0);
+        for (part.n = 0; part.n < 5;) {
+          assert_int_equal(fl_loader_next(c.l, &b), 1);
+          take(&part, b, 32);
+          fl_batch_release(b);
+        }
+        for (i = 0; i < part.n * BS; i++)
+          idx[n++] = part.b[i / BS].idx[i % BS];
+        if (r == 0)
+          buf = save(c.l, &len);
+        fl_loader_destroy(c.l);
+        c.l = NULL;
+      }
+      /* Every rank of the new world loads rank 0's state. */
+      for (r = 0; r < worlds[w]; r++)
+        n += rank_indices(&c, worlds[w], (unsigned)r, modes[m], buf, len, 1,
+                          idx + n);
+      for (i = 0; i < n; i++) {
+        if (seen[idx[i]])
+          extra++;
+        seen[idx[i]] = 1;
+      }
+      for (i = 0; i < LEN; i++)
+        if (!seen[i])
+          fail_msg("world 2 -> %u: index %zu never came", worlds[w], i);
+      /* Padding: below a world's size, once per world. */
+      if (modes[m] == FL_SHARD_UNEVEN)
+        assert_int_equal(extra, 0);
+      else
+        assert_true(extra < 2 + worlds[w]);
+      /* The epoch after is the new world's own, from its start. */
+      n = rank_indices(&c, worlds[w], 0, modes[m], buf, len, 1, idx);
+      assert_int_equal(rank_indices(&c, worlds[w], 0, modes[m], NULL, 0, 2,
+                                    idx + n),
+                       next_epoch_of(&c, worlds[w], modes[m], buf, len,
+                                     idx + 2 * LEN));
+      assert_memory_equal(idx + n, idx + 2 * LEN,
+                          rank_indices(&c, worlds[w], 0, modes[m], NULL, 0,
+                                       2, idx + n) *
+                              sizeof(size_t));
+      free(buf);
+      flt_case_end(&c);
+    }
+  }
+}
+
+/* The bytes of a state with one field changed: the loader refuses it,
+   naming the field. */
+static void
+expect_refused(flt_case *c, const unsigned char *buf, size_t len,
+               const char *says)
+{
+  int rc;
+
+  flt_case_create(c);
+  rc = fl_loader_state_load(c->l, buf, len);
+  assert_int_equal(rc, FL_EINVAL);
+  if (strstr(fl_loader_error(c->l), says) == NULL)
+    fail_msg("\"%s\" does not say \"%s\"", fl_loader_error(c->l), says);
+  /* Refused, it changed nothing: the loader starts at epoch 0. */
+  assert_int_equal(fl_loader_epoch(c->l), 0);
+  assert_int_equal(fl_loader_begin(c->l), 0);
+  fl_loader_destroy(c->l);
+  c->l = NULL;
+}
+
+/*
+ * Blobs that do not fit: torn, cut, grown, flipped, another dataset
+ * length, batch size, seed, shuffle, shard mode or indices, as they arrive
+ * on another world; and a load while an epoch is under way (FL_ESTATE),
+ * a save into too small a buffer (FL_ENOSPC).
+ */
+static void
+states_that_do_not_fit_are_refused_with_the_field_and_both_values(void **s)
+{
+  static const size_t list[] = {3, 1, 4, 1, 5};
+  unsigned char *buf, *bad;
+  size_t len, i;
+  flt_case c;
+  fl_batch *b;
+
+  (void)s;
+  flt_case_init(&c, LEN, 32);
+  options(&c, 2, 1);
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(fl_loader_next(c.l, &b), 1);
+  fl_batch_release(b);
+  buf = save(c.l, &len);
+  assert_int_equal(fl_loader_state_save(c.l, buf, len - 1), FL_ENOSPC);
+  assert_int_equal(fl_loader_state_load(c.l, buf, len), FL_ESTATE);
+  assert_non_null(strstr(fl_loader_error(c.l), "under way"));
+  fl_loader_destroy(c.l);
+  bad = malloc(len + 8);
+  assert_non_null(bad);
+  for (i = 0; i < len; i += 7) {
+    memcpy(bad, buf, len);
+    bad[i] ^= 0x10;
+    expect_refused(&c, bad, len, "not a loader state");
+  }
+  expect_refused(&c, buf, len - 8, "not a loader state");
+  memcpy(bad, buf, len);
+  memset(bad + len, 0, 8);
+  expect_refused(&c, bad, len + 8, "not a loader state");
+  expect_refused(&c, buf, 3, "shorter than its header");
+  c.opt.batch_size = 5;
+  expect_refused(&c, buf, len, "batch_size 4, and this loader has 5");
+  c.opt.batch_size = BS;
+  c.opt.seed = 8;
+  expect_refused(&c, buf, len, "seed 7, and this loader has 8");
+  c.opt.seed = 7;
+  c.opt.shuffle = 0;
+  expect_refused(&c, buf, len, "shuffle 1, and this loader has 0");
+  c.opt.shuffle = 1;
+  c.opt.shard_mode = FL_SHARD_TRIM;
+  expect_refused(&c, buf, len, "shard_mode 0, and this loader has 1");
+  c.opt.shard_mode = FL_SHARD_PAD;
+  c.opt.indices = list;
+  c.opt.indices_len = 5;
+  expect_refused(&c, buf, len, "length");
+  c.opt.indices = NULL;
+  c.opt.indices_len = 0;
+  c.ds.len = LEN + 1;
+  expect_refused(&c, buf, len, "len 103, and this loader has 104");
+  c.ds.len = LEN;
+  free(buf);
+  /* As they arrive, a state is its own rank's, on its own world. */
+  c.opt.in_order = 0;
+  flt_case_create(&c);
+  buf = save(c.l, &len);
+  fl_loader_destroy(c.l);
+  c.opt.world_size = 2;
+  expect_refused(&c, buf, len, "world_size");
+  c.opt.world_size = 1;
+  c.opt.in_order = 1;
+  expect_refused(&c, buf, len, "in_order 0");
+  free(bad);
+  free(buf);
+  c.l = NULL;
+  flt_case_end(&c);
+}
+
+/*
+ * A loaded state applies to the begin of its epoch: fl_loader_set_epoch
+ * to another drops it, and a state saved right after a load (before any
+ * begin) is the same state again.
+ */
+static void
+a_loaded_state_is_the_next_begins_unless_another_epoch_is_set(void **state)
+{
+  static struct run rest;
+  unsigned char *buf, *again;
+  size_t len, len2;
+  flt_case c;
+  fl_batch *b;
+
+  (void)state;
+  flt_case_init(&c, LEN, 32);
+  options(&c, 2, 1);
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(fl_loader_next(c.l, &b), 1);
+  fl_batch_release(b);
+  buf = save(c.l, &len);
+  fl_loader_destroy(c.l);
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_state_load(c.l, buf, len), 0);
+  again = save(c.l, &len2);
+  assert_int_equal(len2, len);
+  assert_memory_equal(again, buf, len);
+  assert_int_equal(fl_loader_set_epoch(c.l, 4), 0);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  rest.n = 0;
+  drain_into(c.l, &rest);
+  assert_int_equal(rest.n, 26);
+  assert_int_equal(rest.b[0].seq, 0);
+  free(again);
+  free(buf);
+  flt_case_end(&c);
+}
+
+/* --- iterable streams ------------------------------------------------ */
+
+/* Worker w's stream: 10 + 3w samples, each its position and worker; the
+   skips it was asked for are counted in shared memory. */
+struct stream {
+  unsigned w, pos, len;
+  int use_skip;
+  flt_counters *counters;
+};
+
+static int
+s_open(void *ctx, const fl_worker_info *wi)
+{
+  struct stream *s = ctx;
+
+  s->w = wi != NULL ? wi->id : 0;
+  s->len = 10 + 3 * s->w;
+  s->pos = 0;
+  return 0;
+}
+
+static int
+s_next(void *ctx, void *dst, size_t *nbytes)
+{
+  struct stream *s = ctx;
+  uint64_t v[2];
+
+  if (s->pos == s->len)
+    return 0;
+  v[0] = s->w;
+  v[1] = s->pos++;
+  memcpy(dst, v, sizeof(v));
+  *nbytes = sizeof(v);
+  return 1;
+}
+
+static int
+s_skip(void *ctx, uint64_t n)
+{
+  struct stream *s = ctx;
+
+  __atomic_add_fetch(&s->counters->batch_calls, 1, __ATOMIC_SEQ_CST);
+  s->pos = n < s->len ? (unsigned)n : s->len;
+  return 0;
+}
+
+/* (worker, position) of every sample of the rest of the epoch. */
+static size_t
+stream_rest(fl_loader *l, uint64_t *out)
+{
+  fl_batch *b;
+  size_t n = 0, i;
+  int rc;
+
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    for (i = 0; i < fl_batch_count(b); i++, n++)
+      memcpy(out + 2 * n, (const char *)fl_batch_data(b) + 16 * i, 16);
+    fl_batch_release(b);
+  }
+  assert_int_equal(rc, 0);
+  return n;
+}
+
+/*
+ * An iterable's state holds each worker's stream position: the resumed
+ * epoch reopens the streams and skips (with the dataset's skip, or next
+ * when it has none), and delivers, in order, exactly what the
+ * uninterrupted run delivered after the stop.  Another num_workers is
+ * refused, saying why.
+ */
+static void
+iterable_resume_skips_each_stream_to_where_it_stood(void **state)
+{
+  static uint64_t whole[2 * 64], part[2 * 64], rest[2 * 64];
+  flt_counters *counters = mmap(NULL, sizeof(*counters),
+                                PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  struct stream st = {0};
+  unsigned char *buf;
+  fl_iterable it = {0};
+  fl_options opt;
+  flt_baseline base;
+  size_t n, k, len, u;
+  fl_loader *l;
+  fl_batch *b;
+
+  (void)state;
+  assert_true(counters != MAP_FAILED);
+  flt_baseline_take(&base);
+  st.counters = counters;
+  it.ctx = &st;
+  it.sample_bytes = 16;
+  it.open = s_open;
+  it.next = s_next;
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  opt.num_workers = 3;
+  opt.persistent_workers = 1;
+  opt.timeout_ms = 20000;
+  for (u = 0; u < 2; u++) {
+    it.skip = u ? s_skip : NULL;
+    counters->batch_calls = 0;
+    assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), 0);
+    assert_int_equal(fl_loader_begin(l), 0);
+    n = stream_rest(l, whole);
+    assert_int_equal(n, 10 + 13 + 16);
+    fl_loader_destroy(l);
+    assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), 0);
+    assert_int_equal(fl_loader_begin(l), 0);
+    for (k = 0; k < 8; k++) {
+      assert_int_equal(fl_loader_next(l, &b), 1);
+      memcpy(part + 4 * k, fl_batch_data(b), 32);
+      fl_batch_release(b);
+    }
+    buf = save(l, &len);
+    fl_loader_destroy(l);
+    assert_memory_equal(part, whole, 16 * 16);
+    assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), 0);
+    assert_int_equal(fl_loader_state_load(l, buf, len), 0);
+    assert_int_equal(fl_loader_begin(l), 0);
+    assert_int_equal(stream_rest(l, rest), n - 16);
+    assert_memory_equal(rest, whole + 2 * 16, 16 * (n - 16));
+    fl_loader_destroy(l);
+    /* Each worker skipped once, with skip when the dataset has one. */
+    assert_int_equal(counters->batch_calls, u ? 3 : 0);
+    opt.num_workers = 2;
+    assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), 0);
+    assert_int_equal(fl_loader_state_load(l, buf, len), FL_EINVAL);
+    assert_non_null(strstr(fl_loader_error(l), "num_workers 3"));
+    fl_loader_destroy(l);
+    opt.num_workers = 3;
+    free(buf);
+  }
+  munmap(counters, sizeof(*counters));
+  flt_assert_clean(&base);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(in_order_resume_delivers_exactly_the_rest_of_the_run),
+      cmocka_unit_test(arrival_resume_delivers_each_batch_left_exactly_once),
+      cmocka_unit_test(another_world_size_splits_what_was_left_among_its_ranks),
+      cmocka_unit_test(
+          states_that_do_not_fit_are_refused_with_the_field_and_both_values),
+      cmocka_unit_test(
+          a_loaded_state_is_the_next_begins_unless_another_epoch_is_set),
+      cmocka_unit_test(iterable_resume_skips_each_stream_to_where_it_stood),
+  };
+
+  flt_warm_up();
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
