@@ -498,6 +498,45 @@ a_loaded_state_is_the_next_begins_unless_another_epoch_is_set(void **state)
   flt_case_end(&c);
 }
 
+/*
+ * A state's size is the window's business, not the dataset's or the
+ * epoch's: the same for 10 samples and for a million, at epoch 0 and 5,
+ * and as they arrive at most the window's batches long.
+ */
+static void
+a_states_size_depends_on_the_window_not_the_dataset(void **state)
+{
+  static const size_t lens[] = {10, 1000000};
+  int sizes[2][2], e, i, o;
+  flt_case c;
+  fl_batch *b;
+
+  (void)state;
+  for (o = 0; o < 2; o++) {
+    for (i = 0; i < 2; i++) {
+      for (e = 0; e < 2; e++) {
+        flt_case_init(&c, lens[i], 8);
+        options(&c, 2, !o);
+        c.opt.shuffle = 0;
+        flt_case_create(&c);
+        assert_int_equal(fl_loader_set_epoch(c.l, (uint64_t)e * 5), 0);
+        assert_int_equal(fl_loader_begin(c.l), 0);
+        assert_int_equal(fl_loader_next(c.l, &b), 1);
+        sizes[i][e] = fl_loader_state_save(c.l, NULL, 0);
+        fl_batch_release(b);
+        flt_case_end(&c);
+      }
+    }
+    /* prefetch 3 x 2 workers: a header, at most 6 batches, a checksum. */
+    for (i = 0; i < 2; i++)
+      for (e = 0; e < 2; e++)
+        assert_true(sizes[i][e] >= 120 && sizes[i][e] <= 120 + 6 * 8);
+    if (!o)
+      assert_true(sizes[0][0] == 120 && sizes[1][0] == 120 &&
+                  sizes[0][1] == 120 && sizes[1][1] == 120);
+  }
+}
+
 /* --- iterable streams ------------------------------------------------ */
 
 /* Worker w's stream: 10 + 3w samples, each its position and worker; the
@@ -646,6 +685,7 @@ main(void)
           states_that_do_not_fit_are_refused_with_the_field_and_both_values),
       cmocka_unit_test(
           a_loaded_state_is_the_next_begins_unless_another_epoch_is_set),
+      cmocka_unit_test(a_states_size_depends_on_the_window_not_the_dataset),
       cmocka_unit_test(iterable_resume_skips_each_stream_to_where_it_stood),
   };
 
