@@ -40,13 +40,18 @@ uniform(uint64_t *state)
   return (float)(z >> 40) / (float)(1 << 23) - 1.0f;
 }
 
-/* Sample `index`: random inputs and a noisy linear target, from the index. */
+/*
+ * Sample `index`: random inputs and a linear target, from the index, and
+ * noise on the target drawn anew each epoch (an augmentation), from
+ * fl_sample_seed: whichever worker fills the sample, and after a resume,
+ * it comes out the same.
+ */
 static int
 synth_get(void *ctx, size_t index, void *dst, size_t *nbytes)
 {
   const struct synth *d = ctx;
   struct sample *s = dst;
-  uint64_t state = index;
+  uint64_t state = index, noise = fl_sample_seed(index);
   size_t j;
 
   if (index >= d->len) {
@@ -58,7 +63,7 @@ synth_get(void *ctx, size_t index, void *dst, size_t *nbytes)
     s->x[j] = uniform(&state);
     s->y += true_w[j] * s->x[j];
   }
-  s->y += 0.01f * uniform(&state);
+  s->y += 0.01f * uniform(&noise);
   *nbytes = sizeof(*s);
   return 0;
 }
