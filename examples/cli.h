@@ -50,8 +50,11 @@ int cli_pin_warning(struct cli_pin *w, const fl_loader *l,
 int cli_grow(void **v, size_t n, size_t size);
 /* Prints s as a JSON string, or null. */
 void cli_json_string(const char *s);
+/* Formats why (len bytes) and returns -1: the checks' way to fail. */
+int cli_fail(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-/* synthetic.c: the dataset and the checks of what a loader delivers.
+/* synthetic.c: the dataset and the check of each sample's content.
    `forkload gen` writes its content to files, which --verify checks. */
 #define SYNTH_MAX_FIELDS 32 /* as many as the library takes */
 
@@ -69,19 +72,6 @@ struct synth_span {
   size_t first, step, count;
 };
 
-struct synth_check {
-  const struct synth *data;
-  struct synth_span span;
-  size_t batch_size;
-  size_t nbatches;     /* batches in an epoch */
-  size_t expect;       /* samples in an epoch, after drop_last */
-  int shuffle, in_order;
-  unsigned char *seen; /* per span position, this epoch */
-  size_t got;          /* samples delivered this epoch */
-  size_t batches;      /* batches delivered this epoch */
-  unsigned epoch;
-};
-
 void synth_dataset(struct synth *s, int batched, fl_dataset *ds);
 /* The fields of a sample, 1 without fields, and the bytes of field f. */
 size_t synth_nfields(const struct synth *s);
@@ -91,19 +81,70 @@ void synth_fill(const struct synth *s, size_t index, size_t f, void *dst);
 /* "1024 bytes", or "21 bytes in 3 fields of 12,8,1", in buf. */
 const char *synth_sizes(const struct synth *s, char *buf, size_t len);
 void synth_worker_init(unsigned id, void *arg);
-int synth_check_init(struct synth_check *c, const struct synth *data,
-                     const struct synth_span *span, const fl_options *opt);
-void synth_check_begin(struct synth_check *c);
-int synth_check_batch(struct synth_check *c, const fl_batch *b, char *why,
-                      size_t len);
-int synth_check_end(struct synth_check *c, char *why, size_t len);
-void synth_check_free(struct synth_check *c);
+/* Checks the size and content of every field of sample i of b against
+   its index: 0, or -1 with why set. */
+int synth_check_sample(const struct synth *s, const fl_batch *b, size_t i,
+                       char *why, size_t len);
+
+/* verify.c: --verify's reference, the batches an in-process loader with
+   the run's order options (and a dataset that only gives indices) hands
+   out, each by its fl_batch_seq, and the checks of the run's batches
+   against it. */
+struct ref_epoch {
+  uint64_t epoch;
+  size_t nbatches; /* seqs 0 .. nbatches - 1 */
+  size_t *start;   /* per seq: where its indices begin in idx */
+  size_t *count;   /* per seq: how many; 0 for a seq the epoch lacks */
+  size_t *idx;
+  size_t nidx, cap;
+};
+
+struct verify {
+  const struct synth *data;
+  struct synth_span span;
+  fl_options opt;       /* the order's options, without workers */
+  const void *state;    /* --resume's state, until its epoch begins */
+  size_t state_len;
+  struct ref_epoch ref; /* the epoch under way */
+  int began;            /* ref holds it */
+  int resumed;          /* -1: no resume; 0: the resumed batches are the
+                           uninterrupted run's; 1: an elastic split */
+  uint64_t resumed_at;  /* the first seq the resumed epoch had left */
+  unsigned char *got;   /* per seq of ref: handed out */
+  unsigned char *seen;  /* per span position: come this epoch */
+  uint64_t due;         /* in order: the seq that comes next */
+};
+
+/* 0, or FL_ENOMEM.  state (len bytes, NULL without --resume) must stay
+   until the run's first epoch has begun. */
+int verify_init(struct verify *v, const struct synth *data,
+                const struct synth_span *span, const fl_options *opt,
+                const void *state, size_t len);
+/* Each returns 0, or -1 with why set: the loader began epoch; b came; the
+   epoch ended; the run's state, saved (len bytes), resumes exactly the
+   batches the run has not handed out. */
+int verify_begin(struct verify *v, uint64_t epoch, char *why, size_t len);
+int verify_batch(struct verify *v, const fl_batch *b, char *why, size_t len);
+int verify_end(struct verify *v, char *why, size_t len);
+int verify_saved(struct verify *v, const void *state, size_t len, char *why,
+                 size_t whylen);
+void verify_free(struct verify *v);
+
+/* state.c: --resume reads FILE whole into *buf (the caller frees it): 0,
+   or the exit status having said why not.  --save-state: state_dir_ok
+   says, before the run, whether FILE's directory takes files (0, or -1
+   having said why not); state_write writes it atomically (0, or -1
+   having said why not, with FILE as it was). */
+int state_read(const char *path, void **buf, size_t *len);
+int state_dir_ok(const char *path);
+int state_write(const char *path, const void *buf, size_t len);
 
 /* progress.c */
 struct tally {
   uint64_t batches, samples, bytes;
   uint64_t checksum; /* the first value of every sample, summed */
   int interrupted;   /* the signal that ended the run early, or 0 */
+  int stopped;       /* --stop-after ended it */
 };
 
 struct progress {
@@ -169,6 +210,9 @@ enum {
   OPT_DATASET,
   OPT_SHARING,
   OPT_STRATEGY, /* --sharing under its other name */
+  OPT_RANK,
+  OPT_WORLD_SIZE,
+  OPT_SHARD_MODE,
   OPT_OWN /* a subcommand's own options from here on */
 };
 
@@ -208,6 +252,8 @@ int cli_scan_uint(const char *s, char **end, uint64_t *out);
 int cli_sample_bytes(int val, const char *s, struct synth *out);
 int cli_uint(int val, const char *s, uint64_t min, uint64_t max,
              uint64_t *out);
+/* "pad", "trim" or "uneven", as --shard-mode takes them. */
+const char *cli_shard_mode_name(fl_shard_mode mode);
 /* Says why fl_loader_create failed with rc, naming the flags where the
    library names the fields of fl_options and fl_dataset they set; returns
    the exit status, 2 for options the library refuses. */

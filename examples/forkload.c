@@ -71,6 +71,17 @@ cli_error(const char *fmt, ...)
   va_end(ap);
 }
 
+int
+cli_fail(char *why, size_t len, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(why, len, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
 /* The loader's last error as its user reads it; fl_loader_error(NULL)
    holds why fl_loader_create failed. */
 const char *

@@ -44,6 +44,9 @@ static const struct option load_options[] = {
   {"sharing", required_argument, NULL, OPT_SHARING},
   /* exhaust's name for it once: kept, so that no command line breaks. */
   {"strategy", required_argument, NULL, OPT_STRATEGY},
+  {"rank", required_argument, NULL, OPT_RANK},
+  {"world-size", required_argument, NULL, OPT_WORLD_SIZE},
+  {"shard-mode", required_argument, NULL, OPT_SHARD_MODE},
   {NULL, 0, NULL, 0}
 };
 
@@ -69,6 +72,9 @@ static const struct {
   {"pin_memory", "--pin-memory"},
   {"reuse_segments", "--no-reuse"},
   {"fd_in_dev_shm", "--fd-in-dev-shm"},
+  {"rank", "--rank"},
+  {"world_size", "--world-size"},
+  {"shard_mode", "--shard-mode"},
   /* The strategies, as the library's remedies name them. */
   {"FL_SHARE_FILE_SYSTEM", "--sharing fs"},
   {"FL_SHARE_FILE_DESCRIPTOR", "--sharing fd"}
@@ -108,7 +114,13 @@ static const char load_help[] =
   "  --no-reuse            a new segment per batch, as PyTorch does\n"
   "  --fd-in-dev-shm       fd sharing makes its segments in /dev/shm,\n"
   "                        as PyTorch does, not with memfd_create\n"
-  "  --show-workers        print each worker's id, pid and seed\n";
+  "  --show-workers        print each worker's id, pid and seed\n"
+  "  --world-size W        load one share of W data-parallel ranks (1)\n"
+  "  --rank R              the share of rank R, below W (0)\n"
+  "  --shard-mode pad|trim|uneven\n"
+  "                        equal shares padded by repeating the first\n"
+  "                        indices, equal shares with the tail dropped,\n"
+  "                        or shares that differ by one (pad)\n";
 
 /* The table getopt_long reads: the shared options, when the subcommand
    takes them, then its own, then --help. */
@@ -211,6 +223,31 @@ cli_sharing(int val, const char *s, fl_sharing *out)
   return 0;
 }
 
+/* The names --shard-mode takes, by fl_shard_mode value (0, 1, 2). */
+static const char *const shard_modes[] = {"pad", "trim", "uneven"};
+#define NSHARD_MODES (sizeof shard_modes / sizeof shard_modes[0])
+
+const char *
+cli_shard_mode_name(fl_shard_mode mode)
+{
+  return (size_t)mode < NSHARD_MODES ? shard_modes[mode] : "?";
+}
+
+static int
+cli_shard_mode(int val, const char *s, fl_shard_mode *out)
+{
+  size_t i;
+
+  for (i = 0; i < NSHARD_MODES; i++)
+    if (strcmp(s, shard_modes[i]) == 0) {
+      *out = (fl_shard_mode)i;
+      return 0;
+    }
+  cli_error("--%s: expected 'pad', 'trim' or 'uneven', got '%s'",
+            option_name(val), s);
+  return -1;
+}
+
 /* START:END[:STEP] gives START, START+STEP, ... while below END. */
 static int
 parse_span(const char *s, struct synth_span *sp)
@@ -244,12 +281,40 @@ load_defaults(struct load_args *a)
   a->data.sample_bytes = 3 * 32 * 32 * sizeof(float);
 }
 
+/* The field of o that option c sets when it takes a count that fits in
+   an unsigned, or NULL.  Zero goes through: the library has the say on
+   it (a world of 0, a rank not below the world size). */
+static unsigned *
+count_field(fl_options *o, int c)
+{
+  switch (c) {
+  case OPT_WORKERS:
+    return &o->num_workers;
+  case OPT_PREFETCH:
+    return &o->prefetch_factor;
+  case OPT_TIMEOUT_MS:
+    return &o->timeout_ms;
+  case OPT_RANK:
+    return &o->rank;
+  case OPT_WORLD_SIZE:
+    return &o->world_size;
+  }
+  return NULL;
+}
+
 /* Applies shared option c.  Returns 0, or -1 having said why not. */
 static int
 load_option(struct load_args *a, int c, const char *arg)
 {
+  unsigned *count = count_field(&a->opt, c);
   uint64_t v = 0;
   int rc = 0;
+
+  if (count != NULL) {
+    rc = cli_uint(c, arg, 0, UINT_MAX, &v);
+    *count = (unsigned)v;
+    return rc;
+  }
 
   /* These shape the synthetic dataset: the files shape a --dataset. */
   if (c == OPT_SAMPLES || c == OPT_SAMPLE_BYTES || c == OPT_DELAY_US ||
@@ -290,14 +355,6 @@ load_option(struct load_args *a, int c, const char *arg)
   case OPT_DROP_LAST:
     a->opt.drop_last = 1;
     break;
-  case OPT_WORKERS:
-    rc = cli_uint(c, arg, 0, UINT_MAX, &v);
-    a->opt.num_workers = v;
-    break;
-  case OPT_PREFETCH:
-    rc = cli_uint(c, arg, 0, UINT_MAX, &v);
-    a->opt.prefetch_factor = v;
-    break;
   case OPT_PERSISTENT:
     a->opt.persistent_workers = 1;
     break;
@@ -306,10 +363,6 @@ load_option(struct load_args *a, int c, const char *arg)
     break;
   case OPT_PIN_MEMORY:
     a->opt.pin_memory = 1;
-    break;
-  case OPT_TIMEOUT_MS:
-    rc = cli_uint(c, arg, 0, UINT_MAX, &v);
-    a->opt.timeout_ms = v;
     break;
   case OPT_NO_REUSE:
     a->opt.reuse_segments = 0;
@@ -328,6 +381,9 @@ load_option(struct load_args *a, int c, const char *arg)
   case OPT_STRATEGY:
     rc = cli_sharing(c, arg, &a->opt.sharing);
     a->sharing_set = 1;
+    break;
+  case OPT_SHARD_MODE:
+    rc = cli_shard_mode(c, arg, &a->opt.shard_mode);
     break;
   }
   return rc;

@@ -2,28 +2,38 @@
  * `forkload run`: takes its own options (the dataset's and the loader's
  * are in options.c), drives one loader over the synthetic dataset, or the
  * files --dataset names, for some epochs the way a training loop would,
- * and reports what it measured.
+ * and reports what it measured.  Like a job that is preempted and
+ * restarted, it can stop early and save the loader's state, and resume
+ * from a saved state.
  */
 #include "config.h"
 
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
 struct run_args {
   struct load_args load;
-  unsigned epochs;
+  unsigned epochs;          /* the run ends before epoch `epochs` */
   int verify, json, quiet;
+  uint64_t stop_after;      /* batches; 0: no stop */
+  const char *save_state;   /* or NULL */
+  const char *resume;       /* or NULL */
+  uint64_t first_epoch;     /* 0, or the epoch the state resumes */
 };
 
 enum {
   OPT_EPOCHS = OPT_OWN,
   OPT_VERIFY,
   OPT_JSON,
-  OPT_QUIET
+  OPT_QUIET,
+  OPT_STOP_AFTER,
+  OPT_SAVE_STATE,
+  OPT_RESUME
 };
 
 /* run's own options; the dataset's and the loader's are in options.c. */
@@ -33,18 +43,31 @@ static const char help[] =
   "would, and reports how fast it went.\n"
   "\n"
   "run:\n"
-  "  --epochs N            epochs over the same loader (1)\n"
+  "  --epochs N            run epochs 0 to N-1 over the same loader (1);\n"
+  "                        resumed, those left of them\n"
   "  --verify              check every field of every sample against its\n"
   "                        index (with --dataset: files that gen wrote,\n"
-  "                        same --seed)\n"
+  "                        same --seed), and every batch against the order\n"
+  "                        an uninterrupted run in one process would give\n"
   "  --json                print the summary as one JSON object\n"
-  "  --quiet               no progress line\n";
+  "  --quiet               no progress line\n"
+  "  --stop-after N        stop once N batches are handed out, as if\n"
+  "                        preempted, and exit 0\n"
+  "  --save-state FILE     when the run ends (stopped, interrupted or\n"
+  "                        done), write the loader's state to FILE,\n"
+  "                        atomically\n"
+  "  --resume FILE         go on from the state in FILE, with the same\n"
+  "                        dataset and order options (--workers and, in\n"
+  "                        order, --world-size and --rank may differ)\n";
 
 static const struct option options[] = {
   {"epochs", required_argument, NULL, OPT_EPOCHS},
   {"verify", no_argument, NULL, OPT_VERIFY},
   {"json", no_argument, NULL, OPT_JSON},
   {"quiet", no_argument, NULL, OPT_QUIET},
+  {"stop-after", required_argument, NULL, OPT_STOP_AFTER},
+  {"save-state", required_argument, NULL, OPT_SAVE_STATE},
+  {"resume", required_argument, NULL, OPT_RESUME},
   {NULL, 0, NULL, 0}
 };
 
@@ -68,6 +91,15 @@ run_option(int c, const char *arg, void *ctx)
     break;
   case OPT_QUIET:
     a->quiet = 1;
+    break;
+  case OPT_STOP_AFTER:
+    rc = cli_uint(c, arg, 1, UINT64_MAX, &a->stop_after);
+    break;
+  case OPT_SAVE_STATE:
+    a->save_state = arg;
+    break;
+  case OPT_RESUME:
+    a->resume = arg;
     break;
   }
   return rc;
@@ -104,25 +136,28 @@ touch(const fl_batch *b, size_t nf, struct tally *t)
   t->batches++;
 }
 
-/* Runs the epochs.  Returns the exit status, having said why if not 0. */
+/* Runs the epochs left, or until --stop-after.  Returns the exit status,
+   having said why if not 0. */
 static int
-consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
+consume(fl_loader *l, const struct run_args *a, struct verify *check,
         struct tally *t, double *seconds)
 {
   struct progress pg;
   struct cli_pin pin = {0, 0, &pg};
   fl_batch *b;
-  size_t done, total = fl_loader_len(l);
+  size_t done, total;
   char why[256] = "";
-  unsigned epoch;
+  uint64_t epoch;
   int rc = 0, bad;
 
   progress_init(&pg, !a->quiet && !a->json);
-  for (epoch = 1; epoch <= a->epochs; epoch++) {
+  for (epoch = a->first_epoch; epoch < a->epochs; epoch++) {
     if ((rc = fl_loader_begin(l)) < 0)
       goto out;
-    if (check != NULL)
-      synth_check_begin(check);
+    total = fl_loader_len(l);
+    if (check != NULL &&
+        verify_begin(check, fl_loader_epoch(l), why, sizeof why) < 0)
+      goto out;
     for (done = 0;;) {
       b = NULL;
       rc = fl_loader_next(l, &b);
@@ -134,13 +169,16 @@ consume(fl_loader *l, const struct run_args *a, struct synth_check *check,
         break;
       touch(b, synth_nfields(&a->load.data), t);
       bad = check != NULL &&
-            synth_check_batch(check, b, why, sizeof why) < 0;
+            verify_batch(check, b, why, sizeof why) < 0;
+      /* In order, a resumed epoch's bar starts where it stood. */
+      done = a->load.opt.in_order ? fl_batch_seq(b) + 1 : done + 1;
       fl_batch_release(b);
-      if (bad || cli_interrupted)
+      t->stopped = !bad && t->batches == a->stop_after;
+      if (bad || cli_interrupted || t->stopped)
         goto out;
-      progress_draw(&pg, epoch, a->epochs, ++done, total, t);
+      progress_draw(&pg, (unsigned)epoch + 1, a->epochs, done, total, t);
     }
-    if (check != NULL && synth_check_end(check, why, sizeof why) < 0)
+    if (check != NULL && verify_end(check, why, sizeof why) < 0)
       goto out;
   }
 out:
@@ -166,9 +204,63 @@ out:
   return 0;
 }
 
+/* Writes the loader's state to --save-state's file, checked first with
+   --verify: a wrong state is not written, and the last good one stays.
+   Returns 0, or 1 having said why not. */
+static int
+save_state(const fl_loader *l, const char *file, struct verify *check)
+{
+  void *buf = NULL;
+  char why[256];
+  int n, status = 1;
+
+  n = fl_loader_state_save(l, NULL, 0);
+  if (n >= 0 && (buf = malloc((size_t)n)) == NULL) {
+    cli_error("--save-state %s: %s", file, fl_strerror(FL_ENOMEM));
+    return 1;
+  }
+  if (n >= 0)
+    n = fl_loader_state_save(l, buf, (size_t)n);
+  if (n < 0)
+    cli_error("--save-state %s: %s", file, cli_loader_error(l, n));
+  else if (check != NULL &&
+           verify_saved(check, buf, (size_t)n, why, sizeof why) < 0)
+    cli_error("verify: %s", why);
+  else if (state_write(file, buf, (size_t)n) == 0)
+    status = 0;
+  free(buf);
+  return status;
+}
+
+/* The lines a resumed, stopped or interrupted run adds to the summary,
+   and where its state went.  check: --verify's, or NULL. */
+static void
+print_place(const struct run_args *a, const struct tally *t,
+            const struct verify *check)
+{
+  if (a->resume != NULL) {
+    printf("resumed      epoch %" PRIu64 " from %s", a->first_epoch,
+           a->resume);
+    if (check != NULL && check->resumed == 0)
+      printf(", verified as the uninterrupted run from batch %" PRIu64,
+             check->resumed_at);
+    else if (check != NULL && check->resumed == 1)
+      printf(", verified as an elastic split of what was left");
+    putchar('\n');
+  }
+  if (t->interrupted)
+    printf("interrupted  by %s after %" PRIu64 " batches\n",
+           cli_signal_name(t->interrupted), t->batches);
+  if (t->stopped)
+    printf("stopped      after %" PRIu64 " batches (--stop-after)\n",
+           t->batches);
+  if (a->save_state != NULL)
+    printf("state        saved to %s\n", a->save_state);
+}
+
 static void
 print_text(const struct run_args *a, const struct tally *t, double secs,
-           const fl_stats *st)
+           const fl_stats *st, const struct verify *check)
 {
   const struct load_args *d = &a->load;
   const fl_options *o = &d->opt;
@@ -197,6 +289,9 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
          a->epochs, o->num_workers, o->batch_size, o->prefetch_factor,
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd",
          o->in_order ? "in order" : "out of order", o->seed);
+  if (o->world_size > 1)
+    printf(", rank %u of %u (%s)", o->rank, o->world_size,
+           cli_shard_mode_name(o->shard_mode));
   if (d->indices != NULL)
     printf(", indices %s", d->indices);
   if (d->data.delay_us != 0)
@@ -207,9 +302,7 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
     if (flags[i].on)
       printf(", %s", flags[i].name);
   putchar('\n');
-  if (t->interrupted)
-    printf("interrupted  by %s after %" PRIu64 " batches\n",
-           cli_signal_name(t->interrupted), t->batches);
+  print_place(a, t, check);
   printf("batches      %" PRIu64 "\n", t->batches);
   printf("samples      %" PRIu64 "\n", t->samples);
   printf("bytes        %" PRIu64 "\n", t->bytes);
@@ -237,7 +330,8 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          ",\"epochs\":%u,\"workers\":%u,\"batch_size\":%zu"
          ",\"sharing\":\"%s\",\"in_order\":%s,\"persistent\":%s"
          ",\"verified\":%s,\"interrupted\":%s,\"checksum\":%" PRIu64
-         ",\"dataset\":",
+         ",\"rank\":%u,\"world_size\":%u,\"shard_mode\":\"%s\""
+         ",\"first_epoch\":%" PRIu64 ",\"stopped\":%s,\"resume\":",
          t->batches, t->samples, t->bytes, secs,
          cli_rate((double)t->batches, secs),
          cli_rate((double)t->bytes / 1e6, secs), st->wait_seconds,
@@ -247,20 +341,42 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          o->in_order ? "true" : "false",
          o->persistent_workers ? "true" : "false",
          a->verify ? "true" : "false", t->interrupted ? "true" : "false",
-         t->checksum);
+         t->checksum, o->rank, o->world_size,
+         cli_shard_mode_name(o->shard_mode), a->first_epoch,
+         t->stopped ? "true" : "false");
+  cli_json_string(a->resume);
+  fputs(",\"save_state\":", stdout);
+  cli_json_string(a->save_state);
+  fputs(",\"dataset\":", stdout);
   cli_json_string(a->load.file.kind == DS_SYNTHETIC ? "synthetic"
                                                     : a->load.file.spec);
   puts("}");
+}
+
+/* Loads --resume's state into l before its first begin: 0, or the exit
+   status having said why not, in the library's words, which name the
+   field and both values (2: the state is not one for these options). */
+static int
+resume(fl_loader *l, const struct run_args *a, const void *buf, size_t len)
+{
+  int rc = fl_loader_state_load(l, buf, len);
+
+  if (rc == 0)
+    return 0;
+  cli_error("--resume %s: %s", a->resume, cli_loader_error(l, rc));
+  return rc == FL_EINVAL ? 2 : 1;
 }
 
 static int
 run_main(int argc, char **argv)
 {
   struct run_args a = {.epochs = 1};
-  struct synth_check check = {0};
+  struct verify check = {0};
   struct tally t = {0};
   fl_stats st;
   fl_loader *l = NULL;
+  void *state = NULL;
+  size_t state_len = 0;
   double secs;
   int rc, status = 1;
 
@@ -268,14 +384,24 @@ run_main(int argc, char **argv)
     return 2;
   if ((status = load_dataset(&a.load)) != 0)
     goto out;
+  if (a.resume != NULL &&
+      (status = state_read(a.resume, &state, &state_len)) != 0)
+    goto out;
+  status = 2;
+  if (a.save_state != NULL && state_dir_ok(a.save_state) < 0)
+    goto out;
   status = 1;
   cli_catch_signals();
   if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
     status = cli_create_error(rc);
     goto out;
   }
-  if (a.verify && synth_check_init(&check, &a.load.data, &a.load.span,
-                                   &a.load.opt) < 0) {
+  if (state != NULL && (status = resume(l, &a, state, state_len)) != 0)
+    goto out;
+  status = 1;
+  a.first_epoch = fl_loader_epoch(l);
+  if (a.verify && verify_init(&check, &a.load.data, &a.load.span,
+                              &a.load.opt, state, state_len) < 0) {
     cli_error("--verify: %s", fl_strerror(FL_ENOMEM));
     goto out;
   }
@@ -284,6 +410,11 @@ run_main(int argc, char **argv)
   status = consume(l, &a, a.verify ? &check : NULL, &t, &secs);
   if (status != 0 && !t.interrupted)
     goto out;
+  if (a.save_state != NULL &&
+      save_state(l, a.save_state, a.verify ? &check : NULL) != 0) {
+    status = 1;
+    goto out;
+  }
   if ((rc = fl_loader_stats(l, &st)) < 0) {
     report(l, rc);
     status = status != 0 ? status : 1;
@@ -292,10 +423,11 @@ run_main(int argc, char **argv)
   if (a.json)
     print_json(&a, &t, secs, &st);
   else
-    print_text(&a, &t, secs, &st);
+    print_text(&a, &t, secs, &st, a.verify ? &check : NULL);
 out:
   fl_loader_destroy(l);
-  synth_check_free(&check);
+  verify_free(&check);
+  free(state);
   load_args_free(&a.load);
   return status;
 }

@@ -1,5 +1,6 @@
 /*
- * The embedded dataset and the checks of what a loader makes of it.
+ * The embedded dataset, and the check of each sample's content that
+ * --verify makes (verify.c checks which samples come, and in what order).
  *
  * Every byte of a sample is a pure function of (seed, sample index, field,
  * byte offset): float32 elements from a 64-bit mix hash mapped to [0, 1),
@@ -12,9 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -213,64 +212,11 @@ synth_worker_init(unsigned id, void *arg)
           (long)getpid(), info->seed);
 }
 
-static int fail(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *why, size_t len, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(why, len, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
-/* Finds index's position k in the span: 0, or -1 when it is not there. */
-static int
-span_find(const struct synth_span *sp, size_t index, size_t *k)
-{
-  if (index < sp->first || (index - sp->first) % sp->step != 0)
-    return -1;
-  *k = (index - sp->first) / sp->step;
-  return *k < sp->count ? 0 : -1;
-}
-
+/* A field's stride is the library's to choose. */
 int
-synth_check_init(struct synth_check *c, const struct synth *data,
-                 const struct synth_span *span, const fl_options *opt)
+synth_check_sample(const struct synth *s, const fl_batch *b, size_t i,
+                   char *why, size_t len)
 {
-  size_t bs = opt->batch_size;
-
-  *c = (struct synth_check){0};
-  c->data = data;
-  c->span = *span;
-  c->batch_size = bs;
-  c->shuffle = opt->shuffle;
-  c->in_order = opt->in_order;
-  c->nbatches = span->count / bs + (!opt->drop_last && span->count % bs);
-  c->expect = opt->drop_last ? c->nbatches * bs : span->count;
-  c->seen = malloc(span->count);
-  return c->seen != NULL ? 0 : FL_ENOMEM;
-}
-
-void
-synth_check_begin(struct synth_check *c)
-{
-  memset(c->seen, 0, c->span.count);
-  c->got = 0;
-  c->batches = 0;
-  c->epoch++;
-}
-
-/* Checks every field of sample i of b, which is index: 0, or -1 with why
-   set.  A field's stride is the library's to choose. */
-static int
-check_sample(const struct synth_check *c, const fl_batch *b, size_t i,
-             char *why, size_t len)
-{
-  const struct synth *s = c->data;
   const size_t *sizes = fl_batch_sizes(b);
   size_t index = fl_batch_indices(b)[i], nf = synth_nfields(s);
   const unsigned char *base;
@@ -283,85 +229,19 @@ check_sample(const struct synth_check *c, const fl_batch *b, size_t i,
     if (s->nfields > 0)
       snprintf(field, sizeof field, " field %zu", f);
     if (base == NULL)
-      return fail(why, len, "batch %" PRIu64 " has no%s", fl_batch_seq(b),
-                  field);
+      return cli_fail(why, len, "batch %" PRIu64 " has no%s",
+                      fl_batch_seq(b), field);
     if (sizes[i * nf + f] != fb)
-      return fail(why, len,
-                  "batch %" PRIu64 " sample %zu: index %zu%s has %zu "
-                  "bytes, expected %zu", fl_batch_seq(b), i, index, field,
-                  sizes[i * nf + f], fb);
+      return cli_fail(why, len,
+                      "batch %" PRIu64 " sample %zu: index %zu%s has %zu "
+                      "bytes, expected %zu", fl_batch_seq(b), i, index,
+                      field, sizes[i * nf + f], fb);
     off = mismatch(s, index, f, base + i * fl_batch_stride(b, f));
     if (off != fb)
-      return fail(why, len,
-                  "batch %" PRIu64 " sample %zu: index %zu%s is wrong from "
-                  "byte %zu on", fl_batch_seq(b), i, index, field, off);
+      return cli_fail(why, len,
+                      "batch %" PRIu64 " sample %zu: index %zu%s is wrong "
+                      "from byte %zu on", fl_batch_seq(b), i, index, field,
+                      off);
   }
   return 0;
-}
-
-int
-synth_check_batch(struct synth_check *c, const fl_batch *b, char *why,
-                  size_t len)
-{
-  uint64_t seq = fl_batch_seq(b);
-  size_t n = fl_batch_count(b);
-  const size_t *idx = fl_batch_indices(b);
-  size_t i, k, pos;
-
-  if (c->in_order && seq != c->batches)
-    return fail(why, len, "batch %" PRIu64 " came in place of batch %zu",
-                seq, c->batches);
-  if (seq >= c->nbatches)
-    return fail(why, len, "batch %" PRIu64 " is past the %zu of an epoch",
-                seq, c->nbatches);
-  pos = seq * c->batch_size;
-  if (n != (c->span.count - pos < c->batch_size ? c->span.count - pos
-                                                 : c->batch_size))
-    return fail(why, len, "batch %" PRIu64 " holds %zu samples", seq, n);
-  for (i = 0; i < n; i++, pos++) {
-    if (span_find(&c->span, idx[i], &k) < 0)
-      return fail(why, len,
-                  "batch %" PRIu64 " sample %zu: index %zu is not one the "
-                  "sampler gives", seq, i, idx[i]);
-    if (!c->shuffle && k != pos)
-      return fail(why, len,
-                  "batch %" PRIu64 " sample %zu: index %zu, expected %zu",
-                  seq, i, idx[i], c->span.first + pos * c->span.step);
-    if (c->seen[k])
-      return fail(why, len,
-                  "batch %" PRIu64 " sample %zu: index %zu came twice in "
-                  "epoch %u", seq, i, idx[i], c->epoch);
-    c->seen[k] = 1;
-    if (check_sample(c, b, i, why, len) < 0)
-      return -1;
-  }
-  c->got += n;
-  c->batches++;
-  return 0;
-}
-
-int
-synth_check_end(struct synth_check *c, char *why, size_t len)
-{
-  char missing[64] = "";
-  size_t k = 0;
-
-  if (c->got == c->expect)
-    return 0;
-  /* The first `expect` positions are due, unless a shuffle hid which. */
-  if (!c->shuffle || c->expect == c->span.count) {
-    while (k < c->expect && c->seen[k])
-      k++;
-    if (k < c->expect)
-      snprintf(missing, sizeof missing, "; index %zu never came",
-               c->span.first + k * c->span.step);
-  }
-  return fail(why, len, "epoch %u: %zu samples came, expected %zu%s",
-              c->epoch, c->got, c->expect, missing);
-}
-
-void
-synth_check_free(struct synth_check *c)
-{
-  free(c->seen);
 }

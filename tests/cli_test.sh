@@ -6,8 +6,11 @@
 # where the library refuses a field), the summary of an interrupted run,
 # the --pin-memory warning, what `exhaust` reports when it runs out of fds
 # and that it leaves nothing, that `gen` writes files of each kind that
-# `run --dataset` reads back verified (npy-zip's field by field), and that
-# no shared-memory name outlives the runs.
+# `run --dataset` reads back verified (npy-zip's field by field), what
+# three data-parallel ranks load together under each --shard-mode, that a
+# run stopped with its state saved (atomically) resumes verified, on other
+# workers, as they arrive and on another world size, and that no
+# shared-memory name outlives the runs.
 # `cleanup` is cleanup_test.sh's.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
@@ -23,7 +26,7 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..117"
+echo "1..166"
 
 pass() {
   ok "$1"
@@ -41,6 +44,12 @@ check() {
 # field NAME: the value of NAME in the JSON object in $tmp/out.
 field() {
   sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$tmp/out"
+}
+
+# number NAME: field NAME, or 0 where there is none, for arithmetic.
+number() {
+  v=$(field "$1")
+  echo "${v:-0}"
 }
 
 # forkload ARGS...: runs the binary, output in $tmp/out and $tmp/err.
@@ -135,6 +144,130 @@ done
 # sample of one field, so the checksum is the one above.
 [ "$(field bytes)" = 42000 ] && [ "$(field checksum)" = "$sum" ]
 check $? "3 fields: bytes count every field, field 0 gives the checksum"
+
+# checksum_of ARGS...: the checksum of a run of ARGS over 2000 samples of
+# 64 bytes: the sum of the first value of every sample delivered, a hash
+# of its index, so sums of runs compare which indices they delivered.
+checksum_of() {
+  forkload run --json --quiet --samples 2000 --sample-bytes 64 "$@"
+  number checksum
+}
+whole=$(checksum_of)
+
+# shares MODE N0 N1 N2: ranks 0, 1 and 2 of 3 under --shard-mode MODE load
+# N0, N1 and N2 samples of the 2000, each verified against the order
+# DistributedSampler gives it; $shared is the sum of their checksums.
+shares() {
+  mode=$1
+  shift
+  shared=0
+  for r in 0 1 2; do
+    counts_ok "rank $r of 3, $mode: $1 samples verified" \
+      $((($1 + 63) / 64)) "$1" --samples 2000 --sample-bytes 64 \
+      --world-size 3 --rank $r --shard-mode "$mode"
+    shared=$((shared + $(number checksum)))
+    shift
+  done
+}
+
+shares pad 667 667 667
+[ "$whole" != 0 ] &&
+  [ "$shared" = $((whole + $(checksum_of --indices 0:1))) ]
+check $? "pad: three ranks load every index once, index 0 (padding) twice"
+shares trim 666 666 666
+[ "$whole" != 0 ] &&
+  [ "$shared" = $((whole - $(checksum_of --indices 1998:2000))) ]
+check $? "trim: three ranks load every index once but the 2 of the tail"
+shares uneven 667 667 666
+[ "$whole" != 0 ] && [ "$shared" = "$whole" ] &&
+  [ "$(field rank) $(field world_size) $(field shard_mode)" = \
+    '2 3 "uneven"' ]
+check $? "uneven: three ranks load every index once; JSON names the rank"
+
+# Stopped after 45 of its 64 batches, with its state saved, the run goes
+# on from that state: --verify checks, before the state is written, that
+# it resumes exactly the batches not handed out, and then each resumed
+# batch against the uninterrupted run.  Together the two deliver the
+# uninterrupted run's batches and checksum.
+ck=$tmp/ck
+mkdir "$ck"
+run_ok "2 shuffled epochs, uninterrupted" 64 4000 --epochs 2 --shuffle \
+  --seed 5
+full=$(number checksum)
+run_ok "--stop-after 45 --save-state, verified" 45 2832 --epochs 2 \
+  --shuffle --seed 5 --stop-after 45 --save-state "$ck/s.state"
+part=$(number checksum)
+[ "$(field stopped) $(field save_state)" = "true \"$ck/s.state\"" ] &&
+  [ "$(ls -A "$ck")" = s.state ]
+check $? "the run says it stopped; its directory holds the state alone"
+# resumed DESCRIPTION ARGS...: the stopped run's 19 batches left, resumed
+# with ARGS and verified, add up to the uninterrupted run's checksum.
+resumed() {
+  desc=$1
+  shift
+  run_ok "$desc" 19 1168 --epochs 2 --shuffle --seed 5 \
+    --resume "$ck/s.state" "$@"
+  [ "$(field first_epoch)" = 1 ] &&
+    [ $((part + $(number checksum))) = "$full" ]
+  check $? "$desc: with the stopped run, the uninterrupted checksum"
+}
+resumed "--resume: the 19 batches left, verified"
+resumed "--resume with --workers 0" --workers 0
+resumed "--resume with --workers 3, fs sharing, prefetch 1" --workers 3 \
+  --sharing fs --prefetch 1
+# --epochs counts from epoch 0: the state of epoch 1 has none left of 1.
+run_ok "--resume of epoch 1 with --epochs 1 runs nothing" 0 0 \
+  --shuffle --seed 5 --resume "$ck/s.state"
+# Saved at an epoch's end, a state begins the next one.
+run_ok "--stop-after 32, the first epoch whole" 32 2000 --epochs 2 \
+  --stop-after 32 --save-state "$ck/e.state"
+run_ok "resumed at the second epoch's start" 32 2000 --epochs 2 \
+  --resume "$ck/e.state"
+# As they arrive, the state lists the batches of the window not handed
+# out, and the resumed epoch delivers exactly those and the rest.
+run_ok "--out-of-order, 3 slow workers, stopped after 10" 10 640 \
+  --out-of-order --workers 3 --delay-us 20 --stop-after 10 \
+  --save-state "$ck/o.state"
+part=$(number checksum)
+run_ok "--out-of-order resumed with 1 worker: the 22 left" 22 1360 \
+  --out-of-order --workers 1 --resume "$ck/o.state"
+[ $((part + $(number checksum))) = "$(checksum_of)" ]
+check $? "--out-of-order: with the stopped run, the whole epoch's checksum"
+
+# A new state replaces the old one by rename: another file, and no
+# temporary one left beside it.
+ino=$(ls -i "$ck/s.state" | cut -d' ' -f1)
+forkload run --quiet --samples 2000 --sample-bytes 1024 --stop-after 3 \
+  --save-state "$ck/s.state" &&
+  [ "$(ls -A "$ck" | tr '\n' ' ')" = "e.state o.state s.state " ] &&
+  [ "$(ls -i "$ck/s.state" | cut -d' ' -f1)" != "$ino" ]
+check $? "--save-state over a state renames a new file onto it, leaves no other"
+
+# Elastic: two ranks stop after 9 batches each (1152 samples of the
+# order), and three go on from rank 0's state, splitting the 848 left:
+# 283 each, the first of them padding.  All five deliver every index once
+# but that one.
+elastic=0
+for r in 0 1; do
+  run_ok "rank $r of 2, stopped after 9" 9 576 --sample-bytes 64 \
+    --world-size 2 --rank $r --stop-after 9 --save-state "$ck/w$r.state"
+  elastic=$((elastic + $(number checksum)))
+done
+for r in 0 1 2; do
+  run_ok "rank $r of 3 resumes rank 0's state of 2 ranks, verified" 5 283 \
+    --sample-bytes 64 --world-size 3 --rank $r --resume "$ck/w0.state"
+  elastic=$((elastic + $(number checksum)))
+done
+[ "$whole" != 0 ] &&
+  [ "$elastic" = $((whole + $(checksum_of --indices 1152:1153))) ]
+check $? "elastic: 2 ranks then 3 load every index once, but one padding"
+
+forkload run --quiet --samples 2000 --sample-bytes 64 --world-size 3 \
+  --resume "$ck/w0.state" --verify &&
+  grep -q '^resumed  *epoch 0 from .*w0.state, verified as an elastic' \
+    "$tmp/out" &&
+  grep -q ', rank 0 of 3 (pad),' "$tmp/out"
+check $? "text summary of an elastic resume"
 
 forkload run --quiet --samples 200 --workers 2 --show-workers &&
   [ "$(grep -c '^worker [01]: pid [0-9]* seed [0-9]*$' "$tmp/err")" = 2 ]
@@ -231,6 +364,39 @@ bad "a size of 0 in --sample-bytes" \
   run --sample-bytes 12,0,1
 bad "33 sizes in --sample-bytes" "^forkload: --sample-bytes: .* 2 to 32 " \
   exhaust --sharing fd --sample-bytes "$(seq -s, 33)"
+bad "--shard-mode bogus" "^forkload: --shard-mode: .*'bogus'" \
+  run --shard-mode bogus
+bad "exhaust --shard-mode bogus" "^forkload: --shard-mode: .*'bogus'" \
+  exhaust --sharing fd --shard-mode bogus
+bad "--rank not below --world-size" \
+  "^forkload: --rank is 3 but --world-size is 3: " \
+  run --world-size 3 --rank 3
+bad "--rank without --world-size" \
+  "^forkload: --rank is 1 but --world-size is 1" run --rank 1
+bad "--stop-after 0" "^forkload: --stop-after: .*'0'" run --stop-after 0
+bad "--save-state in a missing directory" \
+  "^forkload: --save-state .*/none/s.state: cannot write in .*/none: " \
+  run --save-state "$tmp/none/s.state"
+bad "--save-state of a directory" \
+  "^forkload: --save-state .*: is a directory" run --save-state "$tmp"
+bad "--resume of a missing file" \
+  "^forkload: --resume .*/none.state: No such file or directory$" \
+  run --resume "$tmp/none.state"
+head -c 100 "$ck/s.state" >"$tmp/cut.state"
+# What the library refuses of a state is told in its words, which name
+# the field and both values.
+load=fl_loader_state_load
+bad "--resume of a state cut short" \
+  "^forkload: --resume .*/cut.state: $load: not a loader state .*header" \
+  run --resume "$tmp/cut.state"
+bad "--resume of a state of another batch size" \
+  "^forkload: --resume .*/s.state: $load: the state was saved with \
+batch_size 64, and this loader has 32\$" \
+  run --samples 2000 --sample-bytes 1024 --resume "$ck/s.state" \
+  --batch-size 32
+bad "--resume in order of a state saved as they arrive" \
+  "^forkload: --resume .*: the state was saved with in_order 0, " \
+  run --samples 2000 --sample-bytes 64 --resume "$ck/o.state"
 
 # refused DESCRIPTION LINE ARGS...: exit 2, and stderr is exactly LINE.
 refused() {
@@ -262,6 +428,8 @@ refused "the fields of a longer message are told as flags, word by word" \
 refused "exhaust names the flag too" \
   "forkload: --workers 2000: at most 1024 are allowed" \
   exhaust --sharing fd --workers 2000
+refused "--world-size 0, refused by the library, names the flag" \
+  "forkload: --world-size 0: it must be at least 1" run --world-size 0
 
 # No option may exhaust the machine's memory.  These run under a file-size
 # limit with SIGXFSZ ignored: memfd segments are files, so a regression
@@ -342,6 +510,20 @@ else
   echo "# exit $rc" >>"$tmp/err"
   cat "$tmp/out" >>"$tmp/err"
   fail "SIGTERM: the JSON summary says interrupted, exit 143"
+fi
+
+# A first SIGTERM saves the state too: the run goes on from it.
+interrupt TERM --json --samples 4000 --sample-bytes 64 \
+  --save-state "$ck/t.state"
+nb=$(field batches)
+if [ "$rc" = 143 ] && [ "$(field interrupted)" = true ] && [ -n "$nb" ] &&
+  [ "$nb" -lt 63 ]; then
+  run_ok "SIGTERM: the state saved resumes the $((63 - nb)) batches left" \
+    $((63 - nb)) $((4000 - 64 * nb)) --samples 4000 --sample-bytes 64 \
+    --resume "$ck/t.state"
+else
+  echo "# exit $rc, batches $nb" >>"$tmp/err"
+  fail "SIGTERM: the state saved resumes the batches left"
 fi
 
 # pin_run KB ARGS...: `run ARGS` under a RLIMIT_MEMLOCK of KB kilobytes.
@@ -517,6 +699,13 @@ forkload run --quiet --dataset "npy:$tmp/a.npy" --verify
   grep -q "^forkload: verify: .*index 0 is wrong from byte 0 .*--seed" \
     "$tmp/err"
 check $? "--verify of files gen wrote with another seed fails, exit 1"
+# A run that fails writes no state: the last one stays, whole.
+cp "$ck/s.state" "$tmp/s.before"
+forkload run --quiet --dataset "npy:$tmp/a.npy" --verify \
+  --save-state "$ck/s.state"
+[ $? = 1 ] && cmp -s "$ck/s.state" "$tmp/s.before" &&
+  [ "$(ls -A "$ck" | wc -l)" = "$(ls "$ck" | wc -l)" ]
+check $? "a run that fails leaves the state file as it was, and nothing else"
 
 # npy-zip: an array per field, read back side by side, every field of
 # every sample verified.
