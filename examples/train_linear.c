@@ -20,35 +20,26 @@
  * is below LOSS_BOUND, 1 when it is not or something failed, and 2 on bad
  * usage.
  *
+ * The data and the model are in softmax.c, which train_ddp shares.
  * Against an installed forkload it builds with
- *   cc train_linear.c $(pkg-config --cflags --libs forkload) -lm
+ *   cc train_linear.c softmax.c $(pkg-config --cflags --libs forkload) -lm
  */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, getopt */
+#define _POSIX_C_SOURCE 200809L /* getopt */
 
 #include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <forkload.h>
 
-#define K 4  /* classes */
-#define D 16 /* features */
+#include "softmax.h"
+
 #define SAMPLES 4000
 #define EPOCHS 8
 #define BATCH 64
-#define LEARNING_RATE 0.1f
-#define SEED 42
-/* The class means are Gaussian, SPREAD apart per feature on average, and
-   the features add unit Gaussian noise to them: that leaves some rows
-   near another class's mean, so the loss cannot reach 0, but a linear
-   model still goes well below LOSS_BOUND (guessing scores log 4, 1.39). */
-#define SPREAD 0.7
 #define LOSS_BOUND 0.5
 
 struct config {
@@ -57,162 +48,16 @@ struct config {
   const char *dir; /* NULL: a temporary directory */
 };
 
-struct model {
-  float w[K][D];
-  float b[K];
-};
-
-/* A splitmix64 stream: uniform in (0, 1), and Gaussian by Box-Muller. */
-static double
-uniform(uint64_t *state)
-{
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return ((double)(z >> 11) + 0.5) * 0x1p-53;
-}
-
-static double
-gaussian(uint64_t *state)
-{
-  double r = sqrt(-2 * log(uniform(state)));
-
-  return r * cos(6.283185307179586 * uniform(state));
-}
-
-/*
- * The version 1.0 .npy header of an array of descr and shape (n, cols),
- * or (n,) when cols is 0, padded with spaces to a newline so that the data
- * starts at a multiple of 64, as numpy.save writes it.  `forkload gen` has
- * the general one: this example keeps its own so that it builds from this
- * one file.
- */
-static size_t
-npy_header(char *buf, const char *descr, size_t n, int cols)
-{
-  char shape[48];
-  size_t len, total;
-
-  if (cols > 0)
-    snprintf(shape, sizeof shape, "(%zu, %d)", n, cols);
-  else
-    snprintf(shape, sizeof shape, "(%zu,)", n);
-  len = (size_t)snprintf(buf + 10, 118, "{'descr': '%s', 'fortran_order': "
-                         "False, 'shape': %s, }", descr, shape);
-  total = (10 + len + 1 + 63) / 64 * 64;
-  memset(buf + 10 + len, ' ', total - 10 - len - 1);
-  buf[total - 1] = '\n';
-  memcpy(buf, "\x93NUMPY\x01\x00", 8);
-  buf[8] = (char)((total - 10) & 0xff);
-  buf[9] = (char)((total - 10) >> 8);
-  return total;
-}
-
-/* Opens path and writes its header: the stream, or NULL. */
-static FILE *
-npy_open(const char *path, const char *descr, size_t n, int cols)
-{
-  char head[128];
-  size_t len = npy_header(head, descr, n, cols);
-  FILE *f = fopen(path, "wb");
-
-  if (f != NULL && fwrite(head, 1, len, f) != len) {
-    fclose(f);
-    return NULL;
-  }
-  return f;
-}
-
-/* Writes the dataset to x and y: 0, or -1 having said why. */
-static int
-write_dataset(const char *xpath, const char *ypath, size_t samples)
-{
-  const int little = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
-  float mean[K][D], row[D];
-  uint64_t state = SEED;
-  const char *failed = xpath;
-  FILE *x, *y = NULL;
-  int64_t label;
-  size_t i;
-  int k, j, rc = -1;
-
-  for (k = 0; k < K; k++)
-    for (j = 0; j < D; j++)
-      mean[k][j] = (float)(SPREAD * gaussian(&state));
-  x = npy_open(xpath, little ? "<f4" : ">f4", samples, D);
-  if (x != NULL) {
-    failed = ypath;
-    y = npy_open(ypath, little ? "<i8" : ">i8", samples, 0);
-  }
-  for (i = 0; y != NULL && i < samples; i++) {
-    k = (int)(uniform(&state) * K);
-    for (j = 0; j < D; j++)
-      row[j] = mean[k][j] + (float)gaussian(&state);
-    label = k;
-    failed = xpath;
-    if (fwrite(row, sizeof row, 1, x) != 1)
-      break;
-    failed = ypath;
-    if (fwrite(&label, sizeof label, 1, y) != 1)
-      break;
-  }
-  if (y != NULL && i == samples)
-    rc = 0;
-  if (x != NULL && fclose(x) != 0)
-    rc = -1;
-  if (y != NULL && fclose(y) != 0)
-    rc = -1;
-  if (rc < 0)
-    fprintf(stderr, "train_linear: %s: %s\n", failed, strerror(errno));
-  return rc;
-}
-
-/*
- * One SGD step on the batch's mean cross-entropy: n rows of D features at
- * x, their classes at y.  Adds the batch's summed loss and its right
- * predictions, both from before the step, to *loss and *right.  Returns 0,
- * or -1 when a class is not one of the K: then the files are not what
- * write_dataset wrote.
- */
+/* One SGD step on the batch's mean cross-entropy, as sm_grad counts. */
 static int
 step(struct model *m, const float *x, const int64_t *y, size_t n,
      double *loss, size_t *right)
 {
-  float gw[K][D] = {{0}}, gb[K] = {0}, p[K], top, sum, g;
-  const float *row;
-  size_t i;
-  int k, j, c, best;
+  struct model g = {{{0}}, {0}};
 
-  for (i = 0; i < n; i++) {
-    row = x + i * D;
-    if (y[i] < 0 || y[i] >= K)
-      return -1;
-    c = (int)y[i];
-    for (k = 0, best = 0; k < K; k++) {
-      p[k] = m->b[k];
-      for (j = 0; j < D; j++)
-        p[k] += m->w[k][j] * row[j];
-      best = p[k] > p[best] ? k : best;
-    }
-    /* The largest logit is subtracted so that expf cannot overflow. */
-    for (k = 0, top = p[best], sum = 0; k < K; k++)
-      sum += p[k] = expf(p[k] - top);
-    *loss -= log(p[c] / sum);
-    *right += best == c;
-    for (k = 0; k < K; k++) {
-      g = p[k] / sum - (k == c);
-      gb[k] += g;
-      for (j = 0; j < D; j++)
-        gw[k][j] += g * row[j];
-    }
-  }
-  for (k = 0; k < K; k++) {
-    m->b[k] -= LEARNING_RATE * gb[k] / (float)n;
-    for (j = 0; j < D; j++)
-      m->w[k][j] -= LEARNING_RATE * gw[k][j] / (float)n;
-  }
+  if (sm_grad(m, x, y, n, &g, loss, right) < 0)
+    return -1;
+  sm_apply(m, &g, n);
   return 0;
 }
 
@@ -283,81 +128,28 @@ parse_args(int argc, char **argv, struct config *c)
   return -1;
 }
 
-/* The directory of the dataset: c->dir (made if need be), or a new one
-   under $TMPDIR, which *made says to remove.  0, or -1 having said why. */
-static int
-place(const struct config *c, char *dir, int *made, char *x, char *y)
-{
-  const char *tmp = getenv("TMPDIR");
-
-  *made = 0;
-  if (c->dir != NULL) {
-    snprintf(dir, PATH_MAX, "%s", c->dir);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-      fprintf(stderr, "train_linear: %s: %s\n", dir, strerror(errno));
-      return -1;
-    }
-  } else {
-    snprintf(dir, PATH_MAX, "%s/train_linear.XXXXXX",
-             tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
-    if (mkdtemp(dir) == NULL) {
-      fprintf(stderr, "train_linear: %s: %s\n", dir, strerror(errno));
-      return -1;
-    }
-    *made = 1;
-  }
-  if (snprintf(x, PATH_MAX, "%s/X.npy", dir) >= PATH_MAX ||
-      snprintf(y, PATH_MAX, "%s/y.npy", dir) >= PATH_MAX) {
-    fprintf(stderr, "train_linear: %s: the path is too long\n", dir);
-    return -1;
-  }
-  return 0;
-}
-
 int
 main(int argc, char **argv)
 {
   struct config c = {SAMPLES, FL_SHARE_FILE_DESCRIPTOR, NULL};
-  char dir[PATH_MAX] = "", x[PATH_MAX] = "", y[PATH_MAX] = "";
-  const char *paths[2] = {x, y};
   struct model m = {{{0}}, {0}};
-  fl_dataset ds;
+  struct sm_data d;
   fl_loader *l = NULL;
   fl_options opt;
   fl_stats st = {0};
   double loss = 0, accuracy;
-  int e, made = 0, opened = 0, status = 1;
+  int e, status = 1;
 
   if (parse_args(argc, argv, &c) < 0)
     return 2;
-  if (place(&c, dir, &made, x, y) < 0 || write_dataset(x, y, c.samples) < 0)
+  if (sm_data_open(&d, "train_linear", c.dir, c.samples) < 0)
     goto out;
   printf("data: %zu samples of %d features in %d classes: X.npy '<f4' of "
          "shape (%zu, %d), y.npy '<i8' of shape (%zu,)\n", c.samples, D, K,
          c.samples, D, c.samples);
-  if (fl_dataset_npy_zip(&ds, paths, 2) < 0) {
-    /* There is no dataset: fl_loader_error(NULL) says why. */
-    fprintf(stderr, "train_linear: %s\n", fl_loader_error(NULL));
-    goto out;
-  }
-  opened = 1;
-  /* Rows of D floats and one label each, whatever the files say: step()
-     reads them so. */
-  if (ds.field_bytes[0] != sizeof(float) * D ||
-      ds.field_bytes[1] != sizeof(int64_t)) {
-    fprintf(stderr, "train_linear: %s: fields of %zu and %zu bytes, not "
-            "%zu and %zu\n", dir, ds.field_bytes[0], ds.field_bytes[1],
-            sizeof(float) * D, sizeof(int64_t));
-    goto out;
-  }
-  fl_options_init(&opt);
-  opt.batch_size = BATCH;
-  opt.shuffle = 1;
-  opt.seed = SEED;
-  opt.num_workers = 2;
-  opt.persistent_workers = 1;
+  sm_options(&opt, BATCH);
   opt.sharing = c.sharing;
-  if (fl_loader_create(&l, &ds, &opt) < 0) {
+  if (fl_loader_create(&l, &d.ds, &opt) < 0) {
     fprintf(stderr, "train_linear: %s\n", fl_loader_error(NULL));
     goto out;
   }
@@ -374,12 +166,6 @@ main(int argc, char **argv)
          LOSS_BOUND, status ? "the model did not learn" : "ok");
 out:
   fl_loader_destroy(l);
-  if (opened)
-    fl_dataset_close(&ds);
-  if (made) {
-    unlink(x);
-    unlink(y);
-    rmdir(dir);
-  }
+  sm_data_close(&d);
   return status;
 }

@@ -5,7 +5,8 @@
 # a falling loss, the waiting time and the line stating the final loss is
 # below its bound; it leaves no /dev/shm name of its pid and removes its
 # temporary files.  A second run, given a directory, keeps both files,
-# with valid .npy headers.
+# with valid .npy headers.  Built from the files the README's `cc` line
+# names, it prints the README's losses.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
@@ -17,10 +18,10 @@ trap 'exit 1' HUP INT TERM
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
 
-echo "1..7"
+echo "1..8"
 
 if [ ! -x "$bin" ]; then
-  for i in 1 2 3 4 5 6 7; do
+  for i in 1 2 3 4 5 6 7 8; do
     skip "train_linear case $i" "$bin is not built"
   done
   exit 0
@@ -93,5 +94,32 @@ x=$tmp/data/X.npy y=$tmp/data/y.npy
   [ "$(wc -c <"$y")" = $((128 + 100 * 8)) ]
 report "given a directory, it keeps X.npy (100, 16) and y.npy (100,) there" \
   $?
+
+# The README builds it with `cc FILES $(pkg-config ...) -lm -o
+# train_linear`: FILES from examples/, linked here with the static
+# library, must build a program that prints the README's lines but the
+# time it waited.
+readme=$top_srcdir/README.md
+files=$(sed -n 's/^    \$ cc \(.*\) \$(pkg-config .* -o train_linear$/\1/p' \
+  "$readme")
+src=
+for f in $files; do
+  src="$src $top_srcdir/examples/$f"
+done
+sed -n '/^    \$ \.\/train_linear$/,/^$/p' "$readme" |
+  sed -e '1d' -e '$d' -e 's/^    //' | grep -v '^waited ' >"$tmp/want"
+: >"$tmp/out"
+# shellcheck disable=SC2086 # $src and $CFLAGS are lists of words
+[ -n "$files" ] && [ -s "$tmp/want" ] &&
+  ${CC:-cc} $CFLAGS $LDFLAGS -std=gnu11 -I"$top_srcdir/lib" \
+    -I"$top_builddir/lib" -o "$tmp/readme_linear" $src \
+    "$top_builddir/.libs/libforkload.a" $(pkg-config --libs libuv) -lrt \
+    -lpthread -lm >"$tmp/err" 2>&1 &&
+  TMPDIR=$tmp/t $limit "$tmp/readme_linear" >"$tmp/all" 2>"$tmp/err" &&
+  grep -v '^waited ' "$tmp/all" >"$tmp/out" && cmp -s "$tmp/want" "$tmp/out"
+rc=$?
+report "built from the README's cc line ($files), it prints the README's losses" \
+  $rc "expected:
+$(cat "$tmp/want")"
 
 exit $failed

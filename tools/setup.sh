@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs, on Debian or Ubuntu, whatever building forkload and running
-# make check need and the machine lacks; with --fuzz, also what make fuzz
+# make check need and the machine lacks (Open MPI included, for
+# examples/train_ddp and its test); with --fuzz, also what make fuzz
 # needs.  Does nothing when all of it is there.
 set -e
 usage() {
@@ -23,7 +24,7 @@ update() {
   updated=1
 }
 pkgs="gcc make autoconf automake libtool pkg-config libuv1-dev libcmocka-dev
-mandoc"
+mandoc libopenmpi-dev openmpi-bin"
 # make fuzz (CI) needs clang and libFuzzer's runtime: its own package in
 # Debian 12, which clang only recommends; older releases ship it in clang.
 # A fresh machine may have no package lists yet to tell which it is.
