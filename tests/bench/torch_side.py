@@ -5,9 +5,10 @@ tests/bench/bench.c runs this script as a subprocess, once per measurement:
     /usr/bin/python3 tests/bench/torch_side.py WORKLOAD [CONFIG] [--smoke]
 
 WORKLOAD is one of overhead, bandwidth, tutorial (CONFIG w0, w4, w4p or
-w4b), hol (CONFIG in or out), startup and npydir (CONFIG: a directory of
-.npy files, one sample each, read with np.load in every worker: the seed's
-case).  Each workload mirrors the C side
+w4b), hol (CONFIG in or out), startup, npydir (CONFIG: a directory of .npy
+files, one sample each, read with np.load in every worker: the seed's case)
+and resume (CONFIG: that directory; --position N: the batch to resume at,
+reached by restarting and skipping).  Each workload mirrors the C side
 exactly: same sample count and size, batch size, workers, prefetch factor,
 persistence and per-sample delay.  The consumer reads the first value of
 every sample into a checksum, which is checked against its known value so
@@ -34,6 +35,7 @@ from torch.utils.data._utils import fetch
 SAMPLE_3x224 = 3 * 224 * 224 * 4  # bytes in one bandwidth sample
 LATENCY_SPIN_S = 300e-6  # busy-wait before each timed next() call
 LATENCY_SKIP = 10  # next() calls left out at the start of that epoch
+RESUMES = 5  # restarts per run of resume, as on the C side
 
 
 class BenchError(Exception):
@@ -343,6 +345,35 @@ def bench_npydir(smoke, config):
     return {"workload": "npydir", "samples_per_s": round(samples / seconds, 1)}
 
 
+def bench_resume(smoke, config, position=0):
+    """Restart and skip: the first batch at a position of the epoch.
+
+    Without a loader state, a restarted PyTorch run gets back to batch
+    `position` by making a new DataLoader and iterating the epoch up to it,
+    its workers loading every batch it discards.  Timed from the
+    DataLoader's construction (the dataset object exists, as on the C side)
+    to holding that batch; the median of RESUMES restarts.
+    """
+    if config is None:
+        raise ValueError("needs the directory as its config argument")
+    dataset = NpyFilesDataset(config)
+    first = position * 64
+    times = []
+    for _ in range(RESUMES):
+        start = time.perf_counter()
+        loader = make_loader(dataset, 64, 2, persistent=True)
+        it = iter(loader)
+        for _ in range(position):
+            next(it)
+        batch = next(it)
+        times.append((time.perf_counter() - start) * 1e3)
+        check("first batch", first_values(batch).sum().item(),
+              float(sum(range(first, first + batch.shape[0]))))
+        del batch, it, loader
+    return {"workload": "resume", "position": position,
+            "ms_to_batch": round(percentile(times, 50), 3)}
+
+
 WORKLOADS = {
     "overhead": bench_overhead,
     "bandwidth": bench_bandwidth,
@@ -350,6 +381,7 @@ WORKLOADS = {
     "hol": bench_hol,
     "startup": bench_startup,
     "npydir": bench_npydir,
+    "resume": bench_resume,
 }
 
 
@@ -369,7 +401,9 @@ def parse_args(argv):
     parser.add_argument("workload", choices=sorted(WORKLOADS))
     parser.add_argument("config", nargs="?", default=None,
                         help="tutorial: w0, w4, w4p, w4b; hol: in, out; "
-                        "npydir: the directory")
+                        "npydir, resume: the directory")
+    parser.add_argument("--position", type=int, default=None,
+                        help="resume: the batch to resume at")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes, only to check that it runs")
     return parser.parse_args(argv)
@@ -383,9 +417,15 @@ def main(argv):
     try:
         if args.config is not None and args.workload not in ("tutorial",
                                                              "hol",
-                                                             "npydir"):
+                                                             "npydir",
+                                                             "resume"):
             raise ValueError("takes no config argument")
-        result = WORKLOADS[args.workload](args.smoke, args.config)
+        options = {}
+        if args.position is not None:
+            if args.workload != "resume":
+                raise ValueError("takes no --position")
+            options["position"] = args.position
+        result = WORKLOADS[args.workload](args.smoke, args.config, **options)
     except Exception as exc:  # noqa: BLE001 - any failure is reported
         print("torch_side.py %s: %s: %s"
               % (args.workload, type(exc).__name__, exc), file=sys.stderr)
