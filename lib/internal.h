@@ -277,6 +277,7 @@ struct fl__place {
   uint64_t *pos;      /* iterable: each worker's stream position */
   unsigned w_next;    /* iterable: the worker whose batch comes next */
   unsigned world, rank, nworkers; /* of the loader that saved it */
+  unsigned flags;     /* state.c's: in order, iterable, shuffle */
 };
 
 struct fl__resume {

@@ -124,11 +124,14 @@ take_place(const fl_loader *l, struct fl__place *p)
 
   npos = l->opt.num_workers ? l->opt.num_workers : 1;
   memset(p, 0, sizeof(*p));
+  p->flags = (l->opt.in_order ? STATE_IN_ORDER : 0) |
+             (l->iterable ? STATE_ITERABLE : 0) |
+             (l->opt.shuffle ? STATE_SHUFFLE : 0);
   p->world = l->opt.world_size;
   p->rank = l->opt.rank;
   p->nworkers = l->opt.num_workers;
   if (l->resume.armed) {
-    /* Loaded and not begun yet: the same state again. */
+    /* Loaded and not begun yet: the same state again, flags and all. */
     *p = l->resume.place;
     p->todo = dup_u64(l->resume.place.todo, p->ntodo);
     p->pos = l->iterable ? dup_u64(l->resume.place.pos, npos) : NULL;
@@ -199,10 +202,7 @@ fl_loader_state_save(const fl_loader *l, void *buf, size_t cap)
   memset(o, 0, need);
   put(o, STATE_MAGIC, 4);
   put(o + 4, STATE_VERSION, 2);
-  put(o + 6, (l->opt.in_order ? STATE_IN_ORDER : 0) |
-                 (l->iterable ? STATE_ITERABLE : 0) |
-                 (l->opt.shuffle ? STATE_SHUFFLE : 0),
-      2);
+  put(o + 6, p.flags, 2);
   put(o + 8, need, 4);
   put(o + 16, p.epoch, 8);
   put(o + 24, l->iterable ? 0 : l->ds.len, 8);
@@ -331,6 +331,7 @@ read_place(fl_loader *l, const unsigned char *in, size_t len,
   size_t i, at = STATE_HEAD, npos;
 
   memset(p, 0, sizeof(*p));
+  p->flags = (unsigned)get(in + 6, 2);
   p->epoch = get(in + 16, 8);
   p->world = (unsigned)get(in + 64, 4);
   p->rank = (unsigned)get(in + 68, 4);
@@ -340,9 +341,12 @@ read_place(fl_loader *l, const unsigned char *in, size_t len,
   p->next = get(in + 96, 8);
   p->ntodo = (size_t)get(in + 104, 4);
   p->w_next = (unsigned)get(in + 108, 4);
-  npos = (get(in + 6, 2) & STATE_ITERABLE) ? (p->nworkers ? p->nworkers : 1)
-                                           : 0;
+  npos = (p->flags & STATE_ITERABLE) ? (p->nworkers ? p->nworkers : 1) : 0;
+  /* In order, every batch from the first not handed out on is due: such
+     a state lists none and asks for nothing beyond it. */
   if (p->world == 0 || p->rank >= p->world || p->first > p->next ||
+      ((p->flags & STATE_IN_ORDER) &&
+       (p->ntodo > 0 || p->next != p->first)) ||
       (npos > 0 && p->nworkers > 0 && p->w_next >= p->nworkers) ||
       len != STATE_HEAD + 8 * (p->ntodo + npos) + 8)
     return corrupt(l, "its fields do not hold together");
@@ -398,9 +402,9 @@ fl_loader_state_load(fl_loader *l, const void *buf, size_t len)
     return corrupt(l, "buf is NULL");
   if ((rc = check_frame(l, in, len)) != 0)
     return rc;
-  flags = (unsigned)get(in + 6, 2);
   if ((rc = read_place(l, in, len, &p)) != 0)
     return rc;
+  flags = p.flags;
   if ((rc = check_match(l, in, &p, flags)) != 0) {
     free(p.todo);
     free(p.pos);

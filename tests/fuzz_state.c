@@ -7,9 +7,7 @@
  * state that is accepted must resume: its epoch delivers only batches that
  * are whole and in their place (in order, the rest of the epoch from where
  * it starts; as they arrive, no batch twice), within the epoch's length,
- * and the loader can then save a state that it loads again.  Two bugs it
- * found in lib/state.c pass for now (bug_listed_in_order,
- * bug_saved_as_arrival).
+ * and the loader can then save a state that it loads again.
  *
  * The input's first byte is a mode, the rest the blob.  Random bytes
  * almost never carry the right size and FNV-1a checksum, so with bit 0 of
@@ -156,43 +154,6 @@ refused(fl_loader *l, int rc)
     abort();
 }
 
-/* n little-endian bytes of an accepted blob at off. */
-static uint64_t
-field(const unsigned char *blob, size_t off, int n)
-{
-  uint64_t v = 0;
-
-  while (n-- > 0)
-    v = v << 8 | blob[off + (size_t)n];
-  return v;
-}
-
-/*
- * Two bugs of lib/state.c that this fuzzer found, let pass until state.c
- * refuses such states (then remove both and their uses).
- *
- * 1. A state flagged in order that lists batches not handed out (only a
- *    state saved as they arrive has such a list) is accepted: an in-order
- *    loader then hands out the listed batches and skips those between
- *    them, or with workers waits for ever for them.
- */
-static int
-bug_listed_in_order(int i, const unsigned char *blob)
-{
-  return i == ORDERED && (field(blob, 6, 2) & 1) && field(blob, 104, 4) > 0;
-}
-
-/*
- * 2. A state loaded and not begun yet is saved with the loader's in_order
- *    but its own world size and rank: an in_order 0 loader that took an
- *    in-order state of another world size writes one that it refuses.
- */
-static int
-bug_saved_as_arrival(int i, const unsigned char *blob)
-{
-  return i == ARRIVAL && (field(blob, 6, 2) & 1) && field(blob, 64, 4) != 1;
-}
-
 /* The loader can save a state; with reload, that state loads again. */
 static void
 save_state(fl_loader *l, int reload)
@@ -304,7 +265,7 @@ try_state(int i, const unsigned char *blob, size_t len)
     return;
   }
   /* Loaded, not begun: the same place again. */
-  save_state(l, !bug_saved_as_arrival(i, blob));
+  save_state(l, 1);
   l->err[0] = '\0';
   rc = fl_loader_begin(l);
   if (rc != 0) {
@@ -312,7 +273,7 @@ try_state(int i, const unsigned char *blob, size_t len)
     remake(i);
     return;
   }
-  drain(i, i == ORDERED && !bug_listed_in_order(i, blob));
+  drain(i, i == ORDERED);
   save_state(loaders[i], 1);
 }
 
