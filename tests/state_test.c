@@ -107,6 +107,56 @@ same_batches(const struct got *a, const struct got *b, size_t n)
 }
 
 /*
+ * A run stopped as a job is: c's loader made, epoch begun, k batches
+ * handed out into part (from part->n on), its state saved, the loader gone.
+ */
+static unsigned char *
+stop_after(flt_case *c, uint64_t epoch, size_t k, struct run *part,
+           size_t *len)
+{
+  unsigned char *buf;
+  fl_batch *b;
+
+  flt_case_create(c);
+  assert_int_equal(fl_loader_set_epoch(c->l, epoch), 0);
+  assert_int_equal(fl_loader_begin(c->l), 0);
+  for (k += part->n; part->n < k;) {
+    assert_int_equal(fl_loader_next(c->l, &b), 1);
+    take(part, b, 32);
+    fl_batch_release(b);
+  }
+  buf = save(c->l, len);
+  fl_loader_destroy(c->l);
+  c->l = NULL;
+  return buf;
+}
+
+/* The same, as they arrive with 3 workers, sample 5 holding its batch
+   back so that later ones pass it: some batches left are not the last. */
+static unsigned char *
+stop_overtaken(flt_case *c, uint64_t epoch, size_t k, struct run *part,
+               size_t *len)
+{
+  flt_case_init(c, LEN, 32);
+  options(c, 3, 0);
+  c->d.slow_index = 5;
+  c->d.slow_us = 300000;
+  return stop_after(c, epoch, k, part, len);
+}
+
+/* The indices of r's batches, in order, into out: how many. */
+static size_t
+indices_of(const struct run *r, size_t *out)
+{
+  size_t i, j, n = 0;
+
+  for (i = 0; i < r->n; i++)
+    for (j = 0; j < r->b[i].n; j++)
+      out[n++] = r->b[i].idx[j];
+  return n;
+}
+
+/*
  * In order: stopped after k batches of epoch 1 (with more prefetched),
  * resumed by a loader with another num_workers (3, or 0), the rest of
  * epoch 1 and all of epoch 2 are what an uninterrupted run delivers,
@@ -121,7 +171,6 @@ in_order_resume_delivers_exactly_the_rest_of_the_run(void **state)
   unsigned char *buf;
   size_t s, k, len, e;
   flt_case c;
-  fl_batch *b;
 
   (void)state;
   flt_case_init(&c, LEN, 32);
@@ -137,16 +186,8 @@ in_order_resume_delivers_exactly_the_rest_of_the_run(void **state)
   for (s = 0; s < sizeof(stops) / sizeof(stops[0]); s++) {
     k = stops[s];
     c.opt.num_workers = 2;
-    flt_case_create(&c);
-    assert_int_equal(fl_loader_set_epoch(c.l, 1), 0);
-    assert_int_equal(fl_loader_begin(c.l), 0);
-    for (part.n = 0; part.n < k;) {
-      assert_int_equal(fl_loader_next(c.l, &b), 1);
-      take(&part, b, 32);
-      fl_batch_release(b);
-    }
-    buf = save(c.l, &len);
-    fl_loader_destroy(c.l);
+    part.n = 0;
+    buf = stop_after(&c, 1, k, &part, &len);
     /* Another process would do this: a new loader, another worker count
        (none, every other time). */
     c.opt.num_workers = s % 2 ? 0 : 3;
@@ -188,26 +229,11 @@ arrival_resume_delivers_each_batch_left_exactly_once(void **state)
   unsigned char *buf;
   size_t len, i;
   flt_case c;
-  fl_batch *b;
 
   (void)state;
-  flt_case_init(&c, LEN, 32);
-  options(&c, 3, 0);
-  /* Sample 5 holds its batch back: later ones pass it. */
-  c.d.slow_index = 5;
-  c.d.slow_us = 300000;
-  flt_case_create(&c);
-  assert_int_equal(fl_loader_set_epoch(c.l, 3), 0);
-  assert_int_equal(fl_loader_begin(c.l), 0);
-  for (i = 0; i < 12; i++) {
-    assert_int_equal(fl_loader_next(c.l, &b), 1);
-    take(&part, b, 32);
-    fl_batch_release(b);
-  }
-  buf = save(c.l, &len);
+  buf = stop_overtaken(&c, 3, 12, &part, &len);
   /* At most the window (prefetch 3 x 3 workers) of batches listed. */
   assert_true(len <= 112 + 8 * 9 + 8);
-  fl_loader_destroy(c.l);
   c.opt.num_workers = 2;
   flt_case_create(&c);
   assert_int_equal(fl_loader_state_load(c.l, buf, len), 0);
@@ -227,14 +253,17 @@ arrival_resume_delivers_each_batch_left_exactly_once(void **state)
   flt_case_end(&c);
 }
 
-/* Epoch e of rank r of w, from a state or from its start: the indices. */
+/*
+ * Rank r of w's indices of one epoch: the one the state in buf resumes, or
+ * `epoch` from its start; with after, those of the epoch after it.
+ */
 static size_t
 rank_indices(flt_case *c, unsigned w, unsigned r, fl_shard_mode mode,
              const unsigned char *buf, size_t len, uint64_t epoch,
-             size_t *out)
+             int after, size_t *out)
 {
   static struct run got;
-  size_t i, j, n = 0;
+  size_t n;
 
   c->opt.world_size = w;
   c->opt.rank = r;
@@ -248,37 +277,13 @@ rank_indices(flt_case *c, unsigned w, unsigned r, fl_shard_mode mode,
   assert_int_equal(fl_loader_epoch(c->l), epoch);
   got.n = 0;
   drain_into(c->l, &got);
-  for (i = 0; i < got.n; i++)
-    for (j = 0; j < got.b[i].n; j++)
-      out[n++] = got.b[i].idx[j];
-  fl_loader_destroy(c->l);
-  c->l = NULL;
-  return n;
-}
-
-/* Resumed from buf, the epoch after the resumed one: its indices. */
-static size_t
-next_epoch_of(flt_case *c, unsigned w, fl_shard_mode mode,
-              const unsigned char *buf, size_t len, size_t *out)
-{
-  static struct run got;
-  size_t i, j, n = 0;
-
-  c->opt.world_size = w;
-  c->opt.rank = 0;
-  c->opt.shard_mode = mode;
-  flt_case_create(c);
-  assert_int_equal(fl_loader_state_load(c->l, buf, len), 0);
-  assert_int_equal(fl_loader_begin(c->l), 0);
-  got.n = 0;
-  drain_into(c->l, &got);
-  assert_int_equal(fl_loader_begin(c->l), 0);
-  assert_int_equal(fl_loader_epoch(c->l), 2);
-  got.n = 0;
-  drain_into(c->l, &got);
-  for (i = 0; i < got.n; i++)
-    for (j = 0; j < got.b[i].n; j++)
-      out[n++] = got.b[i].idx[j];
+  if (after) {
+    assert_int_equal(fl_loader_begin(c->l), 0);
+    assert_int_equal(fl_loader_epoch(c->l), epoch + 1);
+    got.n = 0;
+    drain_into(c->l, &got);
+  }
+  n = indices_of(&got, out);
   fl_loader_destroy(c->l);
   c->l = NULL;
   return n;
@@ -297,11 +302,10 @@ another_world_size_splits_what_was_left_among_its_ranks(void **state)
   static const unsigned worlds[] = {1, 3, 8};
   static const fl_shard_mode modes[] = {FL_SHARD_PAD, FL_SHARD_UNEVEN};
   static size_t idx[4 * LEN];
-  unsigned char *buf = NULL, seen[LEN];
+  unsigned char *buf = NULL, *rbuf[2], seen[LEN];
   size_t len = 0, n, i, extra, m, w, r;
   static struct run part;
   flt_case c;
-  fl_batch *b;
 
   (void)state;
   for (m = 0; m < 2; m++) {
@@ -315,25 +319,16 @@ another_world_size_splits_what_was_left_among_its_ranks(void **state)
         c.opt.world_size = 2;
         c.opt.rank = (unsigned)r;
         c.opt.shard_mode = modes[m];
-        flt_case_create(&c);
-        assert_int_equal(fl_loader_set_epoch(c.l, 1), 0);
-        assert_int_equal(fl_loader_begin(c.l), 0);
-        for (part.n = 0; part.n < 5;) {
-          assert_int_equal(fl_loader_next(c.l, &b), 1);
-          take(&part, b, 32);
-          fl_batch_release(b);
-        }
-        for (i = 0; i < part.n * BS; i++)
-          idx[n++] = part.b[i / BS].idx[i % BS];
-        if (r == 0)
-          buf = save(c.l, &len);
-        fl_loader_destroy(c.l);
-        c.l = NULL;
+        part.n = 0;
+        rbuf[r] = stop_after(&c, 1, 5, &part, &len);
+        n += indices_of(&part, idx + n);
       }
+      buf = rbuf[0];
+      free(rbuf[1]);
       /* Every rank of the new world loads rank 0's state. */
       for (r = 0; r < worlds[w]; r++)
         n += rank_indices(&c, worlds[w], (unsigned)r, modes[m], buf, len, 1,
-                          idx + n);
+                          0, idx + n);
       for (i = 0; i < n; i++) {
         if (seen[idx[i]])
           extra++;
@@ -348,15 +343,11 @@ another_world_size_splits_what_was_left_among_its_ranks(void **state)
       else
         assert_true(extra < 2 + worlds[w]);
       /* The epoch after is the new world's own, from its start. */
-      n = rank_indices(&c, worlds[w], 0, modes[m], buf, len, 1, idx);
+      n = rank_indices(&c, worlds[w], 0, modes[m], buf, len, 1, 1, idx);
       assert_int_equal(rank_indices(&c, worlds[w], 0, modes[m], NULL, 0, 2,
-                                    idx + n),
-                       next_epoch_of(&c, worlds[w], modes[m], buf, len,
-                                     idx + 2 * LEN));
-      assert_memory_equal(idx + n, idx + 2 * LEN,
-                          rank_indices(&c, worlds[w], 0, modes[m], NULL, 0,
-                                       2, idx + n) *
-                              sizeof(size_t));
+                                    0, idx + n),
+                       n);
+      assert_memory_equal(idx, idx + n, n * sizeof(size_t));
       free(buf);
       flt_case_end(&c);
     }
@@ -467,21 +458,15 @@ states_that_do_not_fit_are_refused_with_the_field_and_both_values(void **s)
 static void
 a_loaded_state_is_the_next_begins_unless_another_epoch_is_set(void **state)
 {
-  static struct run rest;
+  static struct run part, rest;
   unsigned char *buf, *again;
   size_t len, len2;
   flt_case c;
-  fl_batch *b;
 
   (void)state;
   flt_case_init(&c, LEN, 32);
   options(&c, 2, 1);
-  flt_case_create(&c);
-  assert_int_equal(fl_loader_begin(c.l), 0);
-  assert_int_equal(fl_loader_next(c.l, &b), 1);
-  fl_batch_release(b);
-  buf = save(c.l, &len);
-  fl_loader_destroy(c.l);
+  buf = stop_after(&c, 0, 1, &part, &len);
   flt_case_create(&c);
   assert_int_equal(fl_loader_state_load(c.l, buf, len), 0);
   again = save(c.l, &len2);
@@ -527,23 +512,9 @@ flags_and_lists_of_a_state_hold_together(void **state)
   unsigned char *buf, *again;
   size_t len, len2;
   flt_case c;
-  fl_batch *b;
 
   (void)state;
-  flt_case_init(&c, LEN, 32);
-  options(&c, 3, 0);
-  c.d.slow_index = 5;
-  c.d.slow_us = 300000;
-  flt_case_create(&c);
-  assert_int_equal(fl_loader_begin(c.l), 0);
-  for (part.n = 0; part.n < 8;) {
-    assert_int_equal(fl_loader_next(c.l, &b), 1);
-    take(&part, b, 32);
-    fl_batch_release(b);
-  }
-  buf = save(c.l, &len);
-  fl_loader_destroy(c.l);
-  c.l = NULL;
+  buf = stop_overtaken(&c, 0, 8, &part, &len);
   c.d.slow_index = -1;
   assert_true(len > 120); /* batch 1 is not handed out yet: listed */
   buf[6] |= 1;            /* flagged in order */
@@ -553,12 +524,8 @@ flags_and_lists_of_a_state_hold_together(void **state)
   free(buf);
   /* An in-order state of rank 0 of 2, into an in_order 0 loader. */
   c.opt.world_size = 2;
-  flt_case_create(&c);
-  assert_int_equal(fl_loader_begin(c.l), 0);
-  assert_int_equal(fl_loader_next(c.l, &b), 1);
-  fl_batch_release(b);
-  buf = save(c.l, &len);
-  fl_loader_destroy(c.l);
+  part.n = 0;
+  buf = stop_after(&c, 0, 1, &part, &len);
   c.opt.world_size = 1;
   c.opt.in_order = 0;
   flt_case_create(&c);
