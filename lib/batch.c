@@ -53,33 +53,67 @@ fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out)
   return 0;
 }
 
+/* Let go of the parent's side of b's segment; the slot stays. */
 void
-fl__slot_drop(fl_loader *l, fl_batch *b)
+fl__slot_unmap(fl_loader *l, fl_batch *b)
+{
+  if (b->seg.base == NULL)
+    return;
+  fl__stats_segments(l, -1, -(long)b->seg.size, b->seg.fd >= 0 ? -1 : 0);
+  if (!l->foreign)
+    fl__slot_unpin(l, b);
+  fl__fdtrack_lock();
+  if (b->seg.fd >= 0)
+    fl__fdtrack_del(b->seg.fd);
+  fl__segment_close(&b->seg);
+  fl__fdtrack_unlock();
+  b->mapped_by = 0;
+}
+
+/*
+ * A segment we never received: a worker may have made its name before it
+ * died or the epoch was cut.  A name of that serial made by another user
+ * stays theirs.
+ */
+void
+fl__slot_unname(fl_loader *l, fl_batch *b)
 {
   char name[64];
 
-  if (b->state == FL__SLOT_REFETCH)
-    l->nrefetch--;
-  if (b->seg.base != NULL) {
-    fl__stats_segments(l, -1, -(long)b->seg.size, b->seg.fd >= 0 ? -1 : 0);
-    if (!l->foreign)
-      fl__slot_unpin(l, b);
-    fl__fdtrack_lock();
-    if (b->seg.fd >= 0)
-      fl__fdtrack_del(b->seg.fd);
-    fl__segment_close(&b->seg);
-    fl__fdtrack_unlock();
-  } else if ((l->opt.sharing == FL_SHARE_FILE_SYSTEM ||
-              l->opt.fd_in_dev_shm) &&
-             b->serial != 0 && !l->foreign) {
-    /* A worker may have made it before it died or the epoch was cut; a
-       name of that serial made by another user stays theirs. */
+  if ((l->opt.sharing == FL_SHARE_FILE_SYSTEM || l->opt.fd_in_dev_shm) &&
+      b->seg.base == NULL && b->serial != 0 && !l->foreign) {
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
     fl__segment_unlink_own(name);
   }
+}
+
+void
+fl__slot_drop(fl_loader *l, fl_batch *b)
+{
+
+  if (b->state == FL__SLOT_REFETCH)
+    l->nrefetch--;
+  if (b->seg.base != NULL)
+    fl__slot_unmap(l, b);
+  else
+    fl__slot_unname(l, b);
   l->slots[b->slot] = NULL;
   l->spare[l->nspare++] = b->slot;
   free(b);
+}
+
+void
+fl__slot_park(fl_loader *l, fl_batch *b)
+{
+  b->state = FL__SLOT_FREE;
+  if (b->seg.base == NULL || b->seg.fd < 0 || !l->opt.reuse_segments ||
+      l->foreign) {
+    fl__slot_drop(l, b);
+    return;
+  }
+  b->gen = 0;
+  b->next_free = l->pool;
+  l->pool = b;
 }
 
 /* The slot is done with: refill it later, or let it go. */
@@ -102,7 +136,7 @@ fl__slot_recycle(fl_loader *l, fl_batch *b)
   }
   w = &l->workers[b->worker];
   if (w->pid == 0 || w->gen != b->gen) {
-    fl__slot_drop(l, b); /* the process that could refill it is gone */
+    fl__slot_park(l, b); /* the process that could refill it is gone */
     return;
   }
   /* Its fd stays: it lends the segment to another worker (dispatch.c). */

@@ -123,10 +123,13 @@ take_free(fl__worker *o, unsigned w, enum take how)
 /*
  * A released segment for worker w to refill: its own, or one idle at
  * another worker that w has mapped before, or, under the fd strategy, one
- * lent to w now with its fd.  Lending keeps the segments at the prefetch
- * window plus the batches held (with strict round-robin, each worker would
- * otherwise keep one idle), and a worker keeps what it once mapped, so
- * after the first epoch segments change hands with no grant and no fault.
+ * lent to w now with its fd: idle at another worker, or in the loader's
+ * pool, left by workers that are gone (an epoch's workers, a dead one), so
+ * that new processes take no new segment.  Lending keeps the segments at
+ * the prefetch window plus the batches held (with strict round-robin, each
+ * worker would otherwise keep one idle), and a worker keeps what it once
+ * mapped, so after the first epoch segments change hands with no grant
+ * and no fault.  A segment w does not map is lent, whoever held it.
  */
 static fl_batch *
 reuse_for(fl_loader *l, fl__worker *w, uint32_t *flags)
@@ -136,14 +139,15 @@ reuse_for(fl_loader *l, fl__worker *w, uint32_t *flags)
 
   for (i = 1; b == NULL && i < n; i++)
     b = take_free(&l->workers[(w->id + i) % n], w->id, TAKE_MAPPED);
-  for (i = 1; b == NULL && i < n; i++) {
-    if ((b = take_free(&l->workers[(w->id + i) % n], w->id, TAKE_LENDABLE)))
-      b->lent = 1;
-  }
+  for (i = 1; b == NULL && i < n; i++)
+    b = take_free(&l->workers[(w->id + i) % n], w->id, TAKE_LENDABLE);
+  if (b == NULL && (b = l->pool) != NULL)
+    l->pool = b->next_free;
   if (b == NULL)
     return NULL;
   b->worker = w->id;
   b->gen = w->gen;
+  b->lent = !maps(b, w->id);
   *flags = b->lent ? FL__TASK_GRANTED : 0;
   return b;
 }
@@ -226,9 +230,33 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
                              w->id, fl_strerror(rc));
   }
   t.serial = b->serial;
+  t.attempt = b->tries;
   b->state = FL__SLOT_TASKED;
   b->seq = seq;
+  b->sent_order = ++l->sent_count;
   return send_task(l, w, &t);
+}
+
+int
+fl__dispatch_resend(fl_loader *l, fl__worker *w, fl_batch *b)
+{
+  uint32_t flags;
+
+  b->worker = w->id;
+  b->gen = w->gen;
+  b->tries++;
+  if (b->seg.base != NULL && b->seg.fd >= 0 && l->opt.reuse_segments) {
+    b->lent = 1;
+    flags = FL__TASK_GRANTED;
+  } else {
+    /* Nothing to grant (the file-system strategy keeps no fd): the new
+       process makes the segment anew, and the name the dead one may have
+       made goes. */
+    fl__slot_unmap(l, b);
+    fl__slot_unname(l, b);
+    flags = fresh_flags(l, b);
+  }
+  return send_fill(l, w, b, b->seq, flags);
 }
 
 /*
@@ -265,8 +293,10 @@ fl__dispatch_fill(fl_loader *l)
     if (w == NULL)
       break;
     rc = slot_for(l, w, &b, &flags);
-    if (rc == 0)
+    if (rc == 0) {
+      b->tries = b->kills = 0;
       rc = send_fill(l, w, b, fl__dispatch_seq(l, 1), flags);
+    }
     if (rc != 0)
       return rc;
     w->assigned++;
@@ -313,6 +343,8 @@ fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only)
       flags = fresh_flags(l, b);
     }
     l->nrefetch--;
+    into->tries = b->tries + 1;
+    into->kills = b->kills;
     if (into != b && b->orphaned) {
       b->state = FL__SLOT_FREE;
       b->next_free = w->free;
@@ -329,18 +361,6 @@ fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only)
   return n;
 }
 
-/* Close the parent's side of b's segment; its worker still maps it. */
-static void
-let_go(fl_loader *l, fl_batch *b)
-{
-  fl__stats_segments(l, -1, -(long)b->seg.size, -1);
-  fl__slot_unpin(l, b);
-  fl__fdtrack_lock();
-  fl__fdtrack_del(b->seg.fd);
-  fl__segment_close(&b->seg);
-  fl__fdtrack_unlock();
-  b->orphaned = 1;
-}
 
 /*
  * The consumer holds nothing, and the batch due (lost) cannot come in for
@@ -357,6 +377,11 @@ fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
   unsigned i;
   size_t s;
 
+  if ((b = l->pool) != NULL) {
+    l->pool = b->next_free;
+    fl__slot_drop(l, b);
+    return 1;
+  }
   for (i = 0; i < l->opt.num_workers; i++) {
     for (at = &l->workers[i].free; (b = *at) != NULL; at = &b->next_free) {
       if (b->seg.fd >= 0) {
@@ -375,7 +400,10 @@ fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
   }
   if (last == NULL || !fl__reorder_remove(&l->reorder, last))
     return 0;
-  let_go(l, last);
+  /* The parent's side goes; its batch is asked for again, into a segment
+     made anew. */
+  fl__slot_unmap(l, last);
+  last->orphaned = 1;
   last->status = FL_EMFILE;
   last->state = FL__SLOT_REFETCH;
   l->nrefetch++;

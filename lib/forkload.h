@@ -179,6 +179,18 @@ typedef struct fl_options {
   int (*pin)(void *addr, size_t len, void *arg);
   void (*unpin)(void *addr, size_t len, void *arg);
   void *pin_arg;
+  /* Since 0.4: a worker that dies is respawned, at most this many times
+     over the loader's life, and nothing is lost or repeated (default 0: a
+     dead worker is FL_EWORKER, as in PyTorch). */
+  unsigned max_worker_restarts;
+  /* Warnings as sentences (a restart, a segment left unpinned, names
+     swept), in the calling process; NULL: none. */
+  void (*log)(void *arg, const char *msg);
+  void *log_arg;
+  /* Fault injection for testing a trainer's error handling, e.g.
+     "kill=0.01,delay=0.1:50,seed=3" (see forkload(3)); NULL: the
+     FORKLOAD_FAULTS environment variable, if set.  Copied at create. */
+  const char *faults;
 } fl_options;
 
 typedef struct fl_stats {
@@ -190,6 +202,9 @@ typedef struct fl_stats {
   uint64_t batches_delivered;
   double wait_seconds; /* time fl_loader_next spent waiting for workers */
   size_t in_flight, in_flight_peak;       /* sent to workers, not handed out */
+  /* Since 0.4: */
+  uint64_t worker_restarts;  /* workers respawned */
+  uint64_t faults_injected;  /* faults the faults option made happen */
 } fl_stats;
 
 /* The library's version at run time: FL_VERSION_HEX and

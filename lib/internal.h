@@ -20,6 +20,8 @@
 
 #define FL__ERRMSG_MAX 1024
 
+typedef struct fl__worker fl__worker; /* loader.c's, below */
+
 /* randperm.c: torch's generator (MT19937, init_genrand) and randperm. */
 typedef struct fl__mt {
   uint32_t s[624];
@@ -72,6 +74,31 @@ int fl__sampler_shard(fl__sampler *s, size_t start, size_t *order,
 int fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t start,
                       size_t *order, char *err, size_t errlen);
 
+/* faults.c: fault injection (fl_options.faults). */
+enum {
+  FL__FAULT_KILL,   /* the worker SIGKILLs itself before filling */
+  FL__FAULT_EXIT,   /* it _exits(1) before filling */
+  FL__FAULT_ENOSPC, /* a new segment's reservation fails */
+  FL__FAULT_EMFILE, /* the parent drops a received fd */
+  FL__FAULT_DELAY,  /* the reply is late by delay_ms */
+  FL__FAULT_KINDS
+};
+
+struct fl__faults {
+  double p[FL__FAULT_KINDS]; /* probability per batch (per new segment,
+                                per received fd) */
+  unsigned delay_ms;
+  uint64_t seed;
+  int on;
+};
+
+/* 0, or FL_EINVAL with err naming the token at fault. */
+int fl__faults_parse(struct fl__faults *f, const char *spec, char *err,
+                     size_t errlen);
+/* Whether fault `kind` strikes this try of batch seq of that epoch. */
+int fl__fault(const struct fl__faults *f, int kind, uint64_t epoch,
+              uint64_t seq, uint32_t attempt);
+
 /* index_queue.c */
 int fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
                            unsigned depth, char *err, size_t errlen);
@@ -121,6 +148,9 @@ int fl__segment_attach_fd(fl__segment *seg, int fd, size_t size);
 int fl__segment_attach_name(fl__segment *seg, const char *name, size_t size);
 int fl__segment_private(fl__segment *seg, size_t size);
 void fl__segment_close(fl__segment *seg);
+/* The next segment made in this process fails to reserve its memory with
+   this code (the faults option). */
+void fl__segment_fail_next(int code);
 
 /* fdtrack.c: what a forked worker must not keep of its parent's, and
    which process a loader is in. */
@@ -181,6 +211,11 @@ struct fl_batch {
   int pin_error;     /* pin_memory could not lock its segment: not yet said */
   int pin_hook_rc;   /* what fl_options.pin returned, when it failed */
   int pinned;        /* fl_options.pin succeeded: unpin before unmapping */
+  uint64_t sent_order; /* when its task was sent, among all the loader's */
+  uint32_t tries;    /* times its batch was asked for before this task */
+  uint32_t kills;    /* workers that died filling this batch */
+  int pending;       /* while its dead worker is let go: its task was
+                        still queued, not started */
   uint64_t seq;
   size_t count;
   const size_t *indices;
@@ -194,6 +229,10 @@ int fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out);
 void fl__slot_drop(fl_loader *l, fl_batch *b);
 void fl__slot_recycle(fl_loader *l, fl_batch *b);
 int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
+void fl__slot_unmap(fl_loader *l, fl_batch *b);
+void fl__slot_unname(fl_loader *l, fl_batch *b);
+/* b's worker is gone: into the pool (fd strategy), or let go. */
+void fl__slot_park(fl_loader *l, fl_batch *b);
 void fl__slot_pin(fl_loader *l, fl_batch *b);
 void fl__slot_unpin(fl_loader *l, fl_batch *b);
 void fl__slot_view(fl_loader *l, fl_batch *b);
@@ -245,21 +284,25 @@ void fl__bus_watch(struct fl__bus_note *n);
 void fl__worker_main(fl_loader *l, unsigned w, int sock)
     __attribute__((noreturn));
 
-/* spawn.c */
+/* worker.c: a worker's life, from the parent (above receive.c). */
 int fl__worker_spawn(fl_loader *l, unsigned w);
+/* One reply of worker w: 1, 0 when none waits, or a negative code; its
+   end is handled (respawned, or the loader's failure). */
+int fl__worker_read(fl_loader *l, unsigned w);
 void fl__worker_close_sock(fl_loader *l, unsigned w);
-void fl__worker_unwatch(fl_loader *l, unsigned w);
 void fl__worker_forget(fl_loader *l, unsigned w);
 void fl__workers_stop(fl_loader *l);
+int fl__workers_kill_hung(fl_loader *l);
 
-/* receive.c */
-void fl__receive_start(fl_loader *l, unsigned w);
+/* receive.c: replies, taken into batches. */
+#define FL__RECEIVE_CLOSED 2 /* fl__receive_one: the worker's end closed */
 int fl__receive_one(fl_loader *l, unsigned w);
-int fl__receive_drain(fl_loader *l, unsigned w);
 int fl__receive_lost_error(fl_loader *l, const fl_batch *b);
 
 /* dispatch.c */
 uint64_t fl__dispatch_seq(fl_loader *l, int take);
+/* Ask worker w (a new process in a dead one's place) for b's batch again. */
+int fl__dispatch_resend(fl_loader *l, fl__worker *w, fl_batch *b);
 int fl__dispatch_fill(fl_loader *l);
 int fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only);
 int fl__dispatch_make_room(fl_loader *l, const fl_batch *lost);
@@ -288,7 +331,7 @@ struct fl__resume {
 
 /* loader.c: the loader itself, whose fields every file of the data path
    reads. */
-typedef struct fl__worker {
+struct fl__worker {
   unsigned id;
   pid_t pid;          /* 0 when no process */
   int pidfd;
@@ -304,11 +347,12 @@ typedef struct fl__worker {
   fl_batch *free;     /* refillable segments this process holds */
   struct fl__task *backlog; /* tasks the full queue did not take */
   unsigned backlog_head, backlog_len, backlog_cap;
-  uv_poll_t sock_poll;
-  uv_poll_t pid_poll;
-  int sock_polling, pid_polling;
+  uv_poll_t *sock_poll;  /* NULL when not watched; freed once closed */
+  uv_poll_t *pid_poll;
+  double last_seen;   /* when it last replied, or was forked */
+  uint64_t answered;  /* iterable: samples of its stream it answered */
   fl_loader *loader;
-} fl__worker;
+};
 
 struct fl_loader {
   fl_dataset ds;
@@ -358,6 +402,10 @@ struct fl_loader {
   int fd_short;         /* the consumer holds nothing and the batch due
                            lacks an fd: only it is asked for again */
   fl_batch *unpinned;   /* whole but unpinned: the next call hands it out */
+  fl_batch *pool;       /* idle segments of no live worker, with their fds:
+                           granted to the next workers */
+  uint64_t sent_count;  /* tasks sent over the loader's life */
+  struct fl__faults faults;
 
   uv_loop_t loop;
   uv_timer_t timer;
@@ -371,6 +419,7 @@ struct fl_loader {
 
 /* errors.c */
 const char *fl__strerror(int errnum);
+
 
 /* state.c */
 uint64_t fl__state_indices_hash(const fl_loader *l);
@@ -389,6 +438,11 @@ int fl__loader_set_error(fl_loader *l, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void fl__stats_segments(fl_loader *l, int delta_segments, long delta_bytes,
                         int delta_fds);
+/* Monotonic seconds. */
+double fl__now(void);
+/* A warning for fl_options.log, if set. */
+void fl__log(const fl_loader *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void fl__stats_fds(fl_loader *l, int delta);
 
 /* npy.c: the NPY format's header, parsed as untrusted bytes. */

@@ -20,15 +20,6 @@
 
 #include "internal.h"
 
-static double
-now(void)
-{
-  struct timespec t;
-
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static uint32_t
 make_token(void)
 {
@@ -37,7 +28,7 @@ make_token(void)
 
   if (getrandom(&token, sizeof(token), GRND_NONBLOCK) == sizeof(token))
     return token;
-  return (uint32_t)fl__mix64((uint64_t)now() * 1000000000u ^
+  return (uint32_t)fl__mix64((uint64_t)fl__now() * 1000000000u ^
                              (uint64_t)getpid() << 32 ^ ++counter);
 }
 
@@ -97,7 +88,7 @@ detach_loop(fl_loader *l)
   for (i = 0; i < n; i++)
     fl__fdtrack_close(fds[i]);
   for (i = 0; l->workers != NULL && i < l->opt.num_workers; i++)
-    l->workers[i].sock_polling = l->workers[i].pid_polling = 0;
+    l->workers[i].sock_poll = l->workers[i].pid_poll = NULL;
   l->loop_ready = 0;
 }
 
@@ -292,12 +283,13 @@ create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
               const fl_options *opt_in, size_t opt_size)
 {
   char err[FL__ERRMSG_MAX];
+  struct fl__faults faults;
   fl_dataset ds = {0};
   fl_iterable it = {0};
   fl_options opt;
   fl__plan plan;
   fl_loader *l;
-  int rc = 0, iterable = it_in != NULL;
+  int rc = 0, iterable = it_in != NULL, swept;
 
   fl__options_defaults(&opt);
   if (iterable)
@@ -322,6 +314,13 @@ create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
   if (rc == 0)
     rc = fl__options_check(&ds, &opt, iterable, err, sizeof(err));
   ds.sample_bytes = rc == 0 ? fl__sample_bytes(&ds) : ds.sample_bytes;
+  /* The spec is the caller's (or the environment's): parsed, not kept. */
+  if (rc == 0)
+    rc = fl__faults_parse(&faults,
+                          opt.faults != NULL ? opt.faults
+                                             : getenv("FORKLOAD_FAULTS"),
+                          err, sizeof(err));
+  opt.faults = NULL;
   if (rc == 0)
     rc = fl__plan_make(&plan, &ds, &opt, iterable, err, sizeof(err));
   if (rc == 0)
@@ -331,12 +330,13 @@ create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
   /* Every fork from here on holds the fork table's lock, the host's too. */
   fl__fdtrack_init();
   /* What loaders killed mid-transfer left behind (their owners are gone). */
-  fl_shm_sweep(0, NULL, NULL);
+  swept = fl_shm_sweep(0, NULL, NULL);
   l = calloc(1, sizeof(*l));
   if (l == NULL)
     return fl__error_set(FL_ENOMEM, "out of memory");
   l->it = it;
   l->iterable = iterable;
+  l->faults = faults;
   rc = create(l, &ds, &opt, &plan);
   if (rc != 0) {
     if (l->err[0] == '\0')
@@ -346,6 +346,9 @@ create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
     release_all(l);
     return rc;
   }
+  if (swept > 0)
+    fl__log(l, "removed %d segment name(s) from /dev/shm left by loaders "
+            "whose process is gone", swept);
   *out = l;
   return 0;
 }
@@ -390,7 +393,7 @@ fl_loader_len(const fl_loader *l)
 static int
 wait_once(fl_loader *l, double deadline)
 {
-  double t0 = now(), left;
+  double t0 = fl__now(), left;
 
   if (deadline > 0) {
     left = deadline - t0;
@@ -402,7 +405,7 @@ wait_once(fl_loader *l, double deadline)
   uv_run(&l->loop, UV_RUN_ONCE);
   if (deadline > 0)
     uv_timer_stop(&l->timer);
-  l->stats.wait_seconds += now() - t0;
+  l->stats.wait_seconds += fl__now() - t0;
   return l->timed_out ? FL_ETIMEDOUT : 0;
 }
 
@@ -410,7 +413,7 @@ wait_once(fl_loader *l, double deadline)
 static int
 abandon_epoch(fl_loader *l)
 {
-  double deadline = l->opt.timeout_ms ? now() + l->opt.timeout_ms / 1e3 : 0;
+  double deadline = l->opt.timeout_ms ? fl__now() + l->opt.timeout_ms / 1e3 : 0;
   unsigned i, busy;
   size_t s;
   int rc;
@@ -441,7 +444,11 @@ abandon_epoch(fl_loader *l)
       busy += l->workers[i].sent;
     if (busy == 0 || l->fatal)
       return l->fatal;
-    if (wait_once(l, deadline) == FL_ETIMEDOUT)
+    if (wait_once(l, deadline) != FL_ETIMEDOUT)
+      continue;
+    if (fl__workers_kill_hung(l) > 0)
+      deadline = fl__now() + l->opt.timeout_ms / 1e3;
+    else
       return fl__loader_set_error(l, FL_ETIMEDOUT,
                                   "the workers did not finish the last "
                                   "epoch's batches in %u ms",
@@ -626,20 +633,23 @@ report_unpinned(fl_loader *l, fl_batch *b)
   if (l->opt.num_workers > 0)
     snprintf(who, sizeof(who), "worker %u", b->worker);
   if (l->opt.pin != NULL)
-    return fl__loader_set_error(
+    fl__loader_set_error(
         l, rc,
         "batch %llu (%s): pin_memory's pin hook returned %d for its "
         "%zu-byte segment. The batch is whole: the next call hands it out, "
         "unpinned",
         (unsigned long long)b->seq, who, b->pin_hook_rc, b->seg.size);
-  return fl__loader_set_error(
-      l, rc,
-      "batch %llu (%s): pin_memory cannot lock its %zu-byte segment in "
-      "memory (RLIMIT_MEMLOCK %llu bytes): raise `ulimit -l` or turn "
-      "pin_memory off. The batch is whole: the next call hands it out, "
-      "unpinned",
-      (unsigned long long)b->seq, who, b->seg.size,
-      (unsigned long long)rl.rlim_cur);
+  else
+    fl__loader_set_error(
+        l, rc,
+        "batch %llu (%s): pin_memory cannot lock its %zu-byte segment in "
+        "memory (RLIMIT_MEMLOCK %llu bytes): raise `ulimit -l` or turn "
+        "pin_memory off. The batch is whole: the next call hands it out, "
+        "unpinned",
+        (unsigned long long)b->seq, who, b->seg.size,
+        (unsigned long long)rl.rlim_cur);
+  fl__log(l, "%s", l->err);
+  return rc;
 }
 
 static int
@@ -728,7 +738,7 @@ next_inline(fl_loader *l, fl_batch **out)
   fl_batch *b = l->inline_free;
   char why[FL__REPLY_MSG_MAX];
   size_t offset, count;
-  double t0 = now();
+  double t0 = fl__now();
   int rc, end = 0;
 
   if (b != NULL) {
@@ -770,7 +780,7 @@ next_inline(fl_loader *l, fl_batch **out)
                          b->msg, sizeof(b->msg));
   }
   b->count = count;
-  l->stats.wait_seconds += now() - t0;
+  l->stats.wait_seconds += fl__now() - t0;
   if (end) {
     fl__slot_recycle(l, b);
     return end_epoch(l);
@@ -811,7 +821,7 @@ fl_loader_next(fl_loader *l, fl_batch **out)
     return end_epoch(l);
   if (l->opt.num_workers == 0)
     return next_inline(l, out);
-  deadline = l->opt.timeout_ms ? now() + l->opt.timeout_ms / 1e3 : 0;
+  deadline = l->opt.timeout_ms ? fl__now() + l->opt.timeout_ms / 1e3 : 0;
   /* Batches lost for want of fds or shm: ask again, once per call; short
      of fds, only the one due, for which room was made. */
   if (l->nrefetch > 0 &&
@@ -858,17 +868,23 @@ fl_loader_next(fl_loader *l, fl_batch **out)
      * recvmsg and no epoll_wait.
      */
     if (l->opt.in_order && !l->iterable &&
-        (rc = fl__receive_one(l, (unsigned)(l->reorder.next_seq %
+        (rc = fl__worker_read(l, (unsigned)(l->reorder.next_seq %
                                             l->opt.num_workers))) != 0) {
       if (rc < 0)
         return rc;
       continue;
     }
-    if (wait_once(l, deadline) == FL_ETIMEDOUT)
+    if (wait_once(l, deadline) == FL_ETIMEDOUT) {
+      /* With restarts to spare, a hung worker is killed and respawned. */
+      if (fl__workers_kill_hung(l) > 0) {
+        deadline = fl__now() + l->opt.timeout_ms / 1e3;
+        continue;
+      }
       return fl__loader_set_error(l, FL_ETIMEDOUT,
                                   "no batch from the workers in %u ms "
                                   "(timeout_ms)",
                                   l->opt.timeout_ms);
+    }
     if (l->fatal)
       return l->fatal;
   }

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 6
+#define FL__PROTOCOL_VERSION 7
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -28,7 +28,7 @@ enum fl__task_type {
 };
 
 /*
- * Parent to worker, 64 bytes whatever the batch size: the indices are read
+ * Parent to worker, 72 bytes whatever the batch size: the indices are read
  * from the epoch's order, a shared mapping made before the workers fork.
  */
 struct fl__task {
@@ -45,7 +45,10 @@ struct fl__task {
   uint64_t serial; /* names a new segment made in /dev/shm (64 random
                       bits), or, with FL__TASK_GRANTED, the grant */
   uint64_t skip;   /* iterable: samples the stream skips when it opens
-                      (a resumed epoch) */
+                      (a resumed epoch, or a respawned worker) */
+  uint32_t attempt; /* times this batch was asked for before: fault
+                       injection draws anew for each */
+  uint32_t reserved;
 };
 
 /* The worker creates the segment for `slot` (it has none yet). */
@@ -76,6 +79,9 @@ enum fl__reply_type {
 #define FL__REPLY_NAMED 0x2u /* it exists under its name */
 /* Iterable datasets: the worker's stream is over; no batch in this reply. */
 #define FL__REPLY_END 0x4u
+/* The faults option made a fault happen in this task (a delay, a failed
+   reservation). */
+#define FL__REPLY_FAULT 0x8u
 
 #define FL__REPLY_MSG_MAX 256
 

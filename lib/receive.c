@@ -1,41 +1,18 @@
 /*
- * The parent's side of the reply channel, run from its libuv loop: take
- * each worker's replies, attach new segments, put finished batches into the
- * reorder buffer, and notice a worker's exit from its pidfd.
+ * The parent's side of the reply channel: take each worker's replies,
+ * attach new segments, and put finished batches into the reorder buffer,
+ * or keep those that could not reach us for a refetch.  A worker's end is
+ * worker.c's business.
  */
 #include "config.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 
 #include "internal.h"
-
-static void on_sock(uv_poll_t *h, int status, int events);
-static void on_exit_notice(uv_poll_t *h, int status, int events);
-static void sock_closed(fl_loader *l, unsigned wi);
-
-void
-fl__receive_start(fl_loader *l, unsigned wi)
-{
-  fl__worker *w = &l->workers[wi];
-
-  w->loader = l;
-  uv_poll_init(&l->loop, &w->sock_poll, w->sock);
-  w->sock_poll.data = w;
-  uv_poll_start(&w->sock_poll, UV_READABLE | UV_DISCONNECT, on_sock);
-  w->sock_polling = 1;
-  if (w->pidfd >= 0) {
-    uv_poll_init(&l->loop, &w->pid_poll, w->pidfd);
-    w->pid_poll.data = w;
-    uv_poll_start(&w->pid_poll, UV_READABLE, on_exit_notice);
-    w->pid_polling = 1;
-  }
-}
 
 /*
  * A batch that could not reach us for want of fds or shared memory is not
@@ -141,14 +118,20 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   w->sent--;
   fl__dispatch_flush(l, w->id);
   /*
-   * What was made or lent, the worker maps now; a lent segment the task
-   * failed on may not be mapped, so it is lent again when next used.
+   * What was made or lent, the worker maps now.  A lent segment the task
+   * failed on is mapped by none: the worker let go of its own mapping
+   * before it took the grant, so a later task must lend it again, not
+   * name a segment it no longer has.
    */
-  if (r->status == 0 || !b->lent) {
-    b->lent = 0;
-    if (w->id < 64)
-      b->mapped_by |= 1ull << w->id;
-  }
+  if (w->id < 64 && (r->status == 0 || !b->lent))
+    b->mapped_by |= 1ull << w->id;
+  else if (w->id < 64)
+    b->mapped_by &= ~(1ull << w->id);
+  b->lent = 0;
+  if (r->flags & FL__REPLY_FAULT)
+    l->stats.faults_injected++;
+  if (l->iterable && r->run == l->run && !(r->flags & FL__REPLY_END))
+    w->answered += r->count;
   /* The name the worker made, which a squatter may have made it change. */
   if (r->flags & (FL__REPLY_NAMED | FL__REPLY_FD))
     b->serial = r->serial;
@@ -210,12 +193,24 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   fl__reorder_put(&l->reorder, b);
 }
 
-/* Read one reply and take it, under the fork table's lock. */
+/*
+ * Read one reply and take it, under the fork table's lock.  The faults
+ * option may drop its fd as the kernel does at the fd limit.
+ */
 static int
 receive_locked(fl_loader *l, unsigned wi, struct fl__reply *r, int *fd)
 {
   int rc = fl__channel_recv(l->workers[wi].sock, r, fd);
+  const fl_batch *b;
 
+  if (rc == 1 && *fd >= 0 && r->slot < l->nslots &&
+      (b = l->slots[r->slot]) != NULL &&
+      fl__fault(&l->faults, FL__FAULT_EMFILE, l->epoch, r->seq, b->tries)) {
+    fl__close(*fd);
+    *fd = -1;
+    l->stats.faults_injected++;
+    rc = FL_EMFILE;
+  }
   if (rc == 1 || rc == FL_EMFILE)
     take(l, &l->workers[wi], r, *fd, rc == FL_EMFILE);
   return rc;
@@ -223,7 +218,8 @@ receive_locked(fl_loader *l, unsigned wi, struct fl__reply *r, int *fd)
 
 /*
  * Take one reply of worker wi, if one waits: 1 when one was taken, 0 when
- * none waits (or the worker's end closed), or a negative code.
+ * none waits, FL__RECEIVE_CLOSED when the worker's end closed, or a
+ * negative code.
  */
 int
 fl__receive_one(fl_loader *l, unsigned wi)
@@ -245,139 +241,10 @@ fl__receive_one(fl_loader *l, unsigned wi)
   if (rc == FL_EAGAIN)
     return 0;
   /* A worker that died with grants unread resets instead of closing. */
-  if (rc == 0 || rc == -ECONNRESET) {
-    sock_closed(l, wi);
-    return l->fatal; /* without a pidfd, the close itself tells the death */
-  }
+  if (rc == 0 || rc == -ECONNRESET)
+    return FL__RECEIVE_CLOSED;
   if (rc < 0 && rc != FL_EMFILE)
     return fl__loader_fail(l, rc, "cannot read worker %u's reply: %s", wi,
                            fl_strerror(rc));
   return l->fatal ? l->fatal : 1;
-}
-
-int
-fl__receive_drain(fl_loader *l, unsigned wi)
-{
-  int rc;
-
-  while ((rc = fl__receive_one(l, wi)) == 1)
-    ;
-  return rc;
-}
-
-static void
-on_sock(uv_poll_t *h, int status, int events)
-{
-  fl__worker *w = h->data;
-
-  (void)status;
-  (void)events;
-  fl__receive_drain(w->loader, w->id);
-}
-
-/*
- * What the worker's SIGBUS note says: the file it read when the mapping
- * ran out under it.  A segment's memory is reserved when it is made, so a
- * fault there is no full /dev/shm; a dataset's mapped file that shrank is
- * the usual cause.
- */
-static void
-bus_cause(const struct fl__bus_note *n, char *buf, size_t len)
-{
-  if (n->addr == 0)
-    snprintf(buf, len, "; it left no note of where");
-  else if (n->si_code <= 0)
-    snprintf(buf, len, "; the signal was sent to it (kill or raise), not a "
-             "fault of its own");
-  else if (strstr(n->path, "memfd:forkload") != NULL ||
-           strstr(n->path, "/dev/shm/forkload") != NULL)
-    snprintf(buf, len, " while writing its batch's segment %.*s at 0x%llx: "
-             "the segment's memory was reserved when it was made, so "
-             "something cut the segment short", 120, n->path,
-             (unsigned long long)n->addr);
-  else if (n->path[0] != '\0')
-    snprintf(buf, len, " while reading %.*s at 0x%llx, which it maps: the "
-             "file shrank or was truncated while in use, and a mapped "
-             "dataset's file must not change", 200, n->path,
-             (unsigned long long)n->addr);
-  else
-    snprintf(buf, len, " at 0x%llx, in no mapped file",
-             (unsigned long long)n->addr);
-}
-
-/* A worker ended without being asked to: the loader cannot go on. */
-static void
-report_exit(fl_loader *l, unsigned wi, pid_t pid, const siginfo_t *si)
-{
-  const char *abbrev;
-  char why[400] = "";
-
-  if (si->si_code == CLD_EXITED) {
-    fl__loader_fail(l, FL_EWORKER,
-                    "worker %u (pid %ld) exited unexpectedly with status %d",
-                    wi, (long)pid, si->si_status);
-    return;
-  }
-  if (si->si_status == SIGBUS)
-    bus_cause(&l->notes[wi], why, sizeof(why));
-  abbrev = sigabbrev_np(si->si_status);
-  fl__loader_fail(l, FL_EWORKER,
-                  "worker %u (pid %ld) was killed by signal %d (SIG%s: %s)%s",
-                  wi, (long)pid, si->si_status, abbrev ? abbrev : "?",
-                  strsignal(si->si_status), why);
-}
-
-/*
- * The worker's process has ended (flags 0: wait for it to be reapable).
- * Unless we asked it to stop, the loader cannot go on.
- */
-static void
-exited(fl_loader *l, unsigned wi, int flags)
-{
-  fl__worker *w = &l->workers[wi];
-  siginfo_t si;
-  pid_t pid = w->pid;
-  int rc;
-
-  memset(&si, 0, sizeof(si));
-  do
-    rc = waitid(P_PID, (id_t)pid, &si, WEXITED | flags);
-  while (rc < 0 && errno == EINTR);
-  if (rc == 0 && si.si_pid == 0)
-    return; /* not yet reapable */
-  if (!w->stopping) {
-    if (rc == 0)
-      report_exit(l, wi, pid, &si);
-    else
-      fl__loader_fail(l, FL_EWORKER,
-                      "worker %u (pid %ld) exited unexpectedly (its status "
-                      "was taken by another waitpid in this process)",
-                      wi, (long)pid);
-  }
-  fl__worker_forget(l, wi);
-}
-
-/*
- * End of stream: the worker is exiting.  Its pidfd will say how; without
- * one (kernels before 5.3), wait for the exit here.
- */
-static void
-sock_closed(fl_loader *l, unsigned wi)
-{
-  fl__worker_close_sock(l, wi);
-  if (l->workers[wi].pidfd < 0)
-    exited(l, wi, 0);
-}
-
-static void
-on_exit_notice(uv_poll_t *h, int status, int events)
-{
-  fl__worker *w = h->data;
-
-  (void)status;
-  (void)events;
-  /* Replies it sent before it died are still good. */
-  fl__receive_drain(w->loader, w->id);
-  if (w->pid != 0)
-    exited(w->loader, w->id, WNOHANG);
 }

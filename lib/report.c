@@ -1,16 +1,41 @@
 /*
  * What a loader reports: the sentence for its last error, the sticky
- * failure every later call returns, and its stats counters.  The files of
- * the data path (batch.c, dispatch.c, receive.c, spawn.c) record into
- * these, and loader.c reads them; nothing here calls up into them.
+ * failure every later call returns, its warnings (fl_options.log), its
+ * stats counters, and the clock they use.  The files of the data path
+ * (batch.c, dispatch.c, receive.c, worker.c) record into these, and
+ * loader.c reads them; nothing here calls up into them.
  */
 #include "config.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+double
+fl__now(void)
+{
+  struct timespec t;
+
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+void
+fl__log(const fl_loader *l, const char *fmt, ...)
+{
+  char msg[FL__ERRMSG_MAX];
+  va_list ap;
+
+  if (l->opt.log == NULL || l->foreign)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  l->opt.log(l->opt.log_arg, msg);
+}
 
 /* Why the last fl_loader_create* or fl_dataset_* call of this thread
    failed: there is no loader to carry the message. */

@@ -104,12 +104,25 @@ fl__random64(void)
   return v != 0 ? v : 1;
 }
 
+/* An error the next reservation in this process gives (fault injection):
+   it then fails as on a full /dev/shm, through the same path. */
+static int fail_next;
+
+void
+fl__segment_fail_next(int code)
+{
+  fail_next = code;
+}
+
 /* posix_fallocate returns its error; it does not set errno. */
 static int
 reserve(int fd, size_t size)
 {
-  int rc;
+  int rc = fail_next;
 
+  fail_next = 0;
+  if (rc != 0)
+    return rc;
   do
     rc = posix_fallocate(fd, 0, (off_t)size);
   while (rc == EINTR);

@@ -75,8 +75,10 @@ options_of_an_older_size_take_the_defaults_beyond_it(void **state)
   flt_data_init(&data, &full, 50, 16);
   memcpy(ds, &full, FL__DATASET_SIZE_0_1);
   fl_options_init_sized(o, size);
-  o->batch_size = 10;
-  o->num_workers = 1;
+  /* Through the bytes: the compiler knows o is shorter than fl_options. */
+  memcpy(p + offsetof(fl_options, batch_size), &(size_t){10}, sizeof(size_t));
+  memcpy(p + offsetof(fl_options, num_workers), &(unsigned){1},
+         sizeof(unsigned));
   assert_int_equal(fl_loader_create_sized(&l, ds, FL__DATASET_SIZE_0_1, o,
                                           size),
                    0);

@@ -180,12 +180,18 @@ get(void *ctx, size_t i, void *dst, size_t *nbytes)
     __atomic_add_fetch(&d->counters->info_seen, 1, __ATOMIC_SEQ_CST);
   else
     __atomic_add_fetch(&d->counters->info_missing, 1, __ATOMIC_SEQ_CST);
-  if ((long)i == d->kill_index) {
+  if ((long)i == d->kill_index &&
+      (d->kill_times == 0 || __atomic_fetch_add(&d->counters->kills, 1,
+                                                __ATOMIC_SEQ_CST) <
+                                 d->kill_times)) {
     if (d->kill_signal == 0)
       _exit(3);
     raise(d->kill_signal);
   }
-  if ((long)i == d->slow_index)
+  if ((long)i == d->slow_index &&
+      (d->slow_times == 0 || __atomic_fetch_add(&d->counters->slows, 1,
+                                                __ATOMIC_SEQ_CST) <
+                                 d->slow_times))
     usleep(d->slow_us);
   if ((long)i == d->fail_index) {
     fl_worker_error("index %zu is poisoned", i);

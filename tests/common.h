@@ -80,6 +80,8 @@ typedef struct flt_counters {
   volatile uint64_t info_seen;    /* gets that saw fl_get_worker_info() */
   volatile uint64_t info_missing; /* gets that saw NULL */
   volatile uint64_t batch_calls;  /* get_batch calls */
+  volatile uint64_t kills;        /* times kill_index killed its worker */
+  volatile uint64_t slows;        /* times slow_index slept */
 } flt_counters;
 
 typedef struct flt_data {
@@ -88,8 +90,10 @@ typedef struct flt_data {
   long fail_index;        /* get fails for this index, -1: never */
   long kill_index;        /* raise kill_signal here (0: _exit(3)) */
   int kill_signal;
+  unsigned kill_times;    /* that many times, then no more (0: always) */
   long slow_index;        /* this index sleeps slow_us */
   unsigned slow_us;
+  unsigned slow_times;    /* that many times (0: always) */
   flt_counters *counters; /* shared; see flt_data_init */
 } flt_data;
 

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,12 +112,14 @@ take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
 /*
  * Fill one task; returns the reply status.  *made says whether a segment
  * the task asked for now exists, *fd is its fd under the fd strategy,
- * *count the samples written, *end that an iterable stream is over.
+ * *count the samples written, *end that an iterable stream is over,
+ * *faulted that the faults option struck.
  */
 static int
 fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
      struct fl__stream *st, const struct fl__task *t, int *fd, int *made,
-     uint64_t *serial, size_t *count, int *end, char *err, size_t errlen)
+     uint64_t *serial, size_t *count, int *end, int *faulted, char *err,
+     size_t errlen)
 {
   char name[64];
   fl__segment seg = {NULL, 0, -1};
@@ -139,6 +142,11 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
       return rc;
   } else if (t->flags & FL__TASK_NEW_SEGMENT) {
     slot_drop(slots, t->slot, l->layout.size);
+    if (fl__fault(&l->faults, FL__FAULT_ENOSPC, t->epoch, t->seq,
+                  t->attempt)) {
+      fl__segment_fail_next(FL_ENOSPC);
+      *faulted = 1;
+    }
     /* Memory taken since create (by held batches, or anyone): an error at
        this batch, which the parent keeps, rather than the OOM killer. */
     rc = fl__room_for_segment(l->layout.size, err, errlen);
@@ -180,6 +188,17 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
                   errlen);
 }
 
+/* The faults option: the worker dies before it fills this batch, as a
+   segfault or the OOM killer would kill it, or as a bad exit. */
+static void
+strike(const fl_loader *l, const struct fl__task *t)
+{
+  if (fl__fault(&l->faults, FL__FAULT_KILL, t->epoch, t->seq, t->attempt))
+    raise(SIGKILL);
+  if (fl__fault(&l->faults, FL__FAULT_EXIT, t->epoch, t->seq, t->attempt))
+    _exit(1);
+}
+
 void
 fl__worker_main(fl_loader *l, unsigned w, int sock)
 {
@@ -190,7 +209,7 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
   pid_t parent = getppid();
   int mq = l->workers[w].mq;
   int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
-  int rc, fd, made, status, end;
+  int rc, fd, made, status, end, faulted;
   uint64_t serial;
   size_t count;
 
@@ -205,12 +224,19 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
     }
     err[0] = '\0';
     serial = t.serial;
+    strike(l, &t);
+    faulted = 0;
     status = fill(l, w, sock, &slots, &st, &t, &fd, &made, &serial, &count,
-                  &end, err, sizeof(err));
+                  &end, &faulted, err, sizeof(err));
+    if (fl__fault(&l->faults, FL__FAULT_DELAY, t.epoch, t.seq, t.attempt)) {
+      usleep(l->faults.delay_ms * 1000u);
+      faulted = 1;
+    }
     /* A new segment's fd goes with the reply even when the fill failed. */
     rc = fl__reply_batch(sock, w, &t, count, status, err, fd,
                          (made && named ? FL__REPLY_NAMED : 0) |
-                             (end ? FL__REPLY_END : 0),
+                             (end ? FL__REPLY_END : 0) |
+                             (faulted ? FL__REPLY_FAULT : 0),
                          serial);
     if (fd >= 0)
       fl__close(fd);

@@ -1,0 +1,140 @@
+/*
+ * Fault injection, for testing a trainer's error handling: a spec such as
+ * "kill=0.01,delay=0.1:50,seed=3" says how often each fault strikes.
+ * Whether one strikes a batch is a function of the seed, the fault, the
+ * batch's epoch and position and how many times it was tried, so that the
+ * same faults hit the same batches in every run, and a batch tried again
+ * draws anew.  Pure functions: a worker calls them after the fork.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const names[FL__FAULT_KINDS] = {"kill", "exit", "enospc",
+                                                   "emfile", "delay"};
+
+static int
+bad(const char *tok, size_t n, const char *why, char *err, size_t errlen)
+{
+  snprintf(err, errlen, "faults: \"%.*s\": %s", (int)n, tok, why);
+  return FL_EINVAL;
+}
+
+/* A probability, 0 to 1, ending at end. */
+static int
+probability(const char *s, const char *end, double *p)
+{
+  char buf[32], *stop;
+  size_t n = (size_t)(end - s);
+
+  if (n == 0 || n >= sizeof(buf))
+    return -1;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  errno = 0;
+  *p = strtod(buf, &stop);
+  return *stop != '\0' || errno != 0 || !(*p >= 0 && *p <= 1) ? -1 : 0;
+}
+
+/* A whole number up to max, ending at end. */
+static int
+number(const char *s, const char *end, unsigned long long max,
+       unsigned long long *v)
+{
+  char buf[32], *stop;
+  size_t n = (size_t)(end - s);
+
+  if (n == 0 || n >= sizeof(buf) || *s == '-' || *s == '+')
+    return -1;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  errno = 0;
+  *v = strtoull(buf, &stop, 10);
+  return *stop != '\0' || errno != 0 || *v > max ? -1 : 0;
+}
+
+/* One token, name=value, of n bytes. */
+static int
+token(struct fl__faults *f, const char *tok, size_t n, char *err,
+      size_t errlen)
+{
+  const char *eq = memchr(tok, '=', n), *end = tok + n, *colon;
+  unsigned long long v;
+  size_t k, name_len;
+
+  if (eq == NULL)
+    return bad(tok, n, "expected name=value", err, errlen);
+  name_len = (size_t)(eq - tok);
+  if (name_len == 4 && memcmp(tok, "seed", 4) == 0) {
+    if (number(eq + 1, end, UINT64_MAX, &v) != 0)
+      return bad(tok, n, "the seed is a whole number", err, errlen);
+    f->seed = v;
+    return 0;
+  }
+  for (k = 0; k < FL__FAULT_KINDS; k++)
+    if (strlen(names[k]) == name_len && memcmp(tok, names[k], name_len) == 0)
+      break;
+  if (k == FL__FAULT_KINDS)
+    return bad(tok, n, "not one of kill, exit, enospc, emfile, delay, seed",
+               err, errlen);
+  colon = k == FL__FAULT_DELAY ? memchr(eq + 1, ':', (size_t)(end - eq - 1))
+                               : NULL;
+  if (k == FL__FAULT_DELAY && colon == NULL)
+    return bad(tok, n, "delay is P:MS, a probability and milliseconds", err,
+               errlen);
+  if (probability(eq + 1, colon != NULL ? colon : end, &f->p[k]) != 0)
+    return bad(tok, n, "the probability is a number from 0 to 1", err,
+               errlen);
+  if (colon != NULL) {
+    if (number(colon + 1, end, 600000, &v) != 0)
+      return bad(tok, n, "the delay is 0 to 600000 milliseconds", err,
+                 errlen);
+    f->delay_ms = (unsigned)v;
+  }
+  return 0;
+}
+
+int
+fl__faults_parse(struct fl__faults *f, const char *spec, char *err,
+                 size_t errlen)
+{
+  const char *tok = spec, *comma;
+  size_t k;
+  int rc;
+
+  memset(f, 0, sizeof(*f));
+  if (spec == NULL || *spec == '\0')
+    return 0;
+  for (;;) {
+    comma = strchr(tok, ',');
+    rc = token(f, tok, comma != NULL ? (size_t)(comma - tok) : strlen(tok),
+               err, errlen);
+    if (rc != 0)
+      return rc;
+    if (comma == NULL)
+      break;
+    tok = comma + 1;
+  }
+  for (k = 0; k < FL__FAULT_KINDS; k++)
+    f->on |= f->p[k] > 0;
+  return 0;
+}
+
+int
+fl__fault(const struct fl__faults *f, int kind, uint64_t epoch, uint64_t seq,
+          uint32_t attempt)
+{
+  uint64_t h;
+
+  if (!f->on || f->p[kind] <= 0)
+    return 0;
+  h = fl__mix64(fl__epoch_seed(f->seed, epoch, 16 + (uint64_t)kind) ^
+                fl__mix64(seq ^ (uint64_t)attempt << 48));
+  /* 53 bits, a uniform number in [0, 1). */
+  return (double)(h >> 11) * 0x1p-53 < f->p[kind];
+}
