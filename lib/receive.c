@@ -42,16 +42,32 @@ fl__receive_lost_error(fl_loader *l, const fl_batch *b)
   struct rlimit rl;
   const char *remedy;
 
+  if (b->orphaned && b->status == FL_ENFILE)
+    return fl__loader_set_error(
+        l, b->status,
+        "cannot receive the segment of batch %llu: the system is at its "
+        "limit of open files (/proc/sys/fs/file-max), whatever this "
+        "process's own: close files elsewhere or raise fs.file-max. The "
+        "batch is kept: call fl_loader_next again",
+        (unsigned long long)b->seq);
   if (b->orphaned) {
     getrlimit(RLIMIT_NOFILE, &rl);
+    /* Under the file-system strategy no fd is kept per segment: releasing
+       batches frees none, and the other strategy would hold more. */
     return fl__loader_set_error(
         l, b->status,
         "cannot receive the segment of batch %llu: this process is at its "
         "open-file limit (RLIMIT_NOFILE %llu) while holding %zu batches and "
-        "%zu fds; raise `ulimit -n` or use FL_SHARE_FILE_SYSTEM. The batch "
-        "is kept: release batches and call fl_loader_next again",
+        "%zu fds%s. The batch is kept: %s call fl_loader_next again",
         (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
-        l->stats.batches_held, l->stats.fds);
+        l->stats.batches_held, l->stats.fds,
+        l->opt.sharing == FL_SHARE_FILE_SYSTEM
+            ? "; under FL_SHARE_FILE_SYSTEM the loader keeps no fd per "
+              "segment, so the process's other fds fill the limit: raise "
+              "`ulimit -n` or close files"
+            : "; raise `ulimit -n` or use FL_SHARE_FILE_SYSTEM",
+        l->opt.sharing == FL_SHARE_FILE_SYSTEM ? "once fds are free,"
+                                               : "release batches and");
   }
   if (b->status != FL_ENOSPC)
     remedy = "";

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -159,6 +160,70 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
   for (i = 0; i < LEN; i++)
     assert_int_equal(seen[i], 1);
   flt_case_end(&c);
+}
+
+/*
+ * Opening a segment's name fails in the parent while this says so (with
+ * this errno), as at the process's or the system's fd limit: only the
+ * test process, not its workers.
+ */
+static volatile int shm_open_errno;
+static pid_t parent_pid;
+
+int __real_shm_open(const char *name, int flags, mode_t mode);
+int __wrap_shm_open(const char *name, int flags, mode_t mode);
+
+int
+__wrap_shm_open(const char *name, int flags, mode_t mode)
+{
+  if (shm_open_errno != 0 && getpid() == parent_pid && !(flags & O_CREAT)) {
+    errno = shm_open_errno;
+    return -1;
+  }
+  return __real_shm_open(name, flags, mode);
+}
+
+/*
+ * Under the file-system strategy the loader keeps no fd per segment: at
+ * the process's fd limit the lost batch's message says to raise the limit
+ * or close files, not to release batches or switch to that strategy; at
+ * the system's limit (ENFILE) it names fs.file-max.  Either way the batch
+ * is kept and comes once the fds are there.
+ */
+static void
+file_system_strategy_short_of_fds_names_the_remedies_that_apply(void **s)
+{
+  static const int codes[] = {EMFILE, ENFILE};
+  fl_batch *b;
+  flt_case c;
+  size_t k;
+  int rc;
+
+  (void)s;
+  parent_pid = getpid();
+  for (k = 0; k < 2; k++) {
+    flt_case_init(&c, 64, 64);
+    c.opt.batch_size = 2;
+    c.opt.num_workers = 2;
+    c.opt.sharing = FL_SHARE_FILE_SYSTEM;
+    flt_case_start(&c);
+    shm_open_errno = codes[k];
+    rc = fl_loader_next(c.l, &b);
+    assert_int_equal(rc, -codes[k]);
+    assert_false(fl_error_is_final(rc));
+    assert_non_null(strstr(fl_loader_error(c.l), "The batch is kept"));
+    if (codes[k] == EMFILE) {
+      assert_non_null(strstr(fl_loader_error(c.l), "ulimit -n"));
+      assert_null(strstr(fl_loader_error(c.l), "use FL_SHARE_FILE_SYSTEM"));
+      assert_null(strstr(fl_loader_error(c.l), "release batches"));
+    } else {
+      assert_non_null(strstr(fl_loader_error(c.l), "fs.file-max"));
+      assert_null(strstr(fl_loader_error(c.l), "ulimit -n"));
+    }
+    shm_open_errno = 0;
+    assert_int_equal(flt_drain(c.l, 0), 32); /* the kept one too */
+    flt_case_end(&c);
+  }
 }
 
 /*
@@ -434,6 +499,8 @@ main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(get_writing_past_its_room_is_that_batch_error),
+      cmocka_unit_test(
+          file_system_strategy_short_of_fds_names_the_remedies_that_apply),
       cmocka_unit_test(
           get_claiming_more_bytes_than_its_room_is_that_batch_error),
       cmocka_unit_test_teardown(
