@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -928,6 +929,69 @@ steady_state_refills_segments_without_page_faults(void **state)
   flt_case_end(&f);
 }
 
+/* The inodes of this process's memfd segments, sorted: which segments. */
+static size_t
+segment_inodes(unsigned long *out, size_t cap)
+{
+  char path[64], target[128];
+  struct stat st;
+  size_t n = 0, i, j;
+  unsigned long t;
+  ssize_t len;
+  int fd;
+
+  for (fd = 0; fd < 1024 && n < cap; fd++) {
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    len = readlink(path, target, sizeof(target) - 1);
+    if (len <= 0)
+      continue;
+    target[len] = '\0';
+    if (strstr(target, "memfd:forkload") != NULL && fstat(fd, &st) == 0)
+      out[n++] = (unsigned long)st.st_ino;
+  }
+  for (i = 1; i < n; i++)
+    for (j = i; j > 0 && out[j - 1] > out[j]; j--) {
+      t = out[j];
+      out[j] = out[j - 1];
+      out[j - 1] = t;
+    }
+  return n;
+}
+
+/*
+ * Workers forked anew each epoch are granted the last epoch's segments
+ * (fd strategy): after the first epoch the loader holds the same segments,
+ * not new ones, epoch after epoch.
+ */
+static void
+workers_forked_each_epoch_are_granted_the_last_epochs_segments(void **state)
+{
+  unsigned long first[64], now[64];
+  size_t nfirst = 0, n;
+  flt_case f;
+  int e;
+
+  (void)state;
+  flt_case_init(&f, 640, 16384);
+  f.opt.batch_size = 16;
+  f.opt.num_workers = 2;
+  flt_case_create(&f);
+  for (e = 0; e < 5; e++) {
+    assert_int_equal(fl_loader_begin(f.l), 0);
+    assert_int_equal(flt_drain(f.l, 0), 40);
+    n = segment_inodes(now, 64);
+    assert_true(n > 0);
+    if (e == 0) {
+      memcpy(first, now, n * sizeof(*now));
+      nfirst = n;
+      continue;
+    }
+    assert_int_equal(n, nfirst);
+    assert_memory_equal(now, first, n * sizeof(*now));
+  }
+  flt_case_end(&f);
+}
+
 static void
 pin_memory_locks_segments_within_the_memlock_limit(void **state)
 {
@@ -1332,6 +1396,8 @@ main(void)
       cmocka_unit_test(steady_state_refills_segments_without_page_faults),
       cmocka_unit_test(two_loaders_in_two_threads_get_their_own_batches),
       cmocka_unit_test(workers_keep_the_signals_their_host_ignores),
+      cmocka_unit_test(
+          workers_forked_each_epoch_are_granted_the_last_epochs_segments),
       cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
       cmocka_unit_test(
           pin_hooks_pin_each_segment_once_and_unpin_it_before_unmapping),
