@@ -17,6 +17,9 @@ send_task(fl_loader *l, fl__worker *w, const struct fl__task *t)
 {
   int rc;
 
+  /* A worker owes batches from now: a hang is counted from here. */
+  if (w->sent + w->backlog_len == 0)
+    w->last_seen = fl__now();
   if (w->backlog_len == 0) {
     rc = fl__index_queue_send(w->mq, t);
     if (rc == 0) {
@@ -340,6 +343,7 @@ fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only)
       continue;
     if (into == NULL) {
       into = b;
+      b->gen = w->gen;
       flags = fresh_flags(l, b);
     }
     l->nrefetch--;

@@ -481,7 +481,7 @@ place_epoch(fl_loader *l)
   l->last_worker = nw > 0 ? (l->rr + nw - 1) % nw : 0;
   l->stream.skip = resume && l->iterable ? p->pos[0] : 0;
   for (w = 0; w < nw; w++)
-    l->workers[w].skip = l->workers[w].consumed =
+    l->workers[w].skip = l->workers[w].consumed = l->workers[w].answered =
         resume && l->iterable ? p->pos[w] : 0;
   fl__reorder_reset(&l->reorder);
   if (l->iterable)
