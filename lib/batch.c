@@ -56,7 +56,7 @@ fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out)
 void
 fl__slot_drop(fl_loader *l, fl_batch *b)
 {
-  char name[64];
+  char name[FL__SEGMENT_NAME_MAX];
 
   if (b->state == FL__SLOT_REFETCH)
     l->nrefetch--;
@@ -117,7 +117,7 @@ fl__slot_recycle(fl_loader *l, fl_batch *b)
 int
 fl__slot_map(fl_loader *l, fl_batch *b, int fd)
 {
-  char name[64];
+  char name[FL__SEGMENT_NAME_MAX];
   int rc;
 
   if (fd >= 0) {

@@ -86,6 +86,17 @@ int fl__channel_recv(int sock, struct fl__reply *r, int *fd);
 int fl__channel_grant(int sock, uint32_t slot, uint64_t serial, int fd);
 int fl__channel_take_grant(int sock, uint64_t serial);
 
+/* names.c: the form of segment names, and reading one back. */
+/* Room for the slash, the longest name and its NUL. */
+#define FL__SEGMENT_NAME_MAX 96
+/* What a name says of its owner. */
+typedef struct fl__name_owner {
+  long pid;
+} fl__name_owner;
+void fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
+                      uint64_t serial);
+int fl__segment_name_parse(const char *name, fl__name_owner *o);
+
 /* segment.c */
 typedef struct fl__segment {
   void *base;
@@ -108,8 +119,6 @@ typedef struct fl__layout {
 
 int fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
                        const size_t *field_bytes);
-void fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
-                      uint64_t serial);
 int fl__segment_create(fl__segment *seg, const char *name, size_t size,
                        char *err, size_t errlen);
 int fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,

@@ -7,13 +7,10 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -21,38 +18,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-/* forkload.<pid>.<8 hex digits>.<serial>: the owner's pid, or 0.  The
-   serial is 16 hex digits, or the decimal count of forkload 0.1. */
-static long
-owner_of(const char *name)
-{
-  const char *p;
-  char *end;
-  long pid;
-  int i;
-
-  if (strncmp(name, "forkload.", 9) != 0)
-    return 0;
-  p = name + 9;
-  if (!isdigit((unsigned char)*p))
-    return 0;
-  pid = strtol(p, &end, 10);
-  /* A number pid_t cannot hold would reach kill() as another pid, or as a
-     process group. */
-  if (*end != '.' || pid <= 0 || pid > INT_MAX)
-    return 0;
-  p = end + 1;
-  for (i = 0; i < 8; i++, p++) {
-    if (!isxdigit((unsigned char)*p))
-      return 0;
-  }
-  if (*p++ != '.')
-    return 0;
-  for (i = 0; i < 20 && isxdigit((unsigned char)*p); i++, p++)
-    ;
-  return i > 0 && *p == '\0' ? pid : 0;
-}
 
 /* What a real sweep would remove: a shared-memory object, which this user
    may remove from the sticky /dev/shm. */
@@ -69,17 +34,17 @@ int
 fl_shm_sweep(int dry_run, fl_sweep_cb cb, void *arg)
 {
   char path[300];
+  fl__name_owner o;
   struct dirent *e;
   DIR *d;
-  long owner;
   int n = 0;
 
   d = opendir("/dev/shm");
   if (d == NULL)
     return errno == ENOENT ? 0 : -errno;
   while ((e = readdir(d)) != NULL) {
-    owner = owner_of(e->d_name);
-    if (owner == 0 || kill((pid_t)owner, 0) == 0 || errno != ESRCH ||
+    if (fl__segment_name_parse(e->d_name, &o) != 0 ||
+        kill((pid_t)o.pid, 0) == 0 || errno != ESRCH ||
         !removable(dirfd(d), e->d_name))
       continue;
     snprintf(path, sizeof(path), "/%s", e->d_name);
@@ -87,7 +52,7 @@ fl_shm_sweep(int dry_run, fl_sweep_cb cb, void *arg)
       continue; /* gone already, or not ours to remove */
     n++;
     if (cb != NULL)
-      cb(e->d_name, owner, arg);
+      cb(e->d_name, o.pid, arg);
   }
   closedir(d);
   return n;

@@ -118,7 +118,7 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
      struct fl__stream *st, const struct fl__task *t, int *fd, int *made,
      uint64_t *serial, size_t *count, int *end, char *err, size_t errlen)
 {
-  char name[64];
+  char name[FL__SEGMENT_NAME_MAX];
   fl__segment seg = {NULL, 0, -1};
   void **base = slot_at(slots, t->slot);
   int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
