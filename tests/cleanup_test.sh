@@ -11,10 +11,7 @@
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
-if ! in_private_dev_shm "$0" "$@"; then
-  echo "1..0 # SKIP needs root and unshare -m for a private /dev/shm"
-  exit 77
-fi
+private_dev_shm_or_skip "$0" "$@"
 bin=$top_builddir/examples/forkload
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

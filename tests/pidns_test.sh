@@ -13,10 +13,7 @@
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
-if ! in_private_dev_shm "$0" "$@"; then
-  echo "1..0 # SKIP needs root and unshare -m for a private /dev/shm"
-  exit 77
-fi
+private_dev_shm_or_skip "$0" "$@"
 if ! why=$(unshare -p -f --mount-proc true 2>&1); then
   echo "1..0 # SKIP needs a new PID namespace (unshare -p -f --mount-proc):" \
     "$why"

@@ -380,6 +380,20 @@ this_namespaces_dead_owners_names_are_removed(void **state)
   flt_assert_clean(&base);
 }
 
+/* A loader made and destroyed: its creation sweeps /dev/shm. */
+static void
+create_a_loader(void)
+{
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+
+  flt_data_init(&d, &ds, 10, 8);
+  assert_int_equal(fl_loader_create(&l, &ds, NULL), 0);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+}
+
 /*
  * A name of another PID namespace or another boot, or one whose maker
  * could not read its own (0), is never removed, though its pid is no live
@@ -393,9 +407,6 @@ names_of_another_namespace_or_boot_are_left_alone(void **state)
   unsigned long long ns;
   pid_t dead = dead_pid();
   flt_baseline base;
-  fl_dataset ds;
-  fl_loader *l;
-  flt_data d;
   heard h = {0};
   int i;
 
@@ -418,10 +429,7 @@ names_of_another_namespace_or_boot_are_left_alone(void **state)
     plant(name[i]);
   assert_int_equal(fl_shm_sweep(1, NULL, NULL), 0);
   assert_int_equal(fl_shm_sweep(0, NULL, NULL), 0);
-  flt_data_init(&d, &ds, 10, 8);
-  assert_int_equal(fl_loader_create(&l, &ds, NULL), 0);
-  fl_loader_destroy(l);
-  flt_data_free(&d);
+  create_a_loader();
   assert_int_equal(fl_shm_foreign(note_swept, &h), 4);
   for (i = 0; i < 4; i++) {
     assert_true(exists(name[i]));
