@@ -18,14 +18,13 @@
 
 #include "internal.h"
 
-/* The identity names are made with: set in the parent by the sweep that
-   fl_loader_create runs before it forks, so that a worker, which names
-   segments for its parent, inherits the parent's. */
-static atomic_uint_least64_t named_pidns, named_boot;
-static atomic_int identified;
-
-/* The boot, which no fork changes: read once per process. */
-static atomic_uint_least64_t boot_cache;
+/* This process's identity, and the process that read it (its pid and fork
+   generation, stored last): the parent reads it in the sweep that
+   fl_loader_create runs before it forks, and a worker, which names
+   segments for its parent, inherits it and reads nothing. */
+static atomic_uint_least64_t own_pidns, own_boot;
+static atomic_long read_by_pid;
+static atomic_ulong read_by_gen;
 
 /* min to max hex digits, then the end or a dot: where they end, or NULL. */
 static const char *
@@ -61,25 +60,28 @@ read_boot(void)
 }
 
 /*
- * This process's identity, which the names it makes from now on carry.
- * The namespace is looked up each time (one stat): a process forked after
- * unshare(CLONE_NEWPID) is in another one than its parent was.  stat and
- * read(2) alone, so that even a worker could call it.
+ * This process's identity, which the sweep judges by and its names carry.
+ * Read again only in a process that did not read it, a child forked after
+ * unshare(CLONE_NEWPID) being in another namespace than its parent: within
+ * one process it never changes, so the names a parent opens are those its
+ * workers made.  stat and read(2) alone, no stdio and no malloc.
  */
 void
 fl__owner_identify(fl__owner_id *me)
 {
   struct stat st;
 
-  me->pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
-  me->boot = atomic_load(&boot_cache);
-  if (me->boot == 0) {
-    me->boot = read_boot();
-    atomic_store(&boot_cache, me->boot);
+  if (atomic_load(&read_by_pid) != (long)getpid() ||
+      atomic_load(&read_by_gen) != fl__fork_generation) {
+    atomic_store(&own_pidns, stat("/proc/self/ns/pid", &st) == 0
+                                 ? (uint64_t)st.st_ino
+                                 : 0);
+    atomic_store(&own_boot, read_boot());
+    atomic_store(&read_by_gen, fl__fork_generation);
+    atomic_store(&read_by_pid, (long)getpid());
   }
-  atomic_store(&named_pidns, me->pidns);
-  atomic_store(&named_boot, me->boot);
-  atomic_store(&identified, 1);
+  me->pidns = atomic_load(&own_pidns);
+  me->boot = atomic_load(&own_boot);
 }
 
 /*
@@ -94,12 +96,13 @@ fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
 {
   fl__owner_id me;
 
-  if (!atomic_load(&identified))
+  /* A worker names with what its parent read, and reads nothing. */
+  if (atomic_load(&read_by_pid) == 0)
     fl__owner_identify(&me);
   snprintf(buf, len, "/forkload.%ld.%08x.%016llx.%llu.%016llx", (long)owner,
            token, (unsigned long long)serial,
-           (unsigned long long)atomic_load(&named_pidns),
-           (unsigned long long)atomic_load(&named_boot));
+           (unsigned long long)atomic_load(&own_pidns),
+           (unsigned long long)atomic_load(&own_boot));
 }
 
 /*

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,6 +322,68 @@ a_name_carries_this_pid_namespace_and_boot(void **state)
   assert_true(o.has_id);
   assert_int_equal(strtoull(id, NULL, 10), o.id.pidns);
   assert_int_equal(strtoull(strchr(id, '.') + 1, NULL, 16), o.id.boot);
+}
+
+/* In a process forked into a new PID namespace: 0 when the identity it
+   inherited names as its parent's did, and, once it has swept, its own
+   namespace's; 1 if not. */
+static int
+names_in_a_new_namespace(const fl__name_owner *parent)
+{
+  char name[FL__SEGMENT_NAME_MAX];
+  fl__name_owner o;
+  struct stat st;
+
+  fl__segment_name(name, sizeof(name), getpid(), 1, 1);
+  if (fl__segment_name_parse(name + 1, &o) != 0 ||
+      o.id.pidns != parent->id.pidns)
+    return 1;
+  fl_shm_sweep(1, NULL, NULL);
+  fl__segment_name(name, sizeof(name), getpid(), 1, 1);
+  return fl__segment_name_parse(name + 1, &o) != 0 ||
+         stat("/proc/self/ns/pid", &st) != 0 ||
+         o.id.pidns != (uint64_t)st.st_ino || o.id.pidns == parent->id.pidns ||
+         o.id.boot != parent->id.boot;
+}
+
+/*
+ * A host that forks after unshare(CLONE_NEWPID) puts the child in another
+ * namespace than its own: the child inherits the parent's identity, which
+ * a worker names with, and reads its own when it sweeps, as a loader it
+ * creates does first.  Where the kernel refuses a new PID namespace the
+ * case has nothing to show.
+ */
+static void
+a_child_in_a_new_pid_namespace_reads_its_own(void **state)
+{
+  char name[FL__SEGMENT_NAME_MAX];
+  fl__name_owner parent;
+  pid_t helper, child;
+  int status;
+
+  (void)state;
+  fl__segment_name(name, sizeof(name), getpid(), 1, 1);
+  assert_int_equal(fl__segment_name_parse(name + 1, &parent), 0);
+  helper = fork();
+  assert_true(helper >= 0);
+  if (helper == 0) {
+    if (unshare(CLONE_NEWPID) != 0)
+      _exit(77);
+    child = fork();
+    if (child == 0)
+      _exit(names_in_a_new_namespace(&parent));
+    _exit(child > 0 && waitpid(child, &status, 0) == child &&
+                  WIFEXITED(status)
+              ? WEXITSTATUS(status)
+              : 2);
+  }
+  assert_int_equal(waitpid(helper, &status, 0), helper);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    print_message("unshare(CLONE_NEWPID) refused: nothing to show\n");
+    return;
+  }
+  assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /*
@@ -629,6 +692,7 @@ main(void)
       cmocka_unit_test(names_not_of_the_exact_form_are_never_touched),
       cmocka_unit_test(names_of_the_older_form_keep_the_pid_rule),
       cmocka_unit_test(a_name_carries_this_pid_namespace_and_boot),
+      cmocka_unit_test(a_child_in_a_new_pid_namespace_reads_its_own),
       cmocka_unit_test(this_namespaces_dead_owners_names_are_removed),
       cmocka_unit_test(names_of_another_namespace_or_boot_are_left_alone),
       cmocka_unit_test(a_directory_named_like_a_stale_segment_is_not_counted),
