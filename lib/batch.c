@@ -78,7 +78,7 @@ fl__slot_unmap(fl_loader *l, fl_batch *b)
 void
 fl__slot_unname(fl_loader *l, fl_batch *b)
 {
-  char name[64];
+  char name[FL__SEGMENT_NAME_MAX];
 
   if ((l->opt.sharing == FL_SHARE_FILE_SYSTEM || l->opt.fd_in_dev_shm) &&
       b->seg.base == NULL && b->serial != 0 && !l->foreign) {
@@ -151,7 +151,7 @@ fl__slot_recycle(fl_loader *l, fl_batch *b)
 int
 fl__slot_map(fl_loader *l, fl_batch *b, int fd)
 {
-  char name[64];
+  char name[FL__SEGMENT_NAME_MAX];
   int rc;
 
   if (fd >= 0) {

@@ -347,9 +347,17 @@ FL_EXTERN void fl_dataset_close_sized(fl_dataset *ds, size_t size);
 
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a
-   negative code.  fl_loader_create does this on its own. */
+   negative code.  fl_loader_create does this on its own.  A name made in
+   another PID namespace (or boot) is left alone: its pid means nothing
+   here. */
 typedef void (*fl_sweep_cb)(const char *name, long owner_pid, void *arg);
 FL_EXTERN int fl_shm_sweep(int dry_run, fl_sweep_cb cb, void *arg);
+/* List, and never remove, the segments fl_shm_sweep leaves alone since it
+   cannot tell whether their owner lives: made in another PID namespace or
+   boot, or by (or judged from) a process that cannot read its own.  cb, if
+   set, hears of each (owner_pid: the pid in the owner's namespace).
+   Returns how many, or a negative code. */
+FL_EXTERN int fl_shm_foreign(fl_sweep_cb cb, void *arg);
 
 FL_EXTERN const char *fl_strerror(int code);
 FL_EXTERN const char *fl_err_name(int code);

@@ -113,6 +113,27 @@ int fl__channel_recv(int sock, struct fl__reply *r, int *fd);
 int fl__channel_grant(int sock, uint32_t slot, uint64_t serial, int fd);
 int fl__channel_take_grant(int sock, uint64_t serial);
 
+/* names.c: segment names and their owner's identity. */
+/* Room for the slash, the longest name and its NUL. */
+#define FL__SEGMENT_NAME_MAX 96
+/* A process's PID namespace (the inode of /proc/self/ns/pid) and boot (the
+   first 16 hex digits of /proc/sys/kernel/random/boot_id); 0 for either
+   where it could not be read. */
+typedef struct fl__owner_id {
+  uint64_t pidns;
+  uint64_t boot;
+} fl__owner_id;
+/* What a name says of its owner: pid, and, in today's form, identity. */
+typedef struct fl__name_owner {
+  long pid;
+  int has_id; /* 0 in the form of 0.3 and earlier */
+  fl__owner_id id;
+} fl__name_owner;
+void fl__owner_identify(fl__owner_id *me);
+void fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
+                      uint64_t serial);
+int fl__segment_name_parse(const char *name, fl__name_owner *o);
+
 /* segment.c */
 typedef struct fl__segment {
   void *base;
@@ -135,8 +156,6 @@ typedef struct fl__layout {
 
 int fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
                        const size_t *field_bytes);
-void fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
-                      uint64_t serial);
 int fl__segment_create(fl__segment *seg, const char *name, size_t size,
                        char *err, size_t errlen);
 int fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,

@@ -22,7 +22,7 @@
 static void
 keep_for_refetch(fl_loader *l, fl_batch *b, int code, int orphaned)
 {
-  char name[64];
+  char name[FL__SEGMENT_NAME_MAX];
 
   /* A name the worker made but we could not open would linger. */
   if (l->opt.sharing == FL_SHARE_FILE_SYSTEM && orphaned) {

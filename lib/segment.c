@@ -72,19 +72,6 @@ fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
   return 0;
 }
 
-/*
- * forkload.<owner pid>.<the loader's token>.<serial>, the serial 64 random
- * bits in hex: the pid and token of one name do not tell another user the
- * next, which it could otherwise create first.
- */
-void
-fl__segment_name(char *buf, size_t len, pid_t owner, uint32_t token,
-                 uint64_t serial)
-{
-  snprintf(buf, len, "/forkload.%ld.%08x.%016llx", (long)owner, token,
-           (unsigned long long)serial);
-}
-
 uint64_t
 fl__random64(void)
 {
@@ -211,7 +198,7 @@ fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,
                          uint64_t *serial, size_t size, char *err,
                          size_t errlen)
 {
-  char name[64];
+  char name[FL__SEGMENT_NAME_MAX];
   int rc = -EEXIST, i;
 
   for (i = 0; i < FL__NAME_TRIES && rc == -EEXIST; i++) {

@@ -1,13 +1,15 @@
 /*
  * Names in /dev/shm: the sweep of those left by a parent killed while a
  * segment was in transit (a loader's creation and `forkload cleanup` remove
- * the names of forkload's exact form whose owner is gone, and no other), and
- * names another local user cannot take first (they are unpredictable, and a
- * name taken is tried again with a new one).  Runs in a private /dev/shm, so
- * that no other loader on the machine sweeps the planted names first; that
- * needs root and unshare(CLONE_NEWNS), and elsewhere the whole program is
- * skipped with the reason.  getrandom is wrapped (-Wl,--wrap) so that a case
- * can make the loader draw a name that is already taken.
+ * the names of forkload's exact form whose owner is gone, and no other; a
+ * name of another PID namespace or boot, whose pid means nothing here, is
+ * left alone), and names another local user cannot take first (they are
+ * unpredictable, and a name taken is tried again with a new one).  Runs in
+ * a private /dev/shm, so that no other loader on the machine sweeps the
+ * planted names first; that needs root and unshare(CLONE_NEWNS), and
+ * elsewhere the whole program is skipped with the reason.  getrandom is
+ * wrapped (-Wl,--wrap) so that a case can make the loader draw a name that
+ * is already taken.
  */
 #include "config.h"
 
@@ -17,6 +19,7 @@
 #include <stdint.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +59,7 @@ __wrap_getrandom(void *buf, size_t len, unsigned flags)
 /* What a sweep reported: each name and its owner. */
 typedef struct heard {
   int n;
-  char name[MAX_HEARD][64];
+  char name[MAX_HEARD][FL__SEGMENT_NAME_MAX];
   long owner[MAX_HEARD];
 } heard;
 
@@ -101,6 +104,30 @@ exists(const char *name)
     return 0;
   close(fd);
   return 1;
+}
+
+/* This process's identity as a name carries it, "<pidns>.<boot>", read
+   here apart from the library: the inode of its PID namespace, and the
+   first 16 hex digits of the boot's id. */
+static void
+own_identity(char *buf, size_t len)
+{
+  char line[64], boot[17];
+  struct stat st;
+  FILE *f;
+  int i, n = 0;
+
+  assert_int_equal(stat("/proc/self/ns/pid", &st), 0);
+  f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof(line), f));
+  fclose(f);
+  for (i = 0; line[i] != '\0' && n < 16; i++) {
+    if (line[i] != '-')
+      boot[n++] = line[i];
+  }
+  boot[n] = '\0';
+  snprintf(buf, len, "%llu.%s", (unsigned long long)st.st_ino, boot);
 }
 
 /*
@@ -179,11 +206,16 @@ sweep_removes_every_dead_owners_names(void **state)
 /*
  * Names that only look like forkload's are never touched, even when the
  * number in them is not a live pid: a pid too large for pid_t must not be
- * read as a smaller one, nor as a process group.
+ * read as a smaller one, nor as a process group.  Nor are those that
+ * differ from today's form in one part (a serial or boot of another
+ * length, a namespace that is no plain decimal number or too large for 64
+ * bits, a part too many), though they carry this namespace and boot; nor
+ * are they listed as foreign.
  */
 static void
 names_not_of_the_exact_form_are_never_touched(void **state)
 {
+  /* Each made with the dead pid, this namespace and this boot. */
   static const char *const forms[] = {
       "/forkload.%ld.deadbee.1",    "/forkload.%ld.deadbeef0.1",
       "/forkload.%ld.deadbeeg.1",   "/forkload.%ld.deadbeef.",
@@ -194,9 +226,22 @@ names_not_of_the_exact_form_are_never_touched(void **state)
       "/forkload.2147483648.deadbeef.%ld",
       "/forkload.4294967297.deadbeef.%ld",
       "/forkload.99999999999999999999.deadbeef.%ld",
+      "/forkload.%ld.deadbeef.0123456789abcde.%s.%s",
+      "/forkload.%ld.deadbeef.0123456789abcdef0.%s.%s",
+      "/forkload.%ld.deadbeef.0123456789abcdef.%s.%.15s",
+      "/forkload.%ld.deadbeef.0123456789abcdef.%s.%s0",
+      "/forkload.%ld.deadbeef.0123456789abcdef.%s.%.15sg",
+      "/forkload.%ld.deadbeef.0123456789abcdef.%s.%s.1",
+      "/forkload.%ld.deadbeef.0123456789abcdef.%s.%s.",
+      "/forkload.%ld.deadbeef.0123456789abcdef.+%s.%s",
+      "/forkload.%ld.deadbeef.0123456789abcdef.%sx.%s",
+      "/forkload.%ld.deadbeef.0123456789abcdef.%.0s.%s",
+      "/forkload.%ld.deadbeef.0123456789abcdef.99999999999999999999%.0s.%s",
+      "/forkload.%ld.deadbeef.0123456789abcdef..%s.%s",
   };
   enum { N = sizeof(forms) / sizeof(forms[0]) };
   long dead = (long)dead_pid();
+  char id[40], ns[24], boot[17];
   flt_baseline base;
   char name[N][96];
   heard h = {0};
@@ -204,10 +249,14 @@ names_not_of_the_exact_form_are_never_touched(void **state)
 
   (void)state;
   flt_baseline_take(&base);
+  own_identity(id, sizeof(id));
+  snprintf(ns, sizeof(ns), "%.*s", (int)(strchr(id, '.') - id), id);
+  snprintf(boot, sizeof(boot), "%s", strchr(id, '.') + 1);
   for (i = 0; i < N; i++) {
-    snprintf(name[i], sizeof(name[i]), forms[i], dead);
+    snprintf(name[i], sizeof(name[i]), forms[i], dead, ns, boot);
     plant(name[i]);
   }
+  assert_int_equal(fl_shm_foreign(NULL, NULL), 0);
   assert_int_equal(fl_shm_sweep(0, note_swept, &h), 0);
   assert_int_equal(h.n, 0);
   for (i = 0; i < N; i++) {
@@ -217,11 +266,16 @@ names_not_of_the_exact_form_are_never_touched(void **state)
   flt_assert_clean(&base);
 }
 
-/* The serial of a name 0.1 made is decimal, a name of now 64 hex bits. */
+/*
+ * Names of the older form, with 0.1's decimal serial or the 64 hex bits of
+ * 0.2 and 0.3, say no namespace: their pid is judged here, as those
+ * versions did, a dead owner's removed, a live one's kept, and none is
+ * counted as foreign.
+ */
 static void
-names_of_either_serial_form_are_swept(void **state)
+names_of_the_older_form_keep_the_pid_rule(void **state)
 {
-  char name[2][64];
+  char name[2][64], live[64];
   pid_t dead = dead_pid();
   flt_baseline base;
   int i;
@@ -232,11 +286,193 @@ names_of_either_serial_form_are_swept(void **state)
            (long)dead);
   snprintf(name[1], sizeof(name[1]), "/forkload.%ld.deadbeef.0123456789abcdef",
            (long)dead);
+  snprintf(live, sizeof(live), "/forkload.%ld.deadbeef.0123456789abcdef",
+           (long)getpid());
   for (i = 0; i < 2; i++)
     plant(name[i]);
+  plant(live);
+  assert_int_equal(fl_shm_foreign(NULL, NULL), 0);
   assert_int_equal(fl_shm_sweep(0, NULL, NULL), 2);
   for (i = 0; i < 2; i++)
     assert_false(exists(name[i]));
+  assert_true(exists(live));
+  shm_unlink(live);
+  flt_assert_clean(&base);
+}
+
+/*
+ * The name a loader makes carries its PID namespace and boot after the
+ * serial, and reads back as made.
+ */
+static void
+a_name_carries_this_pid_namespace_and_boot(void **state)
+{
+  char name[FL__SEGMENT_NAME_MAX], want[FL__SEGMENT_NAME_MAX], id[40];
+  fl__name_owner o;
+
+  (void)state;
+  own_identity(id, sizeof(id));
+  fl__segment_name(name, sizeof(name), getpid(), 0xdeadbeefu,
+                   0x0123456789abcdefull);
+  snprintf(want, sizeof(want), "/forkload.%ld.deadbeef.0123456789abcdef.%s",
+           (long)getpid(), id);
+  assert_string_equal(name, want);
+  assert_int_equal(fl__segment_name_parse(name + 1, &o), 0);
+  assert_int_equal(o.pid, getpid());
+  assert_true(o.has_id);
+  assert_int_equal(strtoull(id, NULL, 10), o.id.pidns);
+  assert_int_equal(strtoull(strchr(id, '.') + 1, NULL, 16), o.id.boot);
+}
+
+/* In a process forked into a new PID namespace: 0 when the identity it
+   inherited names as its parent's did, and, once it has swept, its own
+   namespace's; 1 if not. */
+static int
+names_in_a_new_namespace(const fl__name_owner *parent)
+{
+  char name[FL__SEGMENT_NAME_MAX];
+  fl__name_owner o;
+  struct stat st;
+
+  fl__segment_name(name, sizeof(name), getpid(), 1, 1);
+  if (fl__segment_name_parse(name + 1, &o) != 0 ||
+      o.id.pidns != parent->id.pidns)
+    return 1;
+  fl_shm_sweep(1, NULL, NULL);
+  fl__segment_name(name, sizeof(name), getpid(), 1, 1);
+  return fl__segment_name_parse(name + 1, &o) != 0 ||
+         stat("/proc/self/ns/pid", &st) != 0 ||
+         o.id.pidns != (uint64_t)st.st_ino || o.id.pidns == parent->id.pidns ||
+         o.id.boot != parent->id.boot;
+}
+
+/*
+ * A host that forks after unshare(CLONE_NEWPID) puts the child in another
+ * namespace than its own: the child inherits the parent's identity, which
+ * a worker names with, and reads its own when it sweeps, as a loader it
+ * creates does first.  Where the kernel refuses a new PID namespace the
+ * case has nothing to show.
+ */
+static void
+a_child_in_a_new_pid_namespace_reads_its_own(void **state)
+{
+  char name[FL__SEGMENT_NAME_MAX];
+  fl__name_owner parent;
+  pid_t helper, child;
+  int status;
+
+  (void)state;
+  fl__segment_name(name, sizeof(name), getpid(), 1, 1);
+  assert_int_equal(fl__segment_name_parse(name + 1, &parent), 0);
+  helper = fork();
+  assert_true(helper >= 0);
+  if (helper == 0) {
+    if (unshare(CLONE_NEWPID) != 0)
+      _exit(77);
+    child = fork();
+    if (child == 0)
+      _exit(names_in_a_new_namespace(&parent));
+    _exit(child > 0 && waitpid(child, &status, 0) == child &&
+                  WIFEXITED(status)
+              ? WEXITSTATUS(status)
+              : 2);
+  }
+  assert_int_equal(waitpid(helper, &status, 0), helper);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    print_message("unshare(CLONE_NEWPID) refused: nothing to show\n");
+    return;
+  }
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/*
+ * In this namespace and boot, the pid rule: a dead owner's name is removed
+ * and reported, a live one's kept; neither is foreign.
+ */
+static void
+this_namespaces_dead_owners_names_are_removed(void **state)
+{
+  char stale[FL__SEGMENT_NAME_MAX], live[FL__SEGMENT_NAME_MAX], id[40];
+  pid_t dead = dead_pid();
+  flt_baseline base;
+  heard h = {0};
+
+  (void)state;
+  flt_baseline_take(&base);
+  own_identity(id, sizeof(id));
+  snprintf(stale, sizeof(stale), "/forkload.%ld.deadbeef.0123456789abcdef.%s",
+           (long)dead, id);
+  snprintf(live, sizeof(live), "/forkload.%ld.deadbeef.0123456789abcdef.%s",
+           (long)getpid(), id);
+  plant(stale);
+  plant(live);
+  assert_int_equal(fl_shm_foreign(NULL, NULL), 0);
+  assert_int_equal(fl_shm_sweep(0, note_swept, &h), 1);
+  assert_string_equal(h.name[0], stale);
+  assert_int_equal(h.owner[0], dead);
+  assert_false(exists(stale));
+  assert_true(exists(live));
+  shm_unlink(live);
+  flt_assert_clean(&base);
+}
+
+/* A loader made and destroyed: its creation sweeps /dev/shm. */
+static void
+create_a_loader(void)
+{
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+
+  flt_data_init(&d, &ds, 10, 8);
+  assert_int_equal(fl_loader_create(&l, &ds, NULL), 0);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+}
+
+/*
+ * A name of another PID namespace or another boot, or one whose maker
+ * could not read its own (0), is never removed, though its pid is no live
+ * process here: fl_shm_sweep, a new loader's sweep and a dry run all leave
+ * it, and fl_shm_foreign lists it with its pid.
+ */
+static void
+names_of_another_namespace_or_boot_are_left_alone(void **state)
+{
+  char id[40], boot[17], name[4][FL__SEGMENT_NAME_MAX];
+  unsigned long long ns;
+  pid_t dead = dead_pid();
+  flt_baseline base;
+  heard h = {0};
+  int i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  own_identity(id, sizeof(id));
+  ns = strtoull(id, NULL, 10);
+  snprintf(boot, sizeof(boot), "%s", strchr(id, '.') + 1);
+  snprintf(name[0], sizeof(name[0]), "/forkload.%ld.deadbeef.%016x.%llu.%s",
+           (long)dead, 1, ns + 1, boot);
+  snprintf(name[1], sizeof(name[1]), "/forkload.%ld.deadbeef.%016x.%llu.%s",
+           (long)dead, 2, ns, boot[0] == 'f' ? "0fffffffffffffff"
+                                             : "ffffffffffffffff");
+  snprintf(name[2], sizeof(name[2]), "/forkload.%ld.deadbeef.%016x.0.%s",
+           (long)dead, 3, boot);
+  snprintf(name[3], sizeof(name[3]),
+           "/forkload.%ld.deadbeef.%016x.%llu.0000000000000000", (long)dead,
+           4, ns);
+  for (i = 0; i < 4; i++)
+    plant(name[i]);
+  assert_int_equal(fl_shm_sweep(1, NULL, NULL), 0);
+  assert_int_equal(fl_shm_sweep(0, NULL, NULL), 0);
+  create_a_loader();
+  assert_int_equal(fl_shm_foreign(note_swept, &h), 4);
+  for (i = 0; i < 4; i++) {
+    assert_true(exists(name[i]));
+    assert_int_equal(h.owner[i], dead);
+    shm_unlink(name[i]);
+  }
   flt_assert_clean(&base);
 }
 
@@ -363,12 +599,12 @@ static void squat(pid_t victim) __attribute__((noreturn));
 static void
 squat(pid_t victim)
 {
-  char prefix[32], name[96];
+  char prefix[32], name[320];
   unsigned long long serial;
   unsigned token;
   struct dirent *e;
   DIR *dir;
-  int k, round;
+  int k, round, at;
 
   snprintf(prefix, sizeof(prefix), "forkload.%ld.", (long)victim);
   /* However the case ends, the squatter goes with it. */
@@ -376,14 +612,13 @@ squat(pid_t victim)
     dir = opendir("/dev/shm");
     while (dir != NULL && (e = readdir(dir)) != NULL) {
       if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
-          sscanf(e->d_name + strlen(prefix), "%8x.%llx", &token, &serial) != 2)
+          sscanf(e->d_name + strlen(prefix), "%8x.%llx%n", &token, &serial,
+                 &at) != 2)
         continue;
+      /* The same name but for the serial: the same namespace and boot. */
       for (k = 1; k <= 8; k++) {
-        snprintf(name, sizeof(name), "/%s%08x.%016llx", prefix, token,
-                 serial + k);
-        close(shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600));
-        snprintf(name, sizeof(name), "/%s%08x.%llu", prefix, token,
-                 serial + k);
+        snprintf(name, sizeof(name), "/%s%08x.%016llx%s", prefix, token,
+                 serial + k, e->d_name + strlen(prefix) + at);
         close(shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600));
       }
     }
@@ -455,7 +690,11 @@ main(void)
       cmocka_unit_test(next_loader_sweeps_a_dead_owners_name_and_no_other),
       cmocka_unit_test(sweep_removes_every_dead_owners_names),
       cmocka_unit_test(names_not_of_the_exact_form_are_never_touched),
-      cmocka_unit_test(names_of_either_serial_form_are_swept),
+      cmocka_unit_test(names_of_the_older_form_keep_the_pid_rule),
+      cmocka_unit_test(a_name_carries_this_pid_namespace_and_boot),
+      cmocka_unit_test(a_child_in_a_new_pid_namespace_reads_its_own),
+      cmocka_unit_test(this_namespaces_dead_owners_names_are_removed),
+      cmocka_unit_test(names_of_another_namespace_or_boot_are_left_alone),
       cmocka_unit_test(a_directory_named_like_a_stale_segment_is_not_counted),
       cmocka_unit_test(a_name_taken_first_is_drawn_anew_and_left_alone),
       cmocka_unit_test(a_squatting_user_cannot_make_the_loader_fail),

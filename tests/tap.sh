@@ -1,5 +1,5 @@
 # TAP helpers for the shell tests, sourced by each: ok, not_ok, skip, diag,
-# and in_private_dev_shm.
+# in_private_dev_shm and private_dev_shm_or_skip.
 # A script prints its plan, reports each case, and ends with `exit $failed`.
 n=0
 failed=0
@@ -18,6 +18,13 @@ skip() {
 }
 diag() {
   printf '%s\n' "$@" | sed 's/^/# /'
+}
+# private_dev_shm_or_skip SCRIPT ARGS...: in_private_dev_shm, or, where
+# that cannot be had, the whole script skipped (exit 77) saying why.
+private_dev_shm_or_skip() {
+  in_private_dev_shm "$@" && return
+  echo "1..0 # SKIP needs root and unshare -m for a private /dev/shm"
+  exit 77
 }
 # in_private_dev_shm SCRIPT ARGS...: runs the script again in a private mount
 # namespace (unshare -m) with its own tmpfs over /dev/shm, where no other

@@ -121,7 +121,7 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
      uint64_t *serial, size_t *count, int *end, int *faulted, char *err,
      size_t errlen)
 {
-  char name[64];
+  char name[FL__SEGMENT_NAME_MAX];
   fl__segment seg = {NULL, 0, -1};
   void **base = slot_at(slots, t->slot);
   int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
