@@ -646,7 +646,7 @@ main(int argc, char **argv)
   static const char *rk[] = {"ms_to_batch"};
   size_t at[2];
   char npdir[] = "/tmp/forkload-bench-XXXXXX", nparray[512];
-  size_t npn = smoke ? 200 : 10000;
+  size_t npn;
   struct result r;
   size_t peak = 0, bound = 0, segs = 0;
   double mem, ideal[4], fast_alone, f, p;
@@ -685,6 +685,7 @@ main(int argc, char **argv)
   fprintf(stderr, "bench: %d round(s), PyTorch %s\n", rounds,
           have_torch ? "found" : "not found: forkload only");
   mem = memset_mb_per_s();
+  npn = smoke ? 200 : 10000; /* once --smoke is known */
   npy_make(npdir, npn, 3072, nparray); /* 12 KiB samples */
   at[0] = (npn + 63) / 64 * 9 / 10;
   at[1] = 0;
