@@ -33,6 +33,23 @@ void cli_print_usage(FILE *f, const char *lines, int first);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *cli_loader_error(const fl_loader *l, int rc);
 
+/* fl_options.log of run and exhaust: each warning of the library on
+   stderr, after "forkload: warning: ", a progress line cleared first.  A
+   warning that the call at hand also returns (an unpinned segment) is its
+   caller's to say, once per run (cli_pin_warning). */
+struct cli_log {
+  const fl_loader *loader; /* once created, or NULL */
+  struct progress *pg;     /* a progress line to clear first, or NULL */
+};
+void cli_log(void *arg, const char *msg);
+/* Whether rc of fl_loader_next is a batch kept at the fd or /dev/shm
+   limit (real or injected): not final, and it comes with a later call. */
+int cli_kept(int rc);
+/* Whether rc of fl_loader_next is a poisoned batch, one whose filling
+   killed its worker twice: then 1, and *seq its place in the epoch (the
+   library names it only in its message). */
+int cli_poisoned(const fl_loader *l, int rc, uint64_t *seq);
+
 /* --pin-memory past RLIMIT_MEMLOCK: fl_loader_next returns FL_ENOMEM
    (FL_EPERM under a limit of 0) once for each segment it cannot lock, and
    hands that batch out with the next call. */
@@ -73,6 +90,9 @@ struct synth_span {
 };
 
 void synth_dataset(struct synth *s, int batched, fl_dataset *ds);
+/* splitmix64's finaliser, which keys the content: every input bit
+   reaches every output bit. */
+uint64_t synth_mix64(uint64_t x);
 /* The fields of a sample, 1 without fields, and the bytes of field f. */
 size_t synth_nfields(const struct synth *s);
 size_t synth_field_bytes(const struct synth *s, size_t f);
@@ -125,6 +145,9 @@ int verify_init(struct verify *v, const struct synth *data,
    batches the run has not handed out. */
 int verify_begin(struct verify *v, uint64_t epoch, char *why, size_t len);
 int verify_batch(struct verify *v, const fl_batch *b, char *why, size_t len);
+/* The batch of seq came poisoned (its filling killed its worker twice):
+   it holds its place, once, and its samples are not due this epoch. */
+int verify_poisoned(struct verify *v, uint64_t seq, char *why, size_t len);
 int verify_end(struct verify *v, char *why, size_t len);
 int verify_saved(struct verify *v, const void *state, size_t len, char *why,
                  size_t whylen);
@@ -143,6 +166,8 @@ int state_write(const char *path, const void *buf, size_t len);
 struct tally {
   uint64_t batches, samples, bytes;
   uint64_t checksum; /* the first value of every sample, summed */
+  uint64_t poisoned; /* batches whose filling killed their worker twice */
+  uint64_t kept;     /* calls that found the batch due kept at a limit */
   int interrupted;   /* the signal that ended the run early, or 0 */
   int stopped;       /* --stop-after ended it */
 };
@@ -213,6 +238,8 @@ enum {
   OPT_RANK,
   OPT_WORLD_SIZE,
   OPT_SHARD_MODE,
+  OPT_MAX_RESTARTS,
+  OPT_FAULTS,
   OPT_OWN /* a subcommand's own options from here on */
 };
 
@@ -285,6 +312,10 @@ size_t census_new_names(const struct census *before,
 size_t census_new_fds(const struct census *before,
                       const struct census *after, char *list, size_t len);
 size_t census_children(double wait_seconds, char *list, size_t len);
+/* Makes and destroys a loader without workers, so that libuv's fds for
+   the life of the process are open before a census: 0, or -1 having said
+   why not, after "who: ". */
+int census_warm_up(const char *who);
 
 /* npy_header.c: puts the header of a version 1.0 .npy file holding an
    array of descr and shape (ndim 1 or 2) in buf, NPY_HEADER_MAX bytes;
@@ -293,7 +324,88 @@ size_t census_children(double wait_seconds, char *list, size_t len);
 size_t npy_header(char *buf, const char *descr, const size_t *shape,
                   int ndim);
 
-/* run.c, exhaust.c, cleanup.c, gen.c: the subcommands. */
-extern const struct cli_command cli_run, cli_exhaust, cli_cleanup, cli_gen;
+/* soak_config.c: a configuration of `forkload soak`, a pure function of
+   the soak's seed and its number, so that it can be run again alone. */
+#define SOAK_HOLD_MAX 8 /* batches a configuration holds at most */
+
+struct soak_config {
+  uint64_t seed, index; /* the soak's seed, and its number */
+  int iterable;         /* an iterable dataset, not a map-style one */
+  struct synth data;    /* the samples: how many, their sizes, the seed */
+  int batched;          /* map-style: get_batch */
+  int skip;             /* iterable: a skip function, not next n times */
+  fl_options opt;       /* the loader's, but faults */
+  char faults[192];     /* the spec, or "" */
+  unsigned epochs;
+  unsigned hold_pct;    /* chance that a batch is held for a while */
+  unsigned hold_max;    /* at most, up to SOAK_HOLD_MAX */
+  unsigned cut_pct;     /* chance that an epoch is cut short by a begin */
+  int destroy_held;     /* destroy with batches held, not release first */
+  uint64_t rng;         /* the consumer's draws go on from here */
+};
+
+/* The next draw of *rng, and one below n (n > 0). */
+uint64_t soak_rand(uint64_t *rng);
+unsigned soak_below(uint64_t *rng, unsigned n);
+void soak_config_draw(struct soak_config *c, uint64_t seed, uint64_t index);
+/* One line, in the words of run's summary. */
+const char *soak_config_describe(const struct soak_config *c, char *buf,
+                                 size_t len);
+
+/* soak_stream.c: the iterable dataset of the soak and its check.  Worker
+   w of W reads indices w, w + W, ... below the samples (one stream of all
+   without workers); a sample holds its index in its first 8 bytes, then
+   the synthetic content of that index. */
+struct soak_stream {
+  const struct synth *data; /* samples, sample_bytes (at least 8), seed */
+  size_t streams;           /* max(1, num_workers) */
+  int ordered;              /* each stream's order is checked too */
+  size_t next, step;        /* in the reader: its next index, and W */
+  unsigned char *seen;      /* per index: come this epoch */
+  size_t *due;              /* per stream: the index it gives next */
+  unsigned char *seqs;      /* per fl_batch_seq: come this epoch */
+  size_t nseqs;
+  unsigned char *want;      /* a sample as it must be */
+  uint64_t epoch;
+};
+
+/* 0, or FL_ENOMEM.  Without ordered, only that each index comes once,
+   from its stream's worker. */
+int soak_stream_init(struct soak_stream *s, const struct synth *data,
+                     unsigned num_workers, int skip, int ordered,
+                     fl_iterable *it);
+void soak_stream_free(struct soak_stream *s);
+
+/* How soak_run checks a configuration's batches: verify.c's checks for a
+   map-style dataset, soak_stream.c's for an iterable one.  Each returns 0,
+   or -1 with why set.  again checks the content of a batch held a while,
+   when it is released. */
+struct soak_check {
+  void *ctx;
+  int (*begin)(void *ctx, uint64_t epoch, char *why, size_t len);
+  int (*batch)(void *ctx, const fl_batch *b, char *why, size_t len);
+  int (*poisoned)(void *ctx, uint64_t seq, char *why, size_t len);
+  int (*end)(void *ctx, char *why, size_t len); /* an epoch handed out whole */
+  int (*again)(void *ctx, const fl_batch *b, char *why, size_t len);
+};
+
+void soak_stream_check(struct soak_stream *s, struct soak_check *check);
+
+/* soak_run.c: runs one configuration, checking every batch. */
+struct soak_tally {
+  uint64_t configs, iterable, refused; /* refused: by admission, at create */
+  uint64_t epochs, cut;                /* begun; cut short */
+  uint64_t batches, samples, held, kept, poisoned;
+  uint64_t faults, restarts;
+};
+
+/* 0 (also when a signal asked to stop it: see cli_interrupted), or -1
+   with why set: a violation. */
+int soak_run(const struct soak_config *c, struct soak_tally *t, char *why,
+             size_t len);
+
+/* run.c, exhaust.c, soak.c, cleanup.c, gen.c: the subcommands. */
+extern const struct cli_command cli_run, cli_exhaust, cli_soak, cli_cleanup,
+    cli_gen;
 
 #endif /* FORKLOAD_CLI_H */

@@ -22,6 +22,7 @@
 
 struct exhaust_args {
   struct load_args load;
+  struct cli_log log; /* the library's warnings */
   size_t hold;       /* stop after this many batches; 0: never */
   uint64_t fd_limit; /* lower the soft RLIMIT_NOFILE to this; 0: keep it */
   int json;
@@ -118,32 +119,6 @@ lower_fd_limit(uint64_t n, struct study *s)
               strerror(errno));
     return 1;
   }
-  return 0;
-}
-
-/*
- * libuv opens a pipe with its first loop and keeps it for the life of the
- * process (its signal lock: 2 fds).  A throwaway loader made before the
- * census puts it there, so that the check counts what the study's loader
- * left, not libuv's once-only state.  Returns 0, or -1 having said why.
- */
-static int
-warm_up(void)
-{
-  struct synth one = {.samples = 1, .sample_bytes = 1};
-  fl_dataset ds;
-  fl_options opt;
-  fl_loader *l;
-  int rc;
-
-  synth_dataset(&one, 0, &ds);
-  fl_options_init(&opt);
-  opt.num_workers = 0; /* a loop, and nothing else */
-  if ((rc = fl_loader_create(&l, &ds, &opt)) < 0) {
-    cli_error("exhaust: %s", cli_loader_error(NULL, rc));
-    return -1;
-  }
-  fl_loader_destroy(l);
   return 0;
 }
 
@@ -284,6 +259,8 @@ print_text(const struct exhaust_args *a, const struct study *s)
   printf("fds          %zu held by the loader\n", s->st.fds);
   printf("mapped       %zu bytes\n", s->st.bytes_mapped);
   printf("segments     %zu\n", s->st.segments);
+  printf("restarts     %" PRIu64 " (faults injected: %" PRIu64 ")\n",
+         s->st.worker_restarts, s->st.faults_injected);
   if (s->rc < 0)
     printf("error        %s (%d): %s\n", fl_err_name(s->rc), s->rc,
            s->error);
@@ -309,9 +286,11 @@ print_json(const struct exhaust_args *a, const struct study *s)
 
   printf("{\"sharing\":\"%s\",\"backend\":\"%s\",\"batches_held\":%zu"
          ",\"fds\":%zu,\"bytes_mapped\":%zu,\"segments\":%zu"
+         ",\"worker_restarts\":%" PRIu64 ",\"faults_injected\":%" PRIu64
          ",\"error_name\":",
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd", backend(o),
-         s->nheld, s->st.fds, s->st.bytes_mapped, s->st.segments);
+         s->nheld, s->st.fds, s->st.bytes_mapped, s->st.segments,
+         s->st.worker_restarts, s->st.faults_injected);
   cli_json_string(s->rc < 0 ? fl_err_name(s->rc) : NULL);
   printf(",\"error_code\":%d,\"error_message\":", s->rc);
   cli_json_string(s->rc < 0 ? s->error : NULL);
@@ -333,6 +312,8 @@ exhaust_main(int argc, char **argv)
 
   if (cli_parse(&cli_exhaust, argc, argv, &a.load, exhaust_option, &a) < 0)
     return 2;
+  a.load.opt.log = cli_log;
+  a.load.opt.log_arg = &a.log;
   /* There is no default: the study is of one strategy or the other. */
   if (!a.load.sharing_set) {
     cli_error("exhaust: --sharing fd|fs is required");
@@ -348,7 +329,7 @@ exhaust_main(int argc, char **argv)
   if ((status = load_dataset(&a.load)) != 0)
     goto out;
   status = 1;
-  if (warm_up() < 0)
+  if (census_warm_up("exhaust") < 0)
     goto out;
   if ((rc = census_take(&before)) < 0) {
     cli_error("exhaust: cannot take stock of fds and /dev/shm: %s",
@@ -366,6 +347,7 @@ exhaust_main(int argc, char **argv)
     status = cli_create_error(rc);
     goto out;
   }
+  a.log.loader = l;
   if (fl_loader_len(l) == 0) {
     cli_error("exhaust: an epoch has no batch to hold (--drop-last with "
               "fewer samples than --batch-size)");

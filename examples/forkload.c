@@ -14,7 +14,7 @@
 
 /* The subcommands, in the order the overview lists them. */
 static const struct cli_command *const commands[] = {
-  &cli_run, &cli_exhaust, &cli_cleanup, &cli_gen
+  &cli_run, &cli_exhaust, &cli_soak, &cli_cleanup, &cli_gen
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -48,13 +48,16 @@ usage(int status)
     "fast it went.  gen writes the synthetic dataset to files.\n"
     "exhaust holds every batch until the loader runs out of fds or shared\n"
     "memory, reports the error, and checks that nothing is left behind.\n"
+    "soak runs random configurations, with injected faults, for a time and\n"
+    "checks every batch and that nothing is left behind.\n"
     "cleanup removes the /dev/shm segments of forkload parents that died.\n"
     "\n"
     "'forkload SUBCOMMAND --help' (or -h) lists the options of SUBCOMMAND.\n"
     "\n"
     "Exit status: 0 on success, 1 when loading fails, 2 on bad options,\n"
     "128 + the signal when interrupted.  exhaust exits 0 when its loader\n"
-    "left nothing behind, whatever error stopped it, and 1 if it did.\n",
+    "left nothing behind, whatever error stopped it, and 1 if it did;\n"
+    "soak exits 1 at its first violation, naming the configuration.\n",
     f);
   exit(status);
 }
@@ -90,6 +93,42 @@ cli_loader_error(const fl_loader *l, int rc)
   const char *msg = fl_loader_error(l);
 
   return msg != NULL && *msg != '\0' ? msg : fl_strerror(rc);
+}
+
+void
+cli_log(void *arg, const char *msg)
+{
+  const struct cli_log *g = arg;
+
+  if (g->loader != NULL && strcmp(msg, fl_loader_error(g->loader)) == 0)
+    return;
+  if (g->pg != NULL)
+    progress_clear(g->pg);
+  cli_error("warning: %s", msg);
+}
+
+int
+cli_kept(int rc)
+{
+  return (rc == FL_EMFILE || rc == FL_ENFILE || rc == FL_ENOSPC) &&
+         !fl_error_is_final(rc);
+}
+
+/* The library's sentence: "batch SEQ (worker W): filling this batch
+   (samples ...) killed its worker twice (SIG...); ...". */
+int
+cli_poisoned(const fl_loader *l, int rc, uint64_t *seq)
+{
+  const char *msg = fl_loader_error(l);
+  unsigned long long v;
+  int n = 0;
+
+  if (rc != FL_EDATASET || msg == NULL ||
+      strstr(msg, "killed its worker twice") == NULL ||
+      sscanf(msg, "batch %llu (worker %*u)%n", &v, &n) != 1 || n == 0)
+    return 0;
+  *seq = v;
+  return 1;
 }
 
 /* A second such error in a row is no lock failure: that batch would have

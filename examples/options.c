@@ -47,6 +47,8 @@ static const struct option load_options[] = {
   {"rank", required_argument, NULL, OPT_RANK},
   {"world-size", required_argument, NULL, OPT_WORLD_SIZE},
   {"shard-mode", required_argument, NULL, OPT_SHARD_MODE},
+  {"max-worker-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+  {"faults", required_argument, NULL, OPT_FAULTS},
   {NULL, 0, NULL, 0}
 };
 
@@ -75,6 +77,8 @@ static const struct {
   {"rank", "--rank"},
   {"world_size", "--world-size"},
   {"shard_mode", "--shard-mode"},
+  {"max_worker_restarts", "--max-worker-restarts"},
+  {"faults", "--faults"},
   /* The strategies, as the library's remedies name them. */
   {"FL_SHARE_FILE_SYSTEM", "--sharing fs"},
   {"FL_SHARE_FILE_DESCRIPTOR", "--sharing fd"}
@@ -120,7 +124,13 @@ static const char load_help[] =
   "  --shard-mode pad|trim|uneven\n"
   "                        equal shares padded by repeating the first\n"
   "                        indices, equal shares with the tail dropped,\n"
-  "                        or shares that differ by one (pad)\n";
+  "                        or shares that differ by one (pad)\n"
+  "  --max-worker-restarts N\n"
+  "                        respawn workers that die, N times at most over\n"
+  "                        the run (0: a death ends it)\n"
+  "  --faults SPEC         inject faults, e.g. kill=0.01,emfile=0.1,seed=3\n"
+  "                        (kill, exit, enospc, emfile =P; delay=P:MS;\n"
+  "                        seed=S); without it, FORKLOAD_FAULTS if set\n";
 
 /* The table getopt_long reads: the shared options, when the subcommand
    takes them, then its own, then --help. */
@@ -298,6 +308,8 @@ count_field(fl_options *o, int c)
     return &o->rank;
   case OPT_WORLD_SIZE:
     return &o->world_size;
+  case OPT_MAX_RESTARTS:
+    return &o->max_worker_restarts;
   }
   return NULL;
 }
@@ -384,6 +396,10 @@ load_option(struct load_args *a, int c, const char *arg)
     break;
   case OPT_SHARD_MODE:
     rc = cli_shard_mode(c, arg, &a->opt.shard_mode);
+    break;
+  /* The library parses the spec, and names the token at fault. */
+  case OPT_FAULTS:
+    a->opt.faults = arg;
     break;
   }
   return rc;
@@ -615,8 +631,10 @@ put_flags(FILE *f, const char *s, int first)
 /*
  * Writes msg to f in the flags' names.  "[dataset: ]FIELD is VALUE[:
  * REASON]" becomes "--flag VALUE[: REASON]", as the user would have typed
- * it; in any other message, and in the reason, each field name that
- * stands as a word for the field becomes its flag.
+ * it; "FIELD: ..." (a fault spec's token) "--flag: ...", the rest in the
+ * spec's own words (its seed is not --seed); in any other message, and in
+ * the reason, each field name that stands as a word for the field becomes
+ * its flag.
  */
 static void
 put_message(FILE *f, const char *msg)
@@ -637,6 +655,10 @@ put_message(FILE *f, const char *msg)
       put_flags(f, value + len, 0);
       return;
     }
+  }
+  if (flag != NULL && p[n] == ':') {
+    fprintf(f, "%.*s%s%s", (int)(p - msg), msg, flag, p + n);
+    return;
   }
   fwrite(msg, 1, (size_t)(p - msg), f); /* "dataset: ", if there */
   put_flags(f, p, 1);

@@ -4,7 +4,9 @@
  * files --dataset names, for some epochs the way a training loop would,
  * and reports what it measured.  Like a job that is preempted and
  * restarted, it can stop early and save the loader's state, and resume
- * from a saved state.
+ * from a saved state.  Through worker deaths (real, or --faults'), a
+ * batch kept at the fd or shm limit is asked for again, and one whose
+ * filling killed its worker twice is reported and passed over.
  */
 #include "config.h"
 
@@ -16,8 +18,14 @@
 
 #include "cli.h"
 
+/* Calls in a row that may find the batch due kept at the fd or shm limit
+   before the run gives up.  It releases each batch at once, so a limit
+   that lasts is the rest of the process's: waiting would not end it. */
+#define KEPT_MAX 1000
+
 struct run_args {
   struct load_args load;
+  struct cli_log log;       /* the library's warnings */
   unsigned epochs;          /* the run ends before epoch `epochs` */
   int verify, json, quiet;
   uint64_t stop_after;      /* batches; 0: no stop */
@@ -48,7 +56,9 @@ static const char help[] =
   "  --verify              check every field of every sample against its\n"
   "                        index (with --dataset: files that gen wrote,\n"
   "                        same --seed), and every batch against the order\n"
-  "                        an uninterrupted run in one process would give\n"
+  "                        an uninterrupted run in one process would give;\n"
+  "                        a batch that killed its worker twice holds its\n"
+  "                        place, reported, not checked\n"
   "  --json                print the summary as one JSON object\n"
   "  --quiet               no progress line\n"
   "  --stop-after N        stop once N batches are handed out, as if\n"
@@ -113,6 +123,25 @@ report(const fl_loader *l, int rc)
   cli_error("%s", cli_loader_error(l, rc));
 }
 
+/* The fault spec in effect: --faults, or the environment's. */
+static const char *
+faults_spec(const fl_options *o)
+{
+  return o->faults != NULL ? o->faults : getenv("FORKLOAD_FAULTS");
+}
+
+/* A poisoned batch is reported and holds its place (--verify checks it
+   was due), and the run goes on: 0, or -1 with why set. */
+static int
+poisoned(const fl_loader *l, uint64_t seq, struct verify *check,
+         struct progress *pg, struct tally *t, char *why, size_t len)
+{
+  progress_clear(pg);
+  cli_error("warning: %s", fl_loader_error(l));
+  t->poisoned++;
+  return check != NULL ? verify_poisoned(check, seq, why, len) : 0;
+}
+
 /* Reads the first value of every sample (of field 0, when it has fields),
    as a trainer's forward pass would, into a checksum the compiler cannot
    drop.  sizes holds nf per sample. */
@@ -139,7 +168,7 @@ touch(const fl_batch *b, size_t nf, struct tally *t)
 /* Runs the epochs left, or until --stop-after.  Returns the exit status,
    having said why if not 0. */
 static int
-consume(fl_loader *l, const struct run_args *a, struct verify *check,
+consume(fl_loader *l, struct run_args *a, struct verify *check,
         struct tally *t, double *seconds)
 {
   struct progress pg;
@@ -147,10 +176,11 @@ consume(fl_loader *l, const struct run_args *a, struct verify *check,
   fl_batch *b;
   size_t done, total;
   char why[256] = "";
-  uint64_t epoch;
-  int rc = 0, bad;
+  uint64_t epoch, seq;
+  int rc = 0, bad, kept = 0;
 
   progress_init(&pg, !a->quiet && !a->json);
+  a->log.pg = &pg;
   for (epoch = a->first_epoch; epoch < a->epochs; epoch++) {
     if ((rc = fl_loader_begin(l)) < 0)
       goto out;
@@ -163,6 +193,17 @@ consume(fl_loader *l, const struct run_args *a, struct verify *check,
       rc = fl_loader_next(l, &b);
       if (cli_pin_warning(&pin, l, &a->load.opt, rc))
         continue; /* the batch comes with the next call */
+      kept = cli_kept(rc) ? kept + 1 : 0;
+      if (kept > 0 && kept <= KEPT_MAX) {
+        t->kept++;
+        continue; /* it is asked for again with the next call */
+      }
+      if (cli_poisoned(l, rc, &seq)) {
+        if (poisoned(l, seq, check, &pg, t, why, sizeof why) < 0)
+          goto out;
+        done = a->load.opt.in_order ? seq + 1 : done + 1;
+        continue;
+      }
       if (rc < 0)
         goto out;
       if (b == NULL) /* the epoch is over */
@@ -184,12 +225,18 @@ consume(fl_loader *l, const struct run_args *a, struct verify *check,
 out:
   *seconds = cli_now() - pg.start;
   progress_clear(&pg);
+  a->log.pg = NULL;
   /* Read once, so that the status and the summary agree.  An error then
      came of the interrupt (a ^C reaches the workers too), and is not
      worth a line: the summary tells what was done before it. */
   t->interrupted = cli_interrupted;
   if (t->interrupted)
     return 128 + t->interrupted;
+  if (rc < 0 && kept > KEPT_MAX) {
+    cli_error("%s (so %d calls in a row)", cli_loader_error(l, rc),
+              KEPT_MAX + 1);
+    return 1;
+  }
   if (rc < 0) {
     report(l, rc);
     return 1;
@@ -298,6 +345,10 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
     printf(", delay %u us", d->data.delay_us);
   if (o->timeout_ms != 0)
     printf(", timeout %u ms", o->timeout_ms);
+  if (o->max_worker_restarts != 0)
+    printf(", max_worker_restarts %u", o->max_worker_restarts);
+  if (faults_spec(o) != NULL && *faults_spec(o) != '\0')
+    printf(", faults %s", faults_spec(o));
   for (i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (flags[i].on)
       printf(", %s", flags[i].name);
@@ -314,6 +365,14 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
   printf("mapped       %zu bytes at most\n", st->bytes_mapped_peak);
   printf("fds          %zu at most\n", st->fds_peak);
   printf("reorder      %zu batches waiting at most\n", st->reorder_peak);
+  printf("restarts     %" PRIu64 " (faults injected: %" PRIu64 ")\n",
+         st->worker_restarts, st->faults_injected);
+  if (t->poisoned != 0)
+    printf("poisoned     %" PRIu64 " batch(es) not delivered: filling each "
+           "killed its worker twice\n", t->poisoned);
+  if (t->kept != 0)
+    printf("kept         %" PRIu64 " time(s) the batch due waited at the fd "
+           "or shm limit\n", t->kept);
   printf("checksum     %" PRIu64 "\n", t->checksum);
 }
 
@@ -331,7 +390,10 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          ",\"sharing\":\"%s\",\"in_order\":%s,\"persistent\":%s"
          ",\"verified\":%s,\"interrupted\":%s,\"checksum\":%" PRIu64
          ",\"rank\":%u,\"world_size\":%u,\"shard_mode\":\"%s\""
-         ",\"first_epoch\":%" PRIu64 ",\"stopped\":%s,\"resume\":",
+         ",\"first_epoch\":%" PRIu64 ",\"stopped\":%s"
+         ",\"worker_restarts\":%" PRIu64 ",\"faults_injected\":%" PRIu64
+         ",\"poisoned\":%" PRIu64 ",\"kept\":%" PRIu64
+         ",\"max_worker_restarts\":%u,\"resume\":",
          t->batches, t->samples, t->bytes, secs,
          cli_rate((double)t->batches, secs),
          cli_rate((double)t->bytes / 1e6, secs), st->wait_seconds,
@@ -343,8 +405,11 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          a->verify ? "true" : "false", t->interrupted ? "true" : "false",
          t->checksum, o->rank, o->world_size,
          cli_shard_mode_name(o->shard_mode), a->first_epoch,
-         t->stopped ? "true" : "false");
+         t->stopped ? "true" : "false", st->worker_restarts,
+         st->faults_injected, t->poisoned, t->kept, o->max_worker_restarts);
   cli_json_string(a->resume);
+  fputs(",\"faults\":", stdout);
+  cli_json_string(faults_spec(o));
   fputs(",\"save_state\":", stdout);
   cli_json_string(a->save_state);
   fputs(",\"dataset\":", stdout);
@@ -382,6 +447,8 @@ run_main(int argc, char **argv)
 
   if (cli_parse(&cli_run, argc, argv, &a.load, run_option, &a) < 0)
     return 2;
+  a.load.opt.log = cli_log;
+  a.load.opt.log_arg = &a.log;
   if ((status = load_dataset(&a.load)) != 0)
     goto out;
   if (a.resume != NULL &&
@@ -396,6 +463,7 @@ run_main(int argc, char **argv)
     status = cli_create_error(rc);
     goto out;
   }
+  a.log.loader = l;
   if (state != NULL && (status = resume(l, &a, state, state_len)) != 0)
     goto out;
   status = 1;

@@ -23,8 +23,8 @@
 #define GOLDEN 0x9e3779b97f4a7c15ull
 
 /* splitmix64's finaliser: every input bit reaches every output bit. */
-static uint64_t
-mix64(uint64_t x)
+uint64_t
+synth_mix64(uint64_t x)
 {
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ull;
@@ -39,7 +39,8 @@ static size_t
 element(uint64_t key, size_t off, size_t nbytes, unsigned char out[4])
 {
   /* The hash's top 24 bits scale exactly into a float in [0, 1). */
-  float v = (float)(mix64(key + (off / 4 + 1) * GOLDEN) >> 40) * 0x1p-24f;
+  float v =
+      (float)(synth_mix64(key + (off / 4 + 1) * GOLDEN) >> 40) * 0x1p-24f;
   size_t n = nbytes - off < 4 ? nbytes - off : 4;
 
   memcpy(out, &v, n);
@@ -50,7 +51,7 @@ element(uint64_t key, size_t off, size_t nbytes, unsigned char out[4])
 static uint64_t
 sample_key(const struct synth *s, size_t index)
 {
-  return mix64(index + s->seed * GOLDEN);
+  return synth_mix64(index + s->seed * GOLDEN);
 }
 
 /* Field 0 is keyed by the sample alone, so that it holds what a sample of
@@ -61,7 +62,7 @@ field_key(const struct synth *s, size_t index, size_t f)
 {
   uint64_t key = sample_key(s, index);
 
-  return f == 0 ? key : mix64(key ^ (f * 0xd1b54a32d192ed03ull));
+  return f == 0 ? key : synth_mix64(key ^ (f * 0xd1b54a32d192ed03ull));
 }
 
 size_t

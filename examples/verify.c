@@ -294,6 +294,25 @@ verify_batch(struct verify *v, const fl_batch *b, char *why, size_t len)
 }
 
 int
+verify_poisoned(struct verify *v, uint64_t seq, char *why, size_t len)
+{
+  const struct ref_epoch *r = &v->ref;
+
+  if (seq >= r->nbatches || r->count[seq] == 0)
+    return cli_fail(why, len, "poisoned batch %" PRIu64 " is not one epoch %"
+                    PRIu64 " has left", seq, r->epoch);
+  if (v->got[seq])
+    return cli_fail(why, len, "batch %" PRIu64 " came twice in epoch %"
+                    PRIu64 ", the second time poisoned", seq, r->epoch);
+  if (v->opt.in_order && seq != v->due)
+    return cli_fail(why, len, "poisoned batch %" PRIu64 " came in place of "
+                    "batch %" PRIu64, seq, v->due);
+  v->got[seq] = 1;
+  v->due = next_due(r, v->got, v->due);
+  return 0;
+}
+
+int
 verify_end(struct verify *v, char *why, size_t len)
 {
   uint64_t s = next_due(&v->ref, v->got, 0);
