@@ -233,7 +233,7 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
                              w->id, fl_strerror(rc));
   }
   t.serial = b->serial;
-  t.attempt = b->tries;
+  t.attempt = FL__ATTEMPT(b);
   b->state = FL__SLOT_TASKED;
   b->seq = seq;
   b->sent_order = ++l->sent_count;
@@ -247,7 +247,6 @@ fl__dispatch_resend(fl_loader *l, fl__worker *w, fl_batch *b)
 
   b->worker = w->id;
   b->gen = w->gen;
-  b->tries++;
   if (b->seg.base != NULL && b->seg.fd >= 0 && l->opt.reuse_segments) {
     b->lent = 1;
     flags = FL__TASK_GRANTED;
@@ -298,6 +297,7 @@ fl__dispatch_fill(fl_loader *l)
     rc = slot_for(l, w, &b, &flags);
     if (rc == 0) {
       b->tries = b->kills = 0;
+      b->evicted = 0;
       rc = send_fill(l, w, b, fl__dispatch_seq(l, 1), flags);
     }
     if (rc != 0)
@@ -347,7 +347,8 @@ fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only)
       flags = fresh_flags(l, b);
     }
     l->nrefetch--;
-    into->tries = b->tries + 1;
+    into->tries = b->tries + !b->evicted;
+    b->evicted = 0;
     into->kills = b->kills;
     if (into != b && b->orphaned) {
       b->state = FL__SLOT_FREE;
@@ -408,6 +409,7 @@ fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
      made anew. */
   fl__slot_unmap(l, last);
   last->orphaned = 1;
+  last->evicted = 1;
   last->status = FL_EMFILE;
   last->state = FL__SLOT_REFETCH;
   l->nrefetch++;

@@ -98,6 +98,10 @@ int fl__faults_parse(struct fl__faults *f, const char *spec, char *err,
 /* Whether fault `kind` strikes this try of batch seq of that epoch. */
 int fl__fault(const struct fl__faults *f, int kind, uint64_t epoch,
               uint64_t seq, uint32_t attempt);
+/* The try of a batch the faults option is keyed by: a batch resent only
+   because its worker died filling another is the same try, so the same
+   seed strikes the same batches whatever a death took with it. */
+#define FL__ATTEMPT(b) ((b)->tries + (b)->kills)
 
 /* index_queue.c */
 int fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
@@ -164,6 +168,7 @@ int fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,
 uint64_t fl__random64(void);
 void fl__segment_unlink_own(const char *name);
 int fl__segment_attach_fd(fl__segment *seg, int fd, size_t size);
+int fl__segment_attach_lent(fl__segment *seg, int fd, size_t size);
 int fl__segment_attach_name(fl__segment *seg, const char *name, size_t size);
 int fl__segment_private(fl__segment *seg, size_t size);
 void fl__segment_close(fl__segment *seg);
@@ -223,6 +228,8 @@ struct fl_batch {
   uint64_t serial;   /* names the segment under the file-system strategy */
   int state;
   int orphaned;      /* the worker made a segment we never received */
+  int evicted;       /* let go, though good, to make room at the fd limit:
+                        asked for again as the same try */
   int end;           /* iterable: no batch, the worker's stream is over */
   int lent;          /* lent to `worker`, which may not have mapped it */
   uint64_t mapped_by; /* workers (ids below 64) known to map it */
@@ -231,7 +238,8 @@ struct fl_batch {
   int pin_hook_rc;   /* what fl_options.pin returned, when it failed */
   int pinned;        /* fl_options.pin succeeded: unpin before unmapping */
   uint64_t sent_order; /* when its task was sent, among all the loader's */
-  uint32_t tries;    /* times its batch was asked for before this task */
+  uint32_t tries;    /* times its batch was asked for again after its
+                        fd or segment was lost (EMFILE, ENOSPC) */
   uint32_t kills;    /* workers that died filling this batch */
   int pending;       /* while its dead worker is let go: its task was
                         still queued, not started */

@@ -221,7 +221,8 @@ receive_locked(fl_loader *l, unsigned wi, struct fl__reply *r, int *fd)
 
   if (rc == 1 && *fd >= 0 && r->slot < l->nslots &&
       (b = l->slots[r->slot]) != NULL &&
-      fl__fault(&l->faults, FL__FAULT_EMFILE, l->epoch, r->seq, b->tries)) {
+      fl__fault(&l->faults, FL__FAULT_EMFILE, l->epoch, r->seq,
+                FL__ATTEMPT(b))) {
     fl__close(*fd);
     *fd = -1;
     l->stats.faults_injected++;
@@ -252,12 +253,18 @@ fl__receive_one(fl_loader *l, unsigned wi)
    * in another thread: it would keep this segment alive.
    */
   fl__fdtrack_lock();
-  rc = receive_locked(l, wi, &r, &fd);
+  /*
+   * A worker that died with grants unread leaves ECONNRESET, and a
+   * SOCK_SEQPACKET read reports it before the replies the worker sent
+   * first: it is reported once, and the next read returns them, then 0.
+   */
+  do
+    rc = receive_locked(l, wi, &r, &fd);
+  while (rc == -ECONNRESET);
   fl__fdtrack_unlock();
   if (rc == FL_EAGAIN)
     return 0;
-  /* A worker that died with grants unread resets instead of closing. */
-  if (rc == 0 || rc == -ECONNRESET)
+  if (rc == 0)
     return FL__RECEIVE_CLOSED;
   if (rc < 0 && rc != FL_EMFILE)
     return fl__loader_fail(l, rc, "cannot read worker %u's reply: %s", wi,

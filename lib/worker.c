@@ -410,9 +410,9 @@ respawn(fl_loader *l, unsigned wi, const char *how, const char *brief)
   culprit = blame(l, wi);
   if (culprit != NULL &&
       (fl__fault(&l->faults, FL__FAULT_KILL, l->epoch, culprit->seq,
-                 culprit->tries) ||
+                 FL__ATTEMPT(culprit)) ||
        fl__fault(&l->faults, FL__FAULT_EXIT, l->epoch, culprit->seq,
-                 culprit->tries)))
+                 FL__ATTEMPT(culprit))))
     l->stats.faults_injected++;
   pool_free_segments(l, wi);
   todo = malloc((l->nslots ? l->nslots : 1) * sizeof(*todo));

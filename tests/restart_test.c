@@ -608,6 +608,42 @@ fault_specs_are_checked_and_a_seed_strikes_the_same_batches(void **state)
 }
 
 /*
+ * Under both strategies, each death is blamed on the batch its worker was
+ * filling: every restart is a kill the faults option injected, and no
+ * batch is filled twice, so the samples fetched are those delivered.  A
+ * worker that dies with granted fds unread leaves ECONNRESET on its
+ * socket ahead of the replies it sent before: those must still be taken,
+ * or the batch answered is blamed, filled again, and may be poisoned.
+ */
+static void
+each_death_is_blamed_on_its_batch_and_no_batch_is_filled_twice(void **state)
+{
+  static struct run r;
+  uint64_t delivered;
+  fl_stats st;
+  flt_case c;
+  size_t i, e;
+  int fs;
+
+  (void)state;
+  for (fs = 0; fs < 2; fs++) {
+    setup(&c, NULL, 1000, 1);
+    c.opt.sharing = fs ? FL_SHARE_FILE_SYSTEM : FL_SHARE_FILE_DESCRIPTOR;
+    c.opt.faults = "kill=0.2,seed=13";
+    flt_case_create(&c);
+    for (r.n = 0, e = 0; e < 6; e++)
+      epoch(c.l, &r);
+    assert_int_equal(fl_loader_stats(c.l, &st), 0);
+    for (delivered = 0, i = 0; i < r.n; i++)
+      delivered += r.b[i].error == 0 ? r.b[i].count : 0;
+    assert_true(st.worker_restarts >= 10);
+    assert_int_equal(st.faults_injected, st.worker_restarts);
+    assert_int_equal(c.d.counters->samples_fetched, delivered);
+    flt_case_end(&c);
+  }
+}
+
+/*
  * Lends that fail in the worker (its mapping of the granted fd): each is
  * that batch's error, not final, and no later task names a segment the
  * worker no longer maps (once, FL_EPROTO).  Workers' attaches fail while
@@ -616,16 +652,16 @@ fault_specs_are_checked_and_a_seed_strikes_the_same_batches(void **state)
 static volatile int *attach_failures;
 static pid_t test_pid;
 
-int __real_fl__segment_attach_fd(fl__segment *seg, int fd, size_t size);
-int __wrap_fl__segment_attach_fd(fl__segment *seg, int fd, size_t size);
+int __real_fl__segment_attach_lent(fl__segment *seg, int fd, size_t size);
+int __wrap_fl__segment_attach_lent(fl__segment *seg, int fd, size_t size);
 
 int
-__wrap_fl__segment_attach_fd(fl__segment *seg, int fd, size_t size)
+__wrap_fl__segment_attach_lent(fl__segment *seg, int fd, size_t size)
 {
   if (getpid() != test_pid && attach_failures != NULL &&
       __atomic_sub_fetch(attach_failures, 1, __ATOMIC_SEQ_CST) >= 0)
     return FL_ENOMEM;
-  return __real_fl__segment_attach_fd(seg, fd, size);
+  return __real_fl__segment_attach_lent(seg, fd, size);
 }
 
 static void
@@ -691,6 +727,8 @@ main(void)
       cmocka_unit_test(a_respawned_stream_goes_on_where_it_stood),
       cmocka_unit_test(
           fault_specs_are_checked_and_a_seed_strikes_the_same_batches),
+      cmocka_unit_test(
+          each_death_is_blamed_on_its_batch_and_no_batch_is_filled_twice),
       cmocka_unit_test(failed_lends_leave_no_stale_record),
   };
 

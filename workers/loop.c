@@ -99,7 +99,7 @@ take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
              (unsigned long long)t->seq, fl_strerror(fd));
     return fd;
   }
-  rc = fl__segment_attach_fd(&seg, fd, l->layout.size);
+  rc = fl__segment_attach_lent(&seg, fd, l->layout.size);
   fl__close(fd);
   if (rc != 0) {
     snprintf(err, errlen, "cannot map a lent segment: %s", fl_strerror(rc));
