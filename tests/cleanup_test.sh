@@ -13,9 +13,7 @@ top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
 private_dev_shm_or_skip "$0" "$@"
 bin=$top_builddir/examples/forkload
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
+scratch_dir
 
 echo "1..6"
 

@@ -19,12 +19,8 @@ top_builddir=${top_builddir:-$top_srcdir}
 # killed parent leaves there for a moment is not taken for one of ours.
 in_private_dev_shm "$0" "$@"
 bin=$top_builddir/examples/forkload
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
-# A hung run fails its case instead of the whole script.
-limit=
-command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
+scratch_dir
+time_limit 60
 
 echo "1..166"
 

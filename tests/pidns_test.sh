@@ -20,9 +20,7 @@ if ! why=$(unshare -p -f --mount-proc true 2>&1); then
   exit 77
 fi
 bin=$top_builddir/examples/forkload
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
+scratch_dir
 
 # About two seconds of batches, each in its own segment, whose name lives
 # while a worker fills it (1 ms).

@@ -12,11 +12,8 @@ top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
 in_private_dev_shm "$0" "$@"
 bin=$top_builddir/examples/forkload
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
-limit=
-command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 120"
+scratch_dir
+time_limit 120
 # Segments are files: no case may reserve more than 2 GB.
 ulimit -f 4000000 2>/dev/null
 

@@ -1,5 +1,5 @@
 # TAP helpers for the shell tests, sourced by each: ok, not_ok, skip, diag,
-# in_private_dev_shm and private_dev_shm_or_skip.
+# scratch_dir, time_limit, in_private_dev_shm and private_dev_shm_or_skip.
 # A script prints its plan, reports each case, and ends with `exit $failed`.
 n=0
 failed=0
@@ -18,6 +18,18 @@ skip() {
 }
 diag() {
   printf '%s\n' "$@" | sed 's/^/# /'
+}
+# scratch_dir: $tmp, a directory removed when the script ends.
+scratch_dir() {
+  tmp=$(mktemp -d) || exit 1
+  trap 'rm -rf "$tmp"' EXIT
+  trap 'exit 1' HUP INT TERM
+}
+# time_limit SECONDS: $limit, a prefix under which a hung run fails its
+# case instead of the whole script (empty without timeout(1)).
+time_limit() {
+  limit=
+  command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 $1"
 }
 # private_dev_shm_or_skip SCRIPT ARGS...: in_private_dev_shm, or, where
 # that cannot be had, the whole script skipped (exit 77) saying why.
