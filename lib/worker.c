@@ -414,6 +414,10 @@ respawn(fl_loader *l, unsigned wi, const char *how, const char *brief)
        fl__fault(&l->faults, FL__FAULT_EXIT, l->epoch, culprit->seq,
                  FL__ATTEMPT(culprit))))
     l->stats.faults_injected++;
+  /* Said now: the loop below may free the culprit's slot. */
+  if (culprit != NULL)
+    snprintf(what, sizeof(what), " while filling batch %llu",
+             (unsigned long long)culprit->seq);
   pool_free_segments(l, wi);
   todo = malloc((l->nslots ? l->nslots : 1) * sizeof(*todo));
   if (todo == NULL)
@@ -446,9 +450,6 @@ respawn(fl_loader *l, unsigned wi, const char *how, const char *brief)
     return fl__loader_fail(l, rc, "%s, and it could not be respawned: %s",
                            how, msg);
   }
-  if (culprit != NULL)
-    snprintf(what, sizeof(what), " while filling batch %llu",
-             (unsigned long long)culprit->seq);
   snprintf(msg, sizeof(msg), "%s%s; respawned as pid %ld, %llu restart(s) "
            "left", how, what, (long)w->pid,
            (unsigned long long)(l->opt.max_worker_restarts -

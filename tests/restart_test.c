@@ -408,6 +408,7 @@ static void
 deaths_in_begin_destroy_and_refetch_are_handled(void **state)
 {
   static struct run ref, got;
+  static struct log g;
   flt_case c;
   fl_batch *b;
 
@@ -422,6 +423,30 @@ deaths_in_begin_destroy_and_refetch_are_handled(void **state)
   got.n = 0;
   epoch(c.l, &got);
   assert_int_equal(got.n, LEN / BS);
+  flt_case_end(&c);
+  /*
+   * begin again, the dead worker caught filling batch 1 (its first sample
+   * sleeps) and segments not reused: its slot is freed with the stale
+   * tasks, and the restart's sentence still names the batch (read after
+   * it was freed once, which AddressSanitizer caught).
+   */
+  memset(&g, 0, sizeof(g));
+  setup(&c, &g, 3, 1);
+  c.opt.shuffle = 0;
+  c.opt.reuse_segments = 0;
+  c.d.slow_index = BS;
+  c.d.slow_us = 300000;
+  c.d.slow_times = 1;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(fl_loader_next(c.l, &b), 1);
+  fl_batch_release(b);
+  kill(c.l->workers[1].pid, SIGKILL);
+  got.n = 0;
+  epoch(c.l, &got);
+  assert_int_equal(got.n, LEN / BS);
+  assert_int_equal(g.n, 1);
+  assert_non_null(strstr(g.msg[0], "while filling batch 1;"));
   /* destroy: a worker killed just before it; nothing is left. */
   assert_int_equal(fl_loader_begin(c.l), 0);
   kill(c.l->workers[0].pid, SIGKILL);
