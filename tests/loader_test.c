@@ -1006,8 +1006,9 @@ children_faults(void)
  * Workers forked anew each epoch map the segments they are lent with
  * their pages in place (MAP_POPULATE): writing a batch takes no page
  * fault.  Each epoch's two workers write 20 batches of 2048 pages, and
- * take fewer faults than one batch has pages (a fault per page: 20 times
- * as many).  Workers are reaped when their epoch ends.
+ * take fewer faults than a quarter of those pages (a fault per page
+ * without; the workers' own start, under AddressSanitizer, about 4,000
+ * an epoch).  Workers are reaped when their epoch ends.
  */
 static void
 workers_forked_each_epoch_take_no_faults_in_lent_segments(void **state)
@@ -1027,7 +1028,7 @@ workers_forked_each_epoch_take_no_faults_in_lent_segments(void **state)
     assert_int_equal(fl_loader_begin(f.l), 0);
     assert_int_equal(flt_drain(f.l, 0), 20);
   }
-  if (children_faults() - before >= 2 * 2048)
+  if (children_faults() - before >= 2 * 20 * 2048 / 4)
     fail_msg("%ld page faults in the workers of two epochs",
              children_faults() - before);
   flt_case_end(&f);
