@@ -2,8 +2,10 @@
  * Worker restarts and fault injection (lib/worker.c, lib/faults.c), with
  * real processes killed for real: a worker that dies is respawned with the
  * same id, takes the tasks its predecessor had not answered, and the run
- * is the one without the death (in order, batch for batch; as they
- * arrive, each batch once); a batch that kills its worker twice is a
+ * is the one without the death (in order, batch for batch, byte for byte
+ * for samples drawn from fl_sample_seed; as they arrive, each batch once);
+ * each death is blamed on its own batch, none filled twice; a batch that
+ * kills its worker twice is a
  * dataset error; a spent budget is FL_EWORKER; a hang past timeout_ms is
  * killed and respawned; a thousand restarts leak nothing; the faults
  * option strikes the same batches for the same seed; a lend that fails
@@ -668,6 +670,100 @@ each_death_is_blamed_on_its_batch_and_no_batch_is_filled_twice(void **state)
   }
 }
 
+/* A sample drawn from its seed, as a random augmentation would be. */
+static int
+get_random(void *ctx, size_t i, void *dst, size_t *nbytes)
+{
+  uint64_t x = fl_sample_seed(i), *p = dst;
+  size_t k;
+
+  (void)ctx;
+  for (k = 0; k < BYTES / sizeof(*p); k++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    p[k] = x;
+  }
+  *nbytes = BYTES;
+  return 0;
+}
+
+/* Two shuffled epochs, in order, each batch's bytes hashed into h; a
+   poisoned batch's place is 0. */
+static size_t
+random_run(const char *faults, uint64_t *h, fl_stats *st)
+{
+  fl_dataset ds = {0};
+  fl_options opt;
+  fl_loader *l;
+  fl_batch *b;
+  const unsigned char *p;
+  size_t n = 0, i;
+  int rc, e;
+
+  ds.len = LEN;
+  ds.sample_bytes = BYTES;
+  ds.get = get_random;
+  fl_options_init(&opt);
+  opt.batch_size = BS;
+  opt.num_workers = 2;
+  opt.prefetch_factor = 3;
+  opt.shuffle = 1;
+  opt.seed = 5;
+  opt.max_worker_restarts = 1000;
+  opt.faults = faults;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  for (e = 0; e < 2; e++) {
+    assert_int_equal(fl_loader_begin(l), 0);
+    while ((rc = fl_loader_next(l, &b)) != 0) {
+      assert_true(n < 2 * LEN / BS);
+      h[n] = 0;
+      if (rc < 0) {
+        assert_false(fl_error_is_final(rc));
+        n++;
+        continue;
+      }
+      p = fl_batch_data(b);
+      h[n] = 1469598103934665603ull;
+      for (i = 0; i < fl_batch_count(b) * BYTES; i++)
+        h[n] = (h[n] ^ p[i]) * 1099511628211ull;
+      n++;
+      fl_batch_release(b);
+    }
+  }
+  assert_int_equal(fl_loader_stats(l, st), 0);
+  fl_loader_destroy(l);
+  return n;
+}
+
+/*
+ * In order, a run whose workers die is the run without deaths byte for
+ * byte when the dataset draws its randomness per sample
+ * (fl_sample_seed): a new process with the same seed draws the same.
+ */
+static void
+deaths_change_no_byte_of_samples_drawn_from_their_seed(void **state)
+{
+  uint64_t ref[2 * LEN / BS], got[2 * LEN / BS];
+  flt_baseline base;
+  fl_stats st;
+  size_t n, i, same = 0;
+
+  (void)state;
+  flt_baseline_take(&base);
+  n = random_run("", ref, &st);
+  assert_int_equal(random_run("kill=0.15,seed=3", got, &st), n);
+  assert_true(st.worker_restarts > 0);
+  for (i = 0; i < n; i++) {
+    if (got[i] == 0)
+      continue; /* poisoned: killed its worker twice */
+    assert_true(got[i] == ref[i]);
+    same++;
+  }
+  assert_true(same >= n - st.worker_restarts);
+  flt_assert_clean(&base);
+}
+
 /*
  * Lends that fail in the worker (its mapping of the granted fd): each is
  * that batch's error, not final, and no later task names a segment the
@@ -754,6 +850,8 @@ main(void)
           fault_specs_are_checked_and_a_seed_strikes_the_same_batches),
       cmocka_unit_test(
           each_death_is_blamed_on_its_batch_and_no_batch_is_filled_twice),
+      cmocka_unit_test(
+          deaths_change_no_byte_of_samples_drawn_from_their_seed),
       cmocka_unit_test(failed_lends_leave_no_stale_record),
   };
 
