@@ -5,11 +5,10 @@
  * is the one without the death (in order, batch for batch, byte for byte
  * for samples drawn from fl_sample_seed; as they arrive, each batch once);
  * each death is blamed on its own batch, none filled twice; a batch that
- * kills its worker twice is a
- * dataset error; a spent budget is FL_EWORKER; a hang past timeout_ms is
- * killed and respawned; a thousand restarts leak nothing; the faults
- * option strikes the same batches for the same seed; a lend that fails
- * leaves no stale record.
+ * kills its worker twice is a dataset error; a spent budget is
+ * FL_EWORKER; a hang past timeout_ms is killed and respawned; a thousand
+ * restarts leak nothing; the faults option strikes the same batches for
+ * the same seed; a lend that fails leaves no stale record.
  */
 #include "config.h"
 
