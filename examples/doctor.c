@@ -232,8 +232,7 @@ print_text(const struct doctor_args *a, const fl_budget *b)
   printf("binds first  %s, after %" PRIu64 " batches held", bind->resource,
          bind->max_held);
   if (ahead > 0)
-    printf(" (in order, up to %" PRIu64 " more: the batches that came "
-           "ahead of the one due)", ahead);
+    printf(" (in order, up to %" PRIu64 " more)", ahead);
   printf("\nremedy       %s\n", budget_remedy(bind->resource, o));
 }
 

@@ -157,6 +157,10 @@ guard_plan(fl_loader *l, const struct exhaust_args *a, struct study *s)
   return 0;
 }
 
+/* A study needs the limit, not the memory: the safe way holds this many
+   batches at most, and half the guard's. */
+#define SAFE_HELD 1000
+
 /* How to reach the first limit with room to spare, into buf. */
 static void
 safely(const struct exhaust_args *a, const struct study *s, char *buf,
@@ -164,7 +168,9 @@ safely(const struct exhaust_args *a, const struct study *s, char *buf,
 {
   const fl_options *o = &a->load.opt;
   const fl_budget_item *fds = budget_item(&s->budget, "fds");
-  uint64_t target = s->guard_held / 2 > 0 ? s->guard_held / 2 : 1,
+  uint64_t target = s->guard_held / 2 > SAFE_HELD ? SAFE_HELD
+                    : s->guard_held / 2 > 0       ? s->guard_held / 2
+                                                  : 1,
            ahead = budget_ahead(o), window = (uint64_t)o->prefetch_factor *
                                              o->num_workers, mib;
   int n = 0;
@@ -353,8 +359,8 @@ print_text(const struct exhaust_args *a, const struct study *s)
     printf("budget       %s binds first, after about %" PRIu64 " batches "
            "held (forkload doctor)\n", s->first->resource,
            s->first->max_held);
-  printf("guard        at most %zu batches held, with the prefetch window "
-         "%" PRIu64 " bytes: %s\n", s->guard_held, s->bound,
+  printf("guard        stops at %zu batches held: %" PRIu64 " bytes with "
+         "the prefetch window, %s\n", s->guard_held, s->bound,
          a->max_bytes != 0 ? "--max-bytes" : "half the free memory");
   printf("held         %zu batches in %u epoch(s)\n", s->nheld, s->epochs);
   printf("fds          %zu held by the loader\n", s->st.fds);

@@ -63,7 +63,7 @@ forkload doctor --sharing fd --fd-limit 64 &&
   grep -Eq '^memory bytes +[0-9]+ +0 +[0-9]+ +[0-9]+$' "$tmp/out" &&
   grep -Eq '^message queues +[0-9]+ +2 +0 +none$' "$tmp/out" &&
   grep -Eq '^processes +([0-9]+|none) +[0-9]+ +0 +none$' "$tmp/out" &&
-  grep -Eq '^binds first  fds, after [0-9]+ batches held \(in order, up to 2' \
+  grep -Eq '^binds first  fds, after [0-9]+ batches held \(in order, up to 2 more\)$' \
     "$tmp/out" &&
   grep -q '^remedy .*`ulimit -n`' "$tmp/out"
 check $? "doctor prints the budget as a table, what binds first and the remedy"
