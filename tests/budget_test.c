@@ -78,6 +78,24 @@ hold_until(fl_loader *l, int code)
   return n;
 }
 
+/* A loader of the fd strategy with 80 fd numbers left, and its budget's
+   fds, which must bind. */
+static const fl_budget_item *
+fds_binding(flt_case *c, int in_order, fl_budget *b)
+{
+  const fl_budget_item *fds;
+
+  flt_fd_limit_leave(80);
+  start(c, FL_SHARE_FILE_DESCRIPTOR, 0, in_order);
+  assert_int_equal(fl_loader_budget(c->l, b), 0);
+  fds = item(b, "fds");
+  assert_non_null(fds);
+  assert_int_equal(fds->per_batch, 1);
+  assert_int_equal(b->binding, (size_t)(fds - b->item));
+  assert_true(fds->max_held < fds->limit - fds->in_use);
+  return fds;
+}
+
 static void
 fd_strategy_stops_at_max_held_or_the_batches_ahead_of_the_one_due(void **s)
 {
@@ -87,14 +105,7 @@ fd_strategy_stops_at_max_held_or_the_batches_ahead_of_the_one_due(void **s)
   size_t held;
 
   (void)s;
-  flt_fd_limit_leave(80);
-  start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 1);
-  assert_int_equal(fl_loader_budget(c.l, &b), 0);
-  fds = item(&b, "fds");
-  assert_non_null(fds);
-  assert_int_equal(fds->per_batch, 1);
-  assert_int_equal(b.binding, (size_t)(fds - b.item));
-  assert_true(fds->max_held < fds->limit - fds->in_use);
+  fds = fds_binding(&c, 1, &b);
   held = hold_until(c.l, FL_EMFILE);
   /* In order: (2 workers - 1) x prefetch 2 may have come ahead. */
   assert_in_range(held, fds->max_held, fds->max_held + 2);
@@ -114,10 +125,7 @@ as_they_arrive_the_fd_limit_stops_exactly_at_max_held(void **s)
   flt_case c;
 
   (void)s;
-  flt_fd_limit_leave(80);
-  start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 0);
-  assert_int_equal(fl_loader_budget(c.l, &b), 0);
-  fds = item(&b, "fds");
+  fds = fds_binding(&c, 0, &b);
   assert_int_equal(hold_until(c.l, FL_EMFILE), fds->max_held);
   flt_case_end(&c);
 }
