@@ -211,8 +211,8 @@ int dataset_parse(const char *spec, struct dataset_spec *out);
 int dataset_open(const struct dataset_spec *spec, fl_dataset *ds);
 void dataset_spec_free(struct dataset_spec *spec);
 
-/* options.c: the options of the dataset and the loader, which run and
-   exhaust share, take the values below OPT_OWN. */
+/* options.c: the options of the dataset and the loader, which run,
+   doctor and exhaust share, take the values below OPT_OWN. */
 enum {
   OPT_SAMPLES = 256, /* past every short option */
   OPT_SAMPLE_BYTES,
@@ -404,8 +404,25 @@ struct soak_tally {
 int soak_run(const struct soak_config *c, struct soak_tally *t, char *why,
              size_t len);
 
-/* run.c, exhaust.c, soak.c, cleanup.c, gen.c: the subcommands. */
+/* doctor.c: a loader's budget, as doctor prints it and exhaust reads it. */
+/* Lowers the soft RLIMIT_NOFILE to n (--fd-limit), fds_open being open:
+   0, or the exit status having said why not. */
+int cli_fd_limit(uint64_t n, size_t fds_open);
+/* The item whose limit stops the loader first: the least max_held but
+   memlock's, past which batches only come unpinned. */
+const fl_budget_item *budget_stopping(const fl_budget *b);
+/* The item of that resource, or NULL. */
+const fl_budget_item *budget_item(const fl_budget *b, const char *resource);
+/* In order, how many batches past max_held may be held before the loader
+   stops: those that came ahead of the one due (fl_loader_budget). */
+uint64_t budget_ahead(const fl_options *o);
+/* What to do about the resource that binds, in the flags' words. */
+const char *budget_remedy(const char *resource, const fl_options *o);
+/* A figure of the budget as JSON: UINT64_MAX is null. */
+void budget_json_number(uint64_t v);
+
+/* run.c, exhaust.c, soak.c, cleanup.c, gen.c, doctor.c: the subcommands. */
 extern const struct cli_command cli_run, cli_exhaust, cli_soak, cli_cleanup,
-    cli_gen;
+    cli_gen, cli_doctor;
 
 #endif /* FORKLOAD_CLI_H */

@@ -4,6 +4,9 @@
  * the error as a library user sees it; after an fd shortage, check that
  * releasing the batches lets the loader go on; then destroy the loader and
  * check that it left no name in /dev/shm, no open fd and no process.
+ * Before it holds anything it reads the loader's budget: where the first
+ * limit would take more than half the free memory (or --max-bytes), it
+ * stops there instead and says how to reach that limit safely.
  */
 #include "config.h"
 
@@ -16,15 +19,12 @@
 
 #include "cli.h"
 
-/* A loader needs a socket and a pidfd per worker, its event loop's few
-   fds and room to receive: below this many free fds it cannot start. */
-#define START_FDS 16
-
 struct exhaust_args {
   struct load_args load;
   struct cli_log log; /* the library's warnings */
   size_t hold;       /* stop after this many batches; 0: never */
   uint64_t fd_limit; /* lower the soft RLIMIT_NOFILE to this; 0: keep it */
+  uint64_t max_bytes; /* the memory guard's bound; 0: half the free memory */
   int json;
 };
 
@@ -44,11 +44,20 @@ struct study {
   char names[1024], fds[1024], children[1024];
   int interrupted;     /* the signal that asked to stop, or 0 */
   struct cli_pin pin;  /* --pin-memory's warning, said once */
+  fl_budget budget;    /* read before holding */
+  const fl_budget_item *first; /* the limit that stops the loader first */
+  uint64_t segment;    /* bytes a held batch keeps */
+  uint64_t bound;      /* the guard's bound on segment bytes */
+  size_t guard_held;   /* batches held at that bound */
+  size_t cap;          /* holding stops there: the guard's, or --hold */
+  int by_guard;        /* the holding stopped at the guard's cap */
+  char guard[1024];    /* what the guard says, when it stopped it */
 };
 
 enum {
   OPT_HOLD = OPT_OWN,
   OPT_FD_LIMIT,
+  OPT_MAX_BYTES,
   OPT_JSON
 };
 
@@ -60,16 +69,24 @@ static const char help[] =
   "loader delivers again once the batches are released, and that\n"
   "destroying it leaves no name, fd or process.  Its workers are always\n"
   "persistent.  It exits 0 when nothing was left behind, whatever error\n"
-  "stopped the holding, and 1 if something was.\n"
+  "stopped the holding, and 1 if something was.  Where the first limit\n"
+  "(forkload doctor) would be reached only past half the free memory,\n"
+  "the memory guard stops the holding there instead, and says how to\n"
+  "reach that limit safely.\n"
   "\n"
   "exhaust:\n"
   "  --hold N|all          stop after N batches held (all)\n"
   "  --fd-limit N          lower the soft RLIMIT_NOFILE to N first\n"
+  "  --max-bytes N         the memory guard's bound: segments of the held\n"
+  "                        batches and the prefetch window stay within N\n"
+  "                        bytes (half of MemAvailable, or of the memory\n"
+  "                        cgroup's room)\n"
   "  --json                print the result as one JSON object\n";
 
 static const struct option options[] = {
   {"hold", required_argument, NULL, OPT_HOLD},
   {"fd-limit", required_argument, NULL, OPT_FD_LIMIT},
+  {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
   {"json", no_argument, NULL, OPT_JSON},
   {NULL, 0, NULL, 0}
 };
@@ -91,6 +108,10 @@ exhaust_option(int c, const char *arg, void *ctx)
     rc = cli_uint(c, arg, 1, RLIM_INFINITY - 1, &v);
     a->fd_limit = v;
     break;
+  case OPT_MAX_BYTES:
+    rc = cli_uint(c, arg, 1, UINT64_MAX - 1, &v);
+    a->max_bytes = v;
+    break;
   case OPT_JSON:
     a->json = 1;
     break;
@@ -98,28 +119,98 @@ exhaust_option(int c, const char *arg, void *ctx)
   return rc;
 }
 
-/* Returns 0, or the exit status having said why the limit cannot be. */
+/*
+ * The memory guard, from the budget read before holding: segments of the
+ * held batches and of the prefetch window in flight stay within the bound,
+ * --max-bytes or half the memory free now, whichever limit comes first.
+ * Returns 0, or the exit status having said why it cannot hold a batch.
+ */
 static int
-lower_fd_limit(uint64_t n, struct study *s)
+guard_plan(fl_loader *l, const struct exhaust_args *a, struct study *s)
 {
-  if (n < s->fds_at_start + START_FDS) {
-    cli_error("--fd-limit: %" PRIu64 " leaves no room: %zu fds are open "
-              "and a loader needs about %d more to start", n,
-              s->fds_at_start, START_FDS);
-    return 2;
-  }
-  if (n > s->limit.rlim_max) {
-    cli_error("--fd-limit: %" PRIu64 " is above the hard limit %llu", n,
-              (unsigned long long)s->limit.rlim_max);
-    return 2;
-  }
-  s->limit.rlim_cur = n;
-  if (setrlimit(RLIMIT_NOFILE, &s->limit) != 0) {
-    cli_error("--fd-limit: cannot set RLIMIT_NOFILE to %" PRIu64 ": %s", n,
-              strerror(errno));
+  const fl_options *o = &a->load.opt;
+  const fl_budget_item *mem;
+  uint64_t window = (uint64_t)o->prefetch_factor * o->num_workers, most;
+  int rc = fl_loader_budget(l, &s->budget);
+
+  if (rc < 0) {
+    cli_error("exhaust: cannot read the loader's budget: %s",
+              cli_loader_error(l, rc));
     return 1;
   }
+  s->first = budget_stopping(&s->budget);
+  mem = budget_item(&s->budget, "memory bytes");
+  s->segment = mem->per_batch;
+  s->bound = a->max_bytes != 0 ? a->max_bytes : mem->limit / 2;
+  most = s->bound / s->segment;
+  if (most <= window) {
+    cli_error("exhaust: a memory bound of %" PRIu64 " bytes%s leaves no "
+              "room to hold a batch: the prefetch window's %" PRIu64
+              " segments and each held batch take %" PRIu64 " bytes each",
+              s->bound, a->max_bytes != 0 ? " (--max-bytes)" : "", window,
+              s->segment);
+    return 2;
+  }
+  s->guard_held = most - window > SIZE_MAX ? SIZE_MAX : most - window;
+  s->cap = a->hold != 0 && a->hold < s->guard_held ? a->hold
+                                                     : s->guard_held;
   return 0;
+}
+
+/* A study needs the limit, not the memory: the safe way holds this many
+   batches at most, and half the guard's. */
+#define SAFE_HELD 1000
+
+/* How to reach the first limit with room to spare, into buf. */
+static void
+safely(const struct exhaust_args *a, const struct study *s, char *buf,
+       size_t len)
+{
+  const fl_options *o = &a->load.opt;
+  const fl_budget_item *fds = budget_item(&s->budget, "fds");
+  uint64_t target = s->guard_held / 2 > SAFE_HELD ? SAFE_HELD
+                    : s->guard_held / 2 > 0       ? s->guard_held / 2
+                                                  : 1,
+           ahead = budget_ahead(o), window = (uint64_t)o->prefetch_factor *
+                                             o->num_workers, mib;
+  int n = 0;
+
+  buf[0] = '\0';
+  if (fds != NULL && fds->per_batch > 0 && fds->max_held != UINT64_MAX &&
+      fds->max_held > target)
+    n = snprintf(buf, len, "--fd-limit %" PRIu64 " stops it at about %"
+                 PRIu64 " batches", fds->limit - (fds->max_held - target),
+                 target);
+  if (o->sharing == FL_SHARE_FILE_SYSTEM || o->fd_in_dev_shm) {
+    mib = ((target + ahead + window) * s->segment + (1u << 20) - 1) >> 20;
+    snprintf(buf + n, len - (size_t)n, "%sas root, a private /dev/shm of "
+             "%" PRIu64 " MiB stops it at about %" PRIu64 " batches: "
+             "unshare -m sh -c 'mount -t tmpfs -o size=%" PRIu64 "m tmpfs "
+             "/dev/shm && forkload exhaust ...'", n > 0 ? "; or " : "", mib,
+             target, mib);
+  }
+}
+
+/* What the guard says once it stopped the holding. */
+static void
+guard_say(const struct exhaust_args *a, struct study *s)
+{
+  char how[512];
+  const fl_budget_item *f = s->first;
+
+  safely(a, s, how, sizeof how);
+  snprintf(s->guard, sizeof s->guard,
+           "the memory guard stopped the holding at %zu batches, %" PRIu64
+           " bytes of segments with the prefetch window's, under %s of %"
+           PRIu64 " bytes: %s would stop the loader only after about %"
+           PRIu64 " batches, %" PRIu64 " bytes%s%s",
+           s->nheld,
+           (uint64_t)(s->nheld + (uint64_t)a->load.opt.prefetch_factor *
+                                     a->load.opt.num_workers) *
+               s->segment,
+           a->max_bytes != 0 ? "--max-bytes" : "half the free memory",
+           s->bound, f->resource, f->max_held, f->max_held * s->segment,
+           how[0] != '\0' ? ". To get there safely: " : "", how);
 }
 
 /* Holds batches until an error, --hold or an interrupt stops it.  Returns
@@ -132,8 +223,7 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
 
   rc = fl_loader_begin(l);
   s->epochs += rc == 0;
-  while (rc >= 0 && (a->hold == 0 || s->nheld < a->hold) &&
-         !cli_interrupted && !failed) {
+  while (rc >= 0 && s->nheld < s->cap && !cli_interrupted && !failed) {
     b = NULL;
     rc = fl_loader_next(l, &b);
     if (cli_pin_warning(&s->pin, l, &a->load.opt, rc)) {
@@ -152,14 +242,22 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
     }
   }
   s->rc = rc < 0 ? rc : 0;
+  s->by_guard = rc >= 0 && !cli_interrupted && !failed &&
+                s->nheld == s->guard_held &&
+                (a->hold == 0 || a->hold > s->guard_held);
   if (rc < 0)
     snprintf(s->error, sizeof s->error, "%s", cli_loader_error(l, rc));
   else if (cli_interrupted)
     snprintf(s->error, sizeof s->error, "none: interrupted with %zu "
              "batches held", s->nheld);
+  else if (s->by_guard)
+    snprintf(s->error, sizeof s->error, "none: the memory guard stopped "
+             "the holding at %zu batches held", s->nheld);
   else
     snprintf(s->error, sizeof s->error, "none: %zu batches held",
              s->nheld);
+  if (s->by_guard)
+    guard_say(a, s);
   return failed;
 }
 
@@ -255,6 +353,15 @@ print_text(const struct exhaust_args *a, const struct study *s)
   printf("fd limit     %llu (soft RLIMIT_NOFILE), %zu fds open before "
          "create\n", (unsigned long long)s->limit.rlim_cur,
          s->fds_at_start);
+  if (s->first->max_held == UINT64_MAX)
+    printf("budget       no limit binds\n");
+  else
+    printf("budget       %s binds first, after about %" PRIu64 " batches "
+           "held (forkload doctor)\n", s->first->resource,
+           s->first->max_held);
+  printf("guard        stops at %zu batches held: %" PRIu64 " bytes with "
+         "the prefetch window, %s\n", s->guard_held, s->bound,
+         a->max_bytes != 0 ? "--max-bytes" : "half the free memory");
   printf("held         %zu batches in %u epoch(s)\n", s->nheld, s->epochs);
   printf("fds          %zu held by the loader\n", s->st.fds);
   printf("mapped       %zu bytes\n", s->st.bytes_mapped);
@@ -266,6 +373,8 @@ print_text(const struct exhaust_args *a, const struct study *s)
            s->error);
   else
     printf("error        %s\n", s->error);
+  if (s->by_guard)
+    printf("stopped      %s\n", s->guard);
   if (s->recovered >= 0)
     printf("recovery     %s\n", s->recovery);
   print_check("shm names", s->left_names, s->names);
@@ -295,10 +404,21 @@ print_json(const struct exhaust_args *a, const struct study *s)
   printf(",\"error_code\":%d,\"error_message\":", s->rc);
   cli_json_string(s->rc < 0 ? s->error : NULL);
   printf(",\"recovered\":%s,\"shm_clean\":%s,\"fds_clean\":%s"
-         ",\"children_clean\":%s,\"interrupted\":%s}\n",
+         ",\"children_clean\":%s,\"interrupted\":%s",
          s->recovered < 0 ? "null" : truth(s->recovered),
          truth(s->left_names == 0), truth(s->left_fds == 0),
          truth(s->left_children == 0), truth(s->interrupted));
+  fputs(",\"binding\":", stdout);
+  cli_json_string(s->first->max_held == UINT64_MAX ? NULL
+                                                   : s->first->resource);
+  fputs(",\"predicted_max_held\":", stdout);
+  budget_json_number(s->first->max_held);
+  printf(",\"memory_bound\":%" PRIu64 ",\"guard_max_held\":%zu"
+         ",\"bytes_mapped_peak\":%zu,\"stopped_by_guard\":%s"
+         ",\"guard_message\":", s->bound, s->guard_held,
+         s->st.bytes_mapped_peak, truth(s->by_guard));
+  cli_json_string(s->by_guard ? s->guard : NULL);
+  puts("}");
 }
 
 static int
@@ -337,11 +457,11 @@ exhaust_main(int argc, char **argv)
     goto out;
   }
   s.fds_at_start = before.nfds;
-  getrlimit(RLIMIT_NOFILE, &s.limit);
-  if (a.fd_limit != 0 && (rc = lower_fd_limit(a.fd_limit, &s)) != 0) {
+  if (a.fd_limit != 0 && (rc = cli_fd_limit(a.fd_limit, s.fds_at_start))) {
     status = rc;
     goto out;
   }
+  getrlimit(RLIMIT_NOFILE, &s.limit);
   cli_catch_signals();
   if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
     status = cli_create_error(rc);
@@ -354,6 +474,8 @@ exhaust_main(int argc, char **argv)
     status = 2;
     goto out;
   }
+  if ((status = guard_plan(l, &a, &s)) != 0)
+    goto out;
   status = hold(l, &a, &s);
   fl_loader_stats(l, &s.st);
   if (s.rc == FL_EMFILE || s.rc == FL_ENOSPC) {

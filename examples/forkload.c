@@ -14,7 +14,7 @@
 
 /* The subcommands, in the order the overview lists them. */
 static const struct cli_command *const commands[] = {
-  &cli_run, &cli_exhaust, &cli_soak, &cli_cleanup, &cli_gen
+  &cli_run, &cli_doctor, &cli_exhaust, &cli_soak, &cli_cleanup, &cli_gen
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -46,8 +46,11 @@ usage(int status)
     "run loads a synthetic dataset, or files (--dataset), through forked\n"
     "workers and shared memory, as a training loop would, and reports how\n"
     "fast it went.  gen writes the synthetic dataset to files.\n"
+    "doctor prints the budget of the loader the options describe: each\n"
+    "limit, and how many batches can be held before it stops the loader.\n"
     "exhaust holds every batch until the loader runs out of fds or shared\n"
-    "memory, reports the error, and checks that nothing is left behind.\n"
+    "memory, reports the error, and checks that nothing is left behind;\n"
+    "it stops first where that would take over half the free memory.\n"
     "soak runs random configurations, with injected faults, for a time and\n"
     "checks every batch and that nothing is left behind.\n"
     "cleanup removes the /dev/shm segments of forkload parents that died.\n"

@@ -1,7 +1,7 @@
 /*
  * The option parsing the subcommands share: whole numbers, one-line
- * messages for bad input, and the dataset and loader options that `run`
- * and `exhaust` both take, so that one flag means one thing in both; the
+ * messages for bad input, and the dataset and loader options that `run`,
+ * `doctor` and `exhaust` take, so that one flag means one thing in all; the
  * making of the dataset they name; and the library's complaints about
  * those options told in the flags' names.
  */
@@ -84,7 +84,7 @@ static const struct {
   {"FL_SHARE_FILE_DESCRIPTOR", "--sharing fd"}
 };
 
-/* What --help of run and exhaust says of the options above. */
+/* What --help of run, doctor and exhaust says of the options above. */
 static const char load_help[] =
   "dataset:\n"
   "  --dataset SPEC        read files, which then take the place of the\n"
@@ -101,8 +101,8 @@ static const char load_help[] =
   "                        then slept once per batch\n"
   "  --indices S:E[:STEP]  load only indices S, S+STEP, ... below E\n"
   "loader:\n"
-  "  --sharing fd|fs       pass fds, or name segments in /dev/shm (run:\n"
-  "                        fd; exhaust: no default)\n"
+  "  --sharing fd|fs       pass fds, or name segments in /dev/shm (run,\n"
+  "                        doctor: fd; exhaust: no default)\n"
   "  --strategy fd|fs      an alias of --sharing\n"
   "  --batch-size N        samples per batch (64)\n"
   "  --shuffle             shuffle every epoch\n"
@@ -681,9 +681,10 @@ cli_create_error(int rc)
   cli_error("%s", msg);
   free(text);
   /* The library checks the options, and that the prefetch window fits in
-     memory and /dev/shm: what it refuses is bad input. */
+     memory, fds and /dev/shm, and the workers in message queues and
+     processes: what it refuses is bad input. */
   return rc == FL_EINVAL || rc == FL_ENOMEM || rc == FL_ENOSPC ||
-                 rc == FL_EMFILE
+                 rc == FL_EMFILE || rc == FL_EAGAIN
              ? 2
              : 1;
 }

@@ -1,9 +1,9 @@
 /*
  * The ABI rule for the structs a caller allocates (fl_options, fl_stats,
- * fl_dataset, fl_iterable): they only grow at their end, and every call
- * that touches one is told its size.  These helpers read the fields a
- * caller's struct has over the defaults, and write no further than it
- * reaches; and the library tells its own version at run time.
+ * fl_dataset, fl_iterable, fl_budget): they only grow at their end, and
+ * every call that touches one is told its size.  These helpers read the
+ * fields a caller's struct has over the defaults, and write no further
+ * than it reaches; and the library tells its own version at run time.
  */
 #include "config.h"
 
@@ -25,6 +25,8 @@ FL__ENDS_AT(fl_options, faults);
 FL__ENDS_AT(fl_stats, faults_injected);
 FL__ENDS_AT(fl_dataset, get_fields);
 FL__ENDS_AT(fl_iterable, skip);
+FL__ENDS_AT(fl_budget_item, max_held);
+FL__ENDS_AT(fl_budget, binding);
 
 unsigned
 fl_version(void)

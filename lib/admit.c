@@ -3,8 +3,9 @@
  * epoch, the layout of a segment (which holds at most that many samples,
  * whatever batch_size says), the segments the prefetch window needs, and
  * what all of it costs in memory.  Then admission: the plan must fit what
- * the machine can give now (limits.c), or fl_loader_create refuses it with
- * the arithmetic, the limit and its source, and the options that would fit.
+ * the machine can give now (limits.c), memory, fds, file size, /dev/shm,
+ * message queues and processes, or fl_loader_create refuses it with the
+ * arithmetic, the limit and its source, and the options that would fit.
  * That is what keeps a typo in batch_size from reserving memfd memory until
  * the kernel's OOM killer takes down unrelated processes.
  */
@@ -308,12 +309,80 @@ refuse(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
   return code;
 }
 
+/* One index queue per worker, each of prefetch_factor + 1 tasks at most:
+   under fs.mqueue.queues_max, and under RLIMIT_MSGQUEUE, which counts
+   bytes.  Refused with FL_EAGAIN, as mq_open would fail. */
+static int
+admit_queues(const fl_options *opt, char *err, size_t errlen)
+{
+  unsigned nw = opt->num_workers,
+           depth = fl__index_queue_depth(opt->prefetch_factor + 1);
+  uint64_t per = fl__index_queue_bytes(depth), need = sat_mul(nw, per),
+           bytes, queues, fit_nw, fit_depth;
+  char fit[120];
+
+  fl__msgqueue_now(&bytes, &queues);
+  if (nw > queues) {
+    snprintf(err, errlen,
+             "the loader needs a message queue per worker, %u, but "
+             "fs.mqueue.queues_max allows %llu on the whole system: use "
+             "num_workers %llu at most, or raise fs.mqueue.queues_max "
+             "(as root)",
+             nw, (unsigned long long)queues, (unsigned long long)queues);
+    return FL_EAGAIN;
+  }
+  if (need <= bytes)
+    return 0;
+  fit_nw = bytes / per;
+  fit_depth = bytes / sat_mul(nw, fl__index_queue_bytes(1));
+  if (fit_nw > 0 && fit_depth > 1)
+    snprintf(fit, sizeof(fit), "Options that fit, each alone: num_workers "
+             "%llu or prefetch_factor %llu", (unsigned long long)fit_nw,
+             (unsigned long long)fit_depth - 1);
+  else if (fit_nw > 0)
+    snprintf(fit, sizeof(fit), "An option that fits: num_workers %llu",
+             (unsigned long long)fit_nw);
+  else
+    snprintf(fit, sizeof(fit), "Not one worker's queue fits: num_workers 0 "
+             "loads in this process");
+  snprintf(err, errlen,
+           "the workers' index queues need %llu bytes of message queue: "
+           "num_workers %u x %llu bytes (%u messages of %zu bytes, and the "
+           "kernel's bookkeeping of each), but RLIMIT_MSGQUEUE (ulimit -q) "
+           "is %llu bytes for this user. %s; or raise `ulimit -q`",
+           (unsigned long long)need, nw, (unsigned long long)per, depth,
+           sizeof(struct fl__task), (unsigned long long)bytes, fit);
+  return FL_EAGAIN;
+}
+
+/* A process per worker: fork would fail with EAGAIN past RLIMIT_NPROC. */
+static int
+admit_processes(const fl_options *opt, char *err, size_t errlen)
+{
+  fl__room room;
+
+  fl__room_processes(&room, opt->num_workers);
+  if (opt->num_workers <= room.amount)
+    return 0;
+  if (room.amount > 0)
+    snprintf(err, errlen, "the loader forks %u worker processes, but %s "
+             "leaves room for %llu: num_workers %llu fits; or raise "
+             "`ulimit -u`", opt->num_workers, room.source,
+             (unsigned long long)room.amount,
+             (unsigned long long)room.amount);
+  else
+    snprintf(err, errlen, "the loader forks %u worker processes, but %s "
+             "leaves room for none: num_workers 0 loads in this process; "
+             "or raise `ulimit -u`", opt->num_workers, room.source);
+  return FL_EAGAIN;
+}
+
 int
 fl__plan_admit(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
                int iterable, char *err, size_t errlen)
 {
   fl__room room;
-  int workers = opt->num_workers > 0;
+  int workers = opt->num_workers > 0, rc;
 
   fl__room_memory(&room);
   if (p->need > room.amount)
@@ -324,6 +393,9 @@ fl__plan_admit(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
   fl__room_fds(&room);
   if (p->fds > room.amount)
     return refuse(p, ds, opt, iterable, FDS, &room, FL_EMFILE, err, errlen);
+  if ((rc = admit_queues(opt, err, errlen)) != 0 ||
+      (rc = admit_processes(opt, err, errlen)) != 0)
+    return rc;
   fl__room_file_size(&room);
   if (p->layout.size > room.amount)
     return refuse(p, ds, opt, iterable, FILE_SIZE, &room, FL_ENOMEM, err,

@@ -11,16 +11,17 @@
  * the FL_E* codes below.  forkload(3) states the contract of each function.
  *
  * How the public structs grow (the ABI rule).  fl_options, fl_stats,
- * fl_dataset and fl_iterable are allocated by the caller, and new fields
- * are only ever added at their end.  Every call that reads or writes one
- * is told its size: the macros below (fl_options_init, fl_loader_create,
- * ...) pass sizeof of the struct in the header the program was built with
- * to the function named *_sized.  The library reads only the fields that
- * size holds and takes the defaults for the rest, and writes no further.
- * A struct larger than the library knows (a program built against a newer
- * forkload) is refused with FL_EINVAL if it sets a field the library
- * lacks.  Programs built against 0.1, which passed no size, keep working
- * with this library: it still exports the 0.1 functions under their names.
+ * fl_dataset, fl_iterable and fl_budget are allocated by the caller, and
+ * new fields are only ever added at their end.  Every call that reads or
+ * writes one is told its size: the macros below (fl_options_init,
+ * fl_loader_create, ...) pass sizeof of the struct in the header the
+ * program was built with to the function named *_sized.  The library reads
+ * only the fields that size holds and takes the defaults for the rest, and
+ * writes no further.  A struct larger than the library knows (a program
+ * built against a newer forkload) is refused with FL_EINVAL if it sets a
+ * field the library lacks.  Programs built against 0.1, which passed no
+ * size, keep working with this library: it still exports the 0.1
+ * functions under their names.
  */
 #ifndef FORKLOAD_H
 #define FORKLOAD_H
@@ -207,6 +208,35 @@ typedef struct fl_stats {
   uint64_t faults_injected;  /* faults the faults option made happen */
 } fl_stats;
 
+/*
+ * Since 0.5: the budget of a loader (fl_loader_budget), one item per
+ * resource that the batches a consumer holds use up, or that the loader
+ * needs whatever it holds.  A figure of UINT64_MAX means none: no limit,
+ * or no batch count at which the limit is reached.  fl_budget_item never
+ * grows (it is an array's element); what comes later is appended to
+ * fl_budget.
+ */
+typedef struct fl_budget_item {
+  const char *resource;   /* "fds", "/dev/shm bytes", "memory bytes",
+                             "memlock bytes", "message queues",
+                             "processes": a static string */
+  uint64_t limit;         /* what the system allows now (the relevant
+                             rlimit, the size of /dev/shm) */
+  uint64_t in_use;        /* what this process or this loader uses now
+                             (of /dev/shm: what everyone does) */
+  uint64_t per_batch;     /* what each batch the consumer holds adds */
+  uint64_t max_held;      /* batches the consumer can hold, those held
+                             now included, before this limit stops the
+                             loader; UINT64_MAX: none */
+} fl_budget_item;
+
+typedef struct fl_budget {
+  fl_budget_item item[8];
+  size_t n;               /* items filled */
+  size_t binding;         /* index of the item that binds first (the
+                             least max_held) */
+} fl_budget;
+
 /* The library's version at run time: FL_VERSION_HEX and
    FL_VERSION_STRING as it was built. */
 FL_EXTERN unsigned fl_version(void);
@@ -227,7 +257,8 @@ FL_EXTERN void fl_options_init_sized(fl_options *opt, size_t size);
 /* 0, or a negative code with *out NULL and fl_loader_error(NULL) saying
    why (per thread).  opt NULL means the defaults.  Nothing is reserved
    before the options are checked and the prefetch window is known to fit
-   in memory, RLIMIT_FSIZE and (where segments go there) /dev/shm. */
+   in memory, RLIMIT_FSIZE, the fds, (where segments go there) /dev/shm,
+   and the workers in message queues and processes (FL_EAGAIN). */
 FL_EXTERN int fl_loader_create_sized(fl_loader **out, const fl_dataset *ds,
                                      size_t ds_size, const fl_options *opt,
                                      size_t opt_size);
@@ -281,6 +312,15 @@ FL_EXTERN int fl_loader_stats_sized(const fl_loader *l, fl_stats *out,
                                     size_t size);
 #define fl_loader_stats(l, out)                                              \
   fl_loader_stats_sized((l), (out), sizeof(fl_stats))
+/* Since 0.5: the budget, computed now from the loader's options and the
+   machine (see forkload(3) for each item's arithmetic).  max_held is a
+   floor: in order, batches that came ahead of the one due may take up to
+   (num_workers - 1) x prefetch_factor more before the limit stops it.
+   0, or FL_EINVAL. */
+FL_EXTERN int fl_loader_budget_sized(const fl_loader *l, fl_budget *out,
+                                     size_t size);
+#define fl_loader_budget(l, out)                                             \
+  fl_loader_budget_sized((l), (out), sizeof(fl_budget))
 /* Stops and reaps the workers and frees every segment, held batches too:
    none may be used or released afterwards.  NULL is a no-op. */
 FL_EXTERN void fl_loader_destroy(fl_loader *l);

@@ -17,18 +17,20 @@
 
 #include "internal.h"
 
-static long
-proc_long(const char *path, long fallback)
+unsigned
+fl__index_queue_depth(unsigned want)
 {
-  FILE *f = fopen(path, "re");
-  long v = fallback;
+  uint64_t max = fl__sysctl("fs/mqueue/msg_max", 10);
 
-  if (f == NULL)
-    return fallback;
-  if (fscanf(f, "%ld", &v) != 1)
-    v = fallback;
-  fclose(f);
-  return v;
+  return want < max ? want : (unsigned)max;
+}
+
+/* The kernel charges a queue's messages and, per message, a msg_msg and a
+   node of its priority tree, 48 bytes each on 64-bit (mqueue_get_inode). */
+uint64_t
+fl__index_queue_bytes(unsigned depth)
+{
+  return (uint64_t)depth * (sizeof(struct fl__task) + 12 * sizeof(void *));
 }
 
 int
@@ -37,11 +39,10 @@ fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
 {
   struct mq_attr attr = {0};
   char name[64];
-  long max = proc_long("/proc/sys/fs/mqueue/msg_max", 10);
   mqd_t q;
   int rc;
 
-  attr.mq_maxmsg = depth < (unsigned long)max ? (long)depth : max;
+  attr.mq_maxmsg = fl__index_queue_depth(depth);
   attr.mq_msgsize = sizeof(struct fl__task);
   snprintf(name, sizeof(name), "/forkload.%ld.%08x.q%u", (long)getpid(),
            token, worker);
@@ -52,9 +53,9 @@ fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
     if (errno == ENOSPC)
       snprintf(err, errlen,
                "cannot create the index queue of worker %u: the system's "
-               "limit of %ld message queues (fs.mqueue.queues_max) is "
+               "limit of %llu message queues (fs.mqueue.queues_max) is "
                "reached", worker,
-               proc_long("/proc/sys/fs/mqueue/queues_max", 256));
+               (unsigned long long)fl__sysctl("fs/mqueue/queues_max", 256));
     else if (errno == EMFILE)
       snprintf(err, errlen,
                "cannot create the index queue of worker %u: too many open "

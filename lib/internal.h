@@ -104,6 +104,10 @@ int fl__fault(const struct fl__faults *f, int kind, uint64_t epoch,
 #define FL__ATTEMPT(b) ((b)->tries + (b)->kills)
 
 /* index_queue.c */
+/* A queue's depth when `want` messages are asked for: fs.mqueue.msg_max at
+   most.  And what such a queue counts against RLIMIT_MSGQUEUE. */
+unsigned fl__index_queue_depth(unsigned want);
+uint64_t fl__index_queue_bytes(unsigned depth);
 int fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
                            unsigned depth, char *err, size_t errlen);
 int fl__index_queue_send(int mq, const struct fl__task *t);
@@ -522,9 +526,26 @@ void fl__room_file_size(fl__room *r);
 void fl__room_dev_shm(fl__room *r);
 /* Fds: the soft RLIMIT_NOFILE less the fds open now. */
 void fl__room_fds(fl__room *r);
+/* Processes: RLIMIT_NPROC less the threads of this real uid, with room for
+   `need` more known at the least cost. */
+void fl__room_processes(fl__room *r, uint64_t need);
 /* The number after `key` in a /proc file of "key: value" lines: 0, or -1.
    Read with read(2) alone: safe in a freshly forked worker. */
 int fl__proc_value(const char *path, const char *key, uint64_t *out);
+/* /proc/sys/NAME ("fs/mqueue/msg_max"), or fallback when unreadable. */
+uint64_t fl__sysctl(const char *name, uint64_t fallback);
+/* Whether this process has capability `cap` in effect. */
+int fl__capable(int cap);
+/* Limits and what is taken of them now, UINT64_MAX for no limit (for the
+   budget, budget.c): the soft RLIMIT_NOFILE and the fds open below it;
+   the size of /dev/shm and its bytes used by anyone; RLIMIT_MEMLOCK and
+   VmLck; RLIMIT_MSGQUEUE (bytes) and fs.mqueue.queues_max; RLIMIT_NPROC
+   and the threads of this real uid. */
+void fl__fds_now(uint64_t *limit, uint64_t *in_use);
+void fl__dev_shm_now(uint64_t *size, uint64_t *used);
+void fl__memlock_now(uint64_t *limit, uint64_t *locked);
+void fl__msgqueue_now(uint64_t *bytes, uint64_t *queues);
+void fl__processes_now(uint64_t *limit, uint64_t *tasks);
 /* Before a segment is made anew, in a worker or in the caller: 0, or
    FL_ENOMEM with err saying why, when memory has no room for it now. */
 int fl__room_for_segment(size_t size, char *err, size_t errlen);
@@ -559,6 +580,8 @@ int fl__plan_admit(const fl__plan *p, const fl_dataset *ds,
 #define FL__STATS_SIZE_0_1 FL__SIZE_TO(fl_stats, in_flight_peak)
 #define FL__DATASET_SIZE_0_1 FL__SIZE_TO(fl_dataset, get_batch)
 #define FL__ITERABLE_SIZE_0_1 FL__SIZE_TO(fl_iterable, close)
+/* fl_budget came in 0.5. */
+#define FL__BUDGET_SIZE_0_5 FL__SIZE_TO(fl_budget, binding)
 
 /* Reads the caller's struct src of `size` bytes over the defaults in dst
    (`full` bytes): 0, or FL_EINVAL with err saying why. */

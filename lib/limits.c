@@ -2,10 +2,11 @@
  * What the machine can give a loader now, read before it reserves
  * anything: memory (MemAvailable, and the room left under every memory
  * cgroup above this process, v1 or v2), the largest file it may make
- * (RLIMIT_FSIZE: memfd and shm segments are files), and the free space of
- * /dev/shm.  Each reading says where it came from, for the messages.
- * Workers read memory too, before each segment they make anew, so files
- * are read with read(2) alone.
+ * (RLIMIT_FSIZE: memfd and shm segments are files), the free space of
+ * /dev/shm, fds, locked memory, message queues and processes.  Each room
+ * says where it was read, for the messages.  Workers read memory too,
+ * before each segment they make anew, so files are read with read(2)
+ * alone.
  */
 #include "config.h"
 
@@ -44,6 +45,17 @@ room_set(fl__room *r, uint64_t bytes, const char *fmt, ...)
   va_end(ap);
 }
 
+/* A soft limit, UINT64_MAX when there is none. */
+static uint64_t
+soft_limit(int resource)
+{
+  struct rlimit rl;
+
+  if (getrlimit(resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return UINT64_MAX;
+  return (uint64_t)rl.rlim_cur;
+}
+
 /* The first line of file dir/name, or -1. */
 static int
 first_line(const char *dir, const char *name, char *line, size_t len)
@@ -64,13 +76,23 @@ first_line(const char *dir, const char *name, char *line, size_t len)
 static int
 read_number(const char *dir, const char *name, uint64_t *out)
 {
-  char line[64], *end;
+  char line[64];
 
   if (first_line(dir, name, line, sizeof(line)) != 0 || line[0] < '0' ||
       line[0] > '9')
     return -1;
-  *out = strtoull(line, &end, 10);
+  *out = strtoull(line, NULL, 10);
   return 0;
+}
+
+uint64_t
+fl__sysctl(const char *name, uint64_t fallback)
+{
+  char dir[PATH_MAX];
+  uint64_t v;
+
+  snprintf(dir, sizeof(dir), "%s/proc/sys", fl__limits_root);
+  return read_number(dir, name, &v) == 0 ? v : fallback;
 }
 
 /* The value of `key` in a file of "key value" or "key: value" lines. */
@@ -275,25 +297,25 @@ fl__room_memory(fl__room *r)
 void
 fl__room_file_size(fl__room *r)
 {
-  struct rlimit rl;
+  uint64_t limit = soft_limit(RLIMIT_FSIZE);
 
-  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+  if (limit == UINT64_MAX)
     room_set(r, UINT64_MAX, "RLIMIT_FSIZE");
   else
-    room_set(r, (uint64_t)rl.rlim_cur, "RLIMIT_FSIZE (ulimit -f)");
+    room_set(r, limit, "RLIMIT_FSIZE (ulimit -f)");
 }
 
 void
 fl__room_dev_shm(fl__room *r)
 {
-  struct statvfs vfs;
+  uint64_t size, used;
 
-  if (statvfs("/dev/shm", &vfs) != 0)
+  fl__dev_shm_now(&size, &used);
+  if (size == UINT64_MAX)
     room_set(r, UINT64_MAX, "/dev/shm");
   else
-    room_set(r, (uint64_t)vfs.f_bavail * vfs.f_frsize,
-             "the free space of /dev/shm (%.1f MB in all)",
-             (double)vfs.f_blocks * vfs.f_frsize / 1e6);
+    room_set(r, size - used, "the free space of /dev/shm (%.1f MB in all)",
+             (double)size / 1e6);
 }
 
 int
@@ -309,26 +331,190 @@ fl__room_for_segment(size_t size, char *err, size_t errlen)
   return FL_ENOMEM;
 }
 
+/*
+ * An fd takes a number below the soft limit: fds above it, inherited from
+ * before the limit was lowered, take none, and at the limit itself
+ * opendir fails with EMFILE, which means every number is taken.
+ */
+void
+fl__fds_now(uint64_t *limit, uint64_t *in_use)
+{
+  struct dirent *e;
+  uint64_t fd;
+  DIR *d;
+
+  *limit = soft_limit(RLIMIT_NOFILE);
+  *in_use = 0;
+  d = opendir("/proc/self/fd");
+  if (d == NULL) {
+    if (errno == EMFILE)
+      *in_use = *limit;
+    return;
+  }
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    fd = strtoull(e->d_name, NULL, 10);
+    *in_use += fd < *limit && fd != (uint64_t)dirfd(d);
+  }
+  closedir(d);
+}
+
 void
 fl__room_fds(fl__room *r)
 {
-  struct rlimit rl;
+  uint64_t limit, open_fds;
+
+  fl__fds_now(&limit, &open_fds);
+  if (limit == UINT64_MAX)
+    room_set(r, UINT64_MAX, "RLIMIT_NOFILE");
+  else
+    room_set(r, open_fds < limit ? limit - open_fds : 0,
+             "RLIMIT_NOFILE (ulimit -n) %" PRIu64 " less the %" PRIu64
+             " fds open", limit, open_fds);
+}
+
+/* Whether this process has capability cap in effect (CapEff, in hex, in
+   /proc/self/status), which lifts some of the limits below. */
+int
+fl__capable(int cap)
+{
+  char path[PATH_MAX], line[256];
+  struct fl__lines lr;
+  uint64_t mask = 0;
+  int found = 0;
+
+  snprintf(path, sizeof(path), "%s/proc/self/status", fl__limits_root);
+  if (fl__lines_open(&lr, path) != 0)
+    return 0;
+  while (!found && fl__lines_next(&lr, line, sizeof(line)))
+    if (strncmp(line, "CapEff:", 7) == 0) {
+      mask = strtoull(line + 7, NULL, 16);
+      found = 1;
+    }
+  fl__close(lr.fd);
+  return cap < 64 && (mask >> cap) & 1;
+}
+
+void
+fl__dev_shm_now(uint64_t *size, uint64_t *used)
+{
+  struct statvfs vfs;
+
+  *size = UINT64_MAX;
+  *used = 0;
+  if (statvfs("/dev/shm", &vfs) != 0)
+    return;
+  *size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+  *used = (uint64_t)(vfs.f_blocks - vfs.f_bavail) * vfs.f_frsize;
+}
+
+/* mlock is not limited with CAP_IPC_LOCK (14). */
+void
+fl__memlock_now(uint64_t *limit, uint64_t *locked)
+{
+  char path[PATH_MAX];
+  uint64_t kb;
+
+  *limit = fl__capable(14) ? UINT64_MAX : soft_limit(RLIMIT_MEMLOCK);
+  snprintf(path, sizeof(path), "%s/proc/self/status", fl__limits_root);
+  *locked = fl__proc_value(path, "VmLck", &kb) == 0 ? kb * 1024 : 0;
+}
+
+/* RLIMIT_MSGQUEUE binds everyone; fs.mqueue.queues_max not a process
+   with CAP_SYS_RESOURCE (24). */
+void
+fl__msgqueue_now(uint64_t *bytes, uint64_t *queues)
+{
+  *bytes = soft_limit(RLIMIT_MSGQUEUE);
+  *queues = fl__capable(24) ? UINT64_MAX
+                            : fl__sysctl("fs/mqueue/queues_max", 256);
+}
+
+/* The threads (each counts) of processes whose real uid is uid. */
+static uint64_t
+tasks_of(uid_t uid)
+{
+  char path[PATH_MAX], line[256];
+  struct fl__lines lr;
   struct dirent *e;
-  uint64_t open_fds = 0;
+  uint64_t n = 0, owner, threads;
+  int seen;
   DIR *d;
 
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
-    room_set(r, UINT64_MAX, "RLIMIT_NOFILE");
+  snprintf(path, sizeof(path), "%s/proc", fl__limits_root);
+  d = opendir(path);
+  while (d != NULL && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' ||
+        snprintf(path, sizeof(path), "%s/proc/%s/status", fl__limits_root,
+                 e->d_name) >= (int)sizeof(path) ||
+        fl__lines_open(&lr, path) != 0)
+      continue;
+    owner = UINT64_MAX;
+    threads = 1;
+    seen = 0;
+    while (seen < 2 && fl__lines_next(&lr, line, sizeof(line))) {
+      if (strncmp(line, "Uid:", 4) == 0 && ++seen)
+        owner = strtoull(line + 4, NULL, 10);
+      else if (strncmp(line, "Threads:", 8) == 0 && ++seen)
+        threads = strtoull(line + 8, NULL, 10);
+    }
+    fl__close(lr.fd);
+    n += owner == (uint64_t)uid ? threads : 0;
+  }
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+/* The kernel counts every thread of a real uid against RLIMIT_NPROC, but
+   not for a process with CAP_SYS_RESOURCE (24) or CAP_SYS_ADMIN (21). */
+static uint64_t
+nproc_limit(void)
+{
+  return fl__capable(24) || fl__capable(21) ? UINT64_MAX
+                                              : soft_limit(RLIMIT_NPROC);
+}
+
+void
+fl__processes_now(uint64_t *limit, uint64_t *tasks)
+{
+  *limit = nproc_limit();
+  *tasks = tasks_of(getuid());
+}
+
+/*
+ * The threads of the whole system, from /proc/loadavg, bound the uid's
+ * from above at the cost of one read: the uid's are counted, a read per
+ * process, only when that bound leaves no room for `need`.
+ */
+void
+fl__room_processes(fl__room *r, uint64_t need)
+{
+  char path[PATH_MAX], line[128], *slash = NULL;
+  uint64_t limit, tasks;
+  struct fl__lines lr;
+
+  limit = nproc_limit();
+  if (limit == UINT64_MAX) {
+    room_set(r, UINT64_MAX, "RLIMIT_NPROC");
     return;
   }
-  d = opendir("/proc/self/fd");
-  while (d != NULL && (e = readdir(d)) != NULL)
-    open_fds += e->d_name[0] != '.';
-  if (d != NULL) {
-    closedir(d);
-    open_fds--; /* opendir's own */
+  snprintf(path, sizeof(path), "%s/proc/loadavg", fl__limits_root);
+  if (fl__lines_open(&lr, path) == 0) {
+    if (fl__lines_next(&lr, line, sizeof(line)))
+      slash = strchr(line, '/');
+    fl__close(lr.fd);
   }
-  room_set(r, open_fds < rl.rlim_cur ? rl.rlim_cur - open_fds : 0,
-           "RLIMIT_NOFILE (ulimit -n) %llu less the %llu fds open",
-           (unsigned long long)rl.rlim_cur, (unsigned long long)open_fds);
+  tasks = slash != NULL ? strtoull(slash + 1, NULL, 10) : UINT64_MAX;
+  if (tasks < limit && need <= limit - tasks) {
+    room_set(r, limit - tasks, "RLIMIT_NPROC (ulimit -u) %" PRIu64
+             " less the %" PRIu64 " threads of the whole system", limit,
+             tasks);
+    return;
+  }
+  tasks = tasks_of(getuid());
+  room_set(r, tasks < limit ? limit - tasks : 0,
+           "RLIMIT_NPROC (ulimit -u) %" PRIu64 " less the %" PRIu64
+           " threads of uid %u", limit, tasks, (unsigned)getuid());
 }

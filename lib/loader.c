@@ -157,11 +157,16 @@ create_workers(fl_loader *l, const fl__plan *p)
   l->workers = calloc(n, sizeof(*l->workers));
   if (l->workers == NULL)
     return FL_ENOMEM;
+  /* All of them first: a failure below frees every worker, and an fd of
+     0 left by calloc is the caller's stdin, not a queue. */
   for (i = 0; i < n; i++) {
     w = &l->workers[i];
     w->id = i;
     w->mq = w->sock = w->pidfd = -1;
     w->loader = l;
+  }
+  for (i = 0; i < n; i++) {
+    w = &l->workers[i];
     /* Never grown on the hot path: the plan says what it must hold. */
     w->backlog_cap = (unsigned)p->backlog;
     w->backlog = calloc(w->backlog_cap, sizeof(*w->backlog));

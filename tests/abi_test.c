@@ -169,6 +169,29 @@ stats_write_no_further_than_their_size(void **state)
 }
 
 static void
+budget_writes_no_further_than_its_size(void **state)
+{
+  unsigned char *p = guarded(FL__BUDGET_SIZE_0_5, 0xa5);
+  fl_budget *b = (fl_budget *)p;
+  fl_dataset ds;
+  fl_loader *l;
+  flt_data d;
+
+  (void)state;
+  flt_data_init(&d, &ds, 10, 8);
+  assert_int_equal(fl_loader_create(&l, &ds, NULL), 0);
+  assert_int_equal(fl_loader_budget_sized(l, b, FL__BUDGET_SIZE_0_5), 0);
+  assert_guard(p, FL__BUDGET_SIZE_0_5, 0xa5);
+  assert_true(b->n > 0 && b->binding < b->n);
+  assert_string_equal(b->item[0].resource, "fds");
+  assert_int_equal(fl_loader_budget_sized(l, b, FL__BUDGET_SIZE_0_5 - 1),
+                   FL_EINVAL);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  free(p);
+}
+
+static void
 dataset_builders_fill_and_clear_no_further_than_their_size(void **state)
 {
   char path[] = "/tmp/forkload-abi-test.XXXXXX";
@@ -225,6 +248,7 @@ main(void)
       cmocka_unit_test(
           dataset_builders_fill_and_clear_no_further_than_their_size),
       cmocka_unit_test(version_at_run_time_is_the_headers),
+      cmocka_unit_test(budget_writes_no_further_than_its_size),
   };
 
   flt_warm_up();

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -42,54 +41,6 @@ mem_total(void)
   fclose(f);
   assert_true(kb > 0);
   return (uint64_t)kb * 1024;
-}
-
-/* --- the readings, from made-up trees ------------------------------- */
-
-static char tree[64];
-
-static void
-put(const char *path, const char *text)
-{
-  char full[512], *slash;
-  FILE *f;
-
-  snprintf(full, sizeof(full), "%s%s", tree, path);
-  for (slash = full + strlen(tree) + 1; (slash = strchr(slash, '/'));
-       slash++) {
-    *slash = '\0';
-    mkdir(full, 0755);
-    *slash = '/';
-  }
-  f = fopen(full, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
-static int
-tree_setup(void **state)
-{
-  (void)state;
-  snprintf(tree, sizeof(tree), "/tmp/forkload-admit.XXXXXX");
-  if (mkdtemp(tree) == NULL)
-    return -1;
-  fl__limits_root = tree;
-  put("/proc/meminfo", "MemTotal:       24683656 kB\n"
-                       "MemFree:         1000000 kB\n"
-                       "MemAvailable:    8000000 kB\n");
-  return 0;
-}
-
-static int
-tree_teardown(void **state)
-{
-  char cmd[128];
-
-  (void)state;
-  fl__limits_root = "";
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tree);
-  return system(cmd) == 0 ? 0 : -1;
 }
 
 static void
@@ -343,14 +294,14 @@ memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost(
     c.opt.batch_size = 4;
     c.opt.num_workers = workers[i];
     flt_case_create(&c);
-    put("/proc/meminfo", "MemAvailable:        100 kB\n");
+    flt_tree_put("/proc/meminfo", "MemAvailable:        100 kB\n");
     assert_int_equal(fl_loader_begin(c.l), 0);
     rc = fl_loader_next(c.l, &b);
     assert_int_equal(rc, FL_ENOMEM);
     assert_false(fl_error_is_final(rc));
     assert_non_null(strstr(fl_loader_error(c.l), "segment does not fit in "
                                                  "memory now: MemAvailable"));
-    put("/proc/meminfo", "MemAvailable:    8000000 kB\n");
+    flt_tree_put("/proc/meminfo", "MemAvailable:    8000000 kB\n");
     for (n = 0; (rc = fl_loader_next(c.l, &b)) == 1; n++) {
       assert_int_equal(fl_batch_seq(b), n);
       assert_true(flt_sample_ok(fl_batch_data(b), 64 * 1024,
@@ -474,17 +425,17 @@ cgroup_v2_limit_of_a_parent_binds_and_inactive_files_do_not_count(
   fl__room r;
 
   (void)state;
-  put("/proc/self/cgroup", "0::/pod/app\n");
-  put("/proc/self/mountinfo",
+  flt_tree_put("/proc/self/cgroup", "0::/pod/app\n");
+  flt_tree_put("/proc/self/mountinfo",
       "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n");
   /* app: no limit of its own; pod: 1 GiB, 900 MiB used of which 300 MiB
      are inactive file pages. */
-  put("/sys/fs/cgroup/pod/app/memory.max", "max\n");
-  put("/sys/fs/cgroup/pod/app/memory.current", "104857600\n");
-  put("/sys/fs/cgroup/pod/memory.max", "1073741824\n");
-  put("/sys/fs/cgroup/pod/memory.current", "943718400\n");
-  put("/sys/fs/cgroup/pod/memory.stat", "anon 1\ninactive_file 314572800\n"
-                                        "active_file 2\n");
+  flt_tree_put("/sys/fs/cgroup/pod/app/memory.max", "max\n");
+  flt_tree_put("/sys/fs/cgroup/pod/app/memory.current", "104857600\n");
+  flt_tree_put("/sys/fs/cgroup/pod/memory.max", "1073741824\n");
+  flt_tree_put("/sys/fs/cgroup/pod/memory.current", "943718400\n");
+  flt_tree_put("/sys/fs/cgroup/pod/memory.stat",
+               "anon 1\ninactive_file 314572800\nactive_file 2\n");
   fl__room_memory(&r);
   assert_int_equal(r.amount, 1073741824ull - (943718400ull - 314572800ull));
   assert_non_null(strstr(r.source, "the memory cgroup /sys/fs/cgroup/pod "
@@ -497,16 +448,16 @@ cgroup_v1_limit_is_read_under_its_mount_root(void **state)
   fl__room r;
 
   (void)state;
-  put("/proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory:/docker/abc\n"
-                           "0::/\n");
+  flt_tree_put("/proc/self/cgroup",
+               "5:cpu,cpuacct:/\n4:memory:/docker/abc\n0::/\n");
   /* A container's view: the mount shows /docker/abc as its top. */
-  put("/proc/self/mountinfo",
+  flt_tree_put("/proc/self/mountinfo",
       "35 31 0:32 /docker/abc /sys/fs/cgroup/memory rw - cgroup cgroup "
       "rw,memory\n");
-  put("/sys/fs/cgroup/memory/memory.limit_in_bytes", "536870912\n");
-  put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "268435456\n");
-  put("/sys/fs/cgroup/memory/memory.stat", "cache 5\n"
-                                           "total_inactive_file 67108864\n");
+  flt_tree_put("/sys/fs/cgroup/memory/memory.limit_in_bytes", "536870912\n");
+  flt_tree_put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "268435456\n");
+  flt_tree_put("/sys/fs/cgroup/memory/memory.stat",
+               "cache 5\ntotal_inactive_file 67108864\n");
   fl__room_memory(&r);
   assert_int_equal(r.amount, 536870912ull - (268435456ull - 67108864ull));
   assert_non_null(strstr(r.source, "memory.limit_in_bytes 536870912"));
@@ -518,12 +469,12 @@ cgroup_v1_without_a_limit_leaves_mem_available(void **state)
   fl__room r;
 
   (void)state;
-  put("/proc/self/cgroup", "4:memory:/\n");
-  put("/proc/self/mountinfo",
+  flt_tree_put("/proc/self/cgroup", "4:memory:/\n");
+  flt_tree_put("/proc/self/mountinfo",
       "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n");
-  put("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+  flt_tree_put("/sys/fs/cgroup/memory/memory.limit_in_bytes",
       "9223372036854771712\n");
-  put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "1000\n");
+  flt_tree_put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "1000\n");
   fl__room_memory(&r);
   assert_int_equal(r.amount, 8000000ull * 1024);
 }
@@ -539,29 +490,29 @@ main(void)
           sample_bytes_above_the_machines_memory_is_refused_at_create),
       cmocka_unit_test_setup_teardown(
           window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic,
-          tree_setup, tree_teardown),
+          flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test(segment_larger_than_rlimit_fsize_is_refused),
       cmocka_unit_test(
           fsize_lowered_after_create_is_an_error_at_the_batch),
       cmocka_unit_test_setup_teardown(
           memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost,
-          tree_setup, tree_teardown),
+          flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test(
           window_beyond_the_fd_limit_is_refused_with_the_arithmetic),
       cmocka_unit_test(an_order_too_large_for_memory_is_refused),
       cmocka_unit_test(iterable_batch_size_is_the_segment_and_is_checked),
       cmocka_unit_test_setup_teardown(
-          mem_available_alone_when_no_cgroup_limits, tree_setup,
-          tree_teardown),
+          mem_available_alone_when_no_cgroup_limits, flt_tree_setup,
+          flt_tree_teardown),
       cmocka_unit_test_setup_teardown(
           cgroup_v2_limit_of_a_parent_binds_and_inactive_files_do_not_count,
-          tree_setup, tree_teardown),
+          flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test_setup_teardown(
-          cgroup_v1_limit_is_read_under_its_mount_root, tree_setup,
-          tree_teardown),
+          cgroup_v1_limit_is_read_under_its_mount_root, flt_tree_setup,
+          flt_tree_teardown),
       cmocka_unit_test_setup_teardown(
-          cgroup_v1_without_a_limit_leaves_mem_available, tree_setup,
-          tree_teardown),
+          cgroup_v1_without_a_limit_leaves_mem_available, flt_tree_setup,
+          flt_tree_teardown),
   };
   struct rlimit fsize;
 

@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..166"
+echo "1..168"
 
 pass() {
   ok "$1"
@@ -282,6 +282,8 @@ check $? "-V prints the version"
 for arg in help -h --help; do
   forkload $arg && [ ! -s "$tmp/err" ] &&
     grep -q '^usage: forkload run \[options\]$' "$tmp/out" &&
+    grep -q '^  *forkload doctor \[--json\] \[--fd-limit N\] \[options\]$' \
+      "$tmp/out" &&
     grep -q '^  *forkload exhaust --sharing fd|fs \[options\]$' "$tmp/out" &&
     grep -q '^  *forkload cleanup \[--dry-run\]$' "$tmp/out" &&
     grep -q '^  *forkload gen npy-dir|npy|raw PATH ' "$tmp/out" &&
@@ -301,16 +303,17 @@ options_of() {
     sed -n 's/^ *"\([a-z][a-z0-9-]*\)", *[a-z_]*_argument,.*/\1/p'
 }
 
-# A subcommand's --help lists the options of its table, run's and
-# exhaust's with the shared ones of options.c (--help among them), and
+# A subcommand's --help lists the options of its table, run's, doctor's
+# and exhaust's with the shared ones of options.c (--help among them), and
 # no other: the text and the tables must not drift apart.
-for cmd in run exhaust cleanup gen; do
+for cmd in run doctor exhaust cleanup gen; do
   forkload $cmd --help && [ ! -s "$tmp/err" ] && cp "$tmp/out" "$tmp/help" &&
     forkload $cmd -h && cmp -s "$tmp/out" "$tmp/help" &&
     head -1 "$tmp/help" | grep -q "^usage: forkload $cmd "
   check $? "$cmd --help and -h print its usage and options on stdout"
   case $cmd in
-  run | exhaust) table="$(options_of $cmd.c) $(options_of options.c)" ;;
+  run | doctor | exhaust)
+    table="$(options_of $cmd.c) $(options_of options.c)" ;;
   *) table="$(options_of $cmd.c) help" ;;
   esac
   printf '%s\n' $table | sort >"$tmp/table"

@@ -15,10 +15,12 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "internal.h"
 
 static int
 count_dir(const char *path, const char *prefix)
@@ -119,6 +121,52 @@ flt_private_dev_shm(const char *opts, char *why, size_t len)
     return -1;
   }
   return 0;
+}
+
+static char tree[64];
+
+void
+flt_tree_put(const char *path, const char *text)
+{
+  char full[512], *slash;
+  FILE *f;
+
+  snprintf(full, sizeof(full), "%s%s", tree, path);
+  for (slash = full + strlen(tree) + 1; (slash = strchr(slash, '/'));
+       slash++) {
+    *slash = '\0';
+    mkdir(full, 0755);
+    *slash = '/';
+  }
+  f = fopen(full, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+int
+flt_tree_setup(void **state)
+{
+  (void)state;
+  snprintf(tree, sizeof(tree), "/tmp/forkload-tree.XXXXXX");
+  if (mkdtemp(tree) == NULL)
+    return -1;
+  fl__limits_root = tree;
+  flt_tree_put("/proc/meminfo", "MemTotal:       24683656 kB\n"
+                                "MemFree:         1000000 kB\n"
+                                "MemAvailable:    8000000 kB\n");
+  return 0;
+}
+
+int
+flt_tree_teardown(void **state)
+{
+  char cmd[128];
+
+  (void)state;
+  fl__limits_root = "";
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tree);
+  return system(cmd) == 0 ? 0 : -1;
 }
 
 void

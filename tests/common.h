@@ -55,6 +55,18 @@ int flt_fd_limit_teardown(void **state);
 /* Monotonic seconds. */
 double flt_now(void);
 
+/*
+ * A made-up tree of /proc and /sys files, which the library's readings of
+ * limits take for the real ones (fl__limits_root).  flt_tree_setup, a
+ * cmocka setup, makes it with a /proc/meminfo of 8 GB available;
+ * flt_tree_put writes a file in it (its directories too);
+ * flt_tree_teardown removes it and points the readings back at the real
+ * files.
+ */
+int flt_tree_setup(void **state);
+int flt_tree_teardown(void **state);
+void flt_tree_put(const char *path, const char *text);
+
 /* Print a TAP "skip all" plan with the reason and exit 77. */
 /*
  * Puts this process in a private mount namespace with its own tmpfs over

@@ -1,0 +1,253 @@
+#!/bin/sh
+# TAP test of `forkload doctor` and of the budget against `forkload
+# exhaust`: doctor's table and JSON; where the binding item's max_held
+# says the loader stops, exhaust stops within 2 batches past it, at an fd
+# limit (--sharing fd, and fd with --fd-in-dev-shm) and at a small
+# /dev/shm (--sharing fs, and fd with --fd-in-dev-shm, in a private tmpfs:
+# root only); under --sharing fs no fd limit stops it; the memory guard
+# stops exhaust within --max-bytes, and exhaust with no limiting option
+# within half the free memory, in a 1 GiB memory cgroup where root can
+# make one, on the whole machine otherwise.
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_builddir=${top_builddir:-$top_srcdir}
+. "$top_srcdir/tests/tap.sh"
+bin=$top_builddir/examples/forkload
+scratch_dir
+time_limit 120
+# Segments are files: no run here may reserve more than this per segment.
+ulimit -f 4000000
+
+echo "1..16"
+
+# forkload ARGS...: runs the binary, output in $tmp/out and $tmp/err.
+forkload() {
+  $limit "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+}
+
+# field NAME [FILE]: the value of NAME in the JSON object in FILE ($tmp/out).
+field() {
+  sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "${2:-$tmp/out}"
+}
+
+# binding_max [FILE]: the binding item's max_held in doctor's JSON.
+binding_max() {
+  f=${1:-$tmp/out}
+  b=$(field binding "$f")
+  tr '{' '\n' <"$f" | grep "\"resource\":$b" |
+    sed -n 's/.*"max_held":\([^,}]*\).*/\1/p'
+}
+
+# item RESOURCE LIMIT IN_USE PER_BATCH MAX_HELD: the pattern of an item of
+# doctor's JSON; $fig matches any figure, null too.
+fig='[0-9a-z]*'
+item() {
+  printf '"resource":"%s","limit":%s,"in_use":%s,"per_batch":%s,%s}' \
+    "$1" "$2" "$3" "$4" "\"max_held\":$5"
+}
+
+check() {
+  if [ "$1" = 0 ]; then
+    ok "$2"
+  else
+    not_ok "$2"
+    diag "$(cat "$tmp/out" "$tmp/err" 2>/dev/null)"
+  fi
+}
+
+# --- doctor ---------------------------------------------------------------
+
+forkload doctor --sharing fd --fd-limit 64 &&
+  grep -Eq '^resource +limit +in use +per held batch +batches you can hold$' \
+    "$tmp/out" &&
+  grep -Eq '^fds +64 +[0-9]+ +1 +[0-9]+  <- binds first$' "$tmp/out" &&
+  grep -Eq '^memory bytes +[0-9]+ +0 +[0-9]+ +[0-9]+$' "$tmp/out" &&
+  grep -Eq '^message queues +[0-9]+ +2 +0 +none$' "$tmp/out" &&
+  grep -Eq '^processes +([0-9]+|none) +[0-9]+ +0 +none$' "$tmp/out" &&
+  grep -Eq '^binds first  fds, after [0-9]+ batches held \(in order, up to 2 more\)$' \
+    "$tmp/out" &&
+  grep -q '^remedy .*`ulimit -n`' "$tmp/out"
+check $? "doctor prints the budget as a table, what binds first and the remedy"
+
+forkload doctor --json --sharing fd --fd-limit 64
+rc=$?
+any=$(item '[^"]*' "$fig" "$fig" "$fig" "$fig")
+items=$(tr '{' '\n' <"$tmp/out" | grep -c "$any")
+[ "$rc" = 0 ] && [ "$(wc -l <"$tmp/out")" = 1 ] &&
+  [ "$(field binding)" = '"fds"' ] && [ "$items" = 4 ] &&
+  grep -q "$(item processes "$fig" "$fig" 0 null)" "$tmp/out" &&
+  { ! command -v python3 >/dev/null 2>&1 ||
+    python3 -c 'import json, sys; json.load(sys.stdin)' <"$tmp/out"; }
+check $? "doctor --json: one object, binding and items, null for none"
+
+forkload doctor --json --sharing fs &&
+  grep -q "$(item fds "$fig" "$fig" 0 null)" "$tmp/out" &&
+  grep -q '"resource":"/dev/shm bytes"' "$tmp/out" &&
+  [ "$(field binding)" != '"fds"' ]
+check $? "doctor --sharing fs: no fd per held batch, /dev/shm charged"
+
+forkload doctor --fd-limit 3
+[ $? = 2 ] && grep -q '^forkload: --fd-limit: 3 leaves no room' "$tmp/err"
+check $? "doctor --fd-limit too low is bad usage"
+
+# --- the prediction against the real stop ---------------------------------
+
+# within PREDICTED REAL: the real stop is the prediction, or at most 2 past
+# it (the batches that came ahead of the one due, in order).
+within() {
+  [ -n "$1" ] && [ -n "$2" ] && [ "$2" -ge "$1" ] && [ "$2" -le $(($1 + 2)) ]
+}
+
+# fd_stop LIMIT OPTIONS...: doctor's prediction at fd limit LIMIT, then
+# where exhaust stops there.
+fd_stop() {
+  lim=$1
+  shift
+  forkload doctor --json --fd-limit "$lim" "$@" && cp "$tmp/out" "$tmp/doc"
+  forkload exhaust --json --fd-limit "$lim" "$@"
+  rc=$?
+  predicted=$(binding_max "$tmp/doc") real=$(field batches_held)
+  [ "$rc" = 0 ] && [ "$(field binding "$tmp/doc")" = '"fds"' ] &&
+    [ "$(field error_name)" = '"FL_EMFILE"' ] &&
+    [ "$(field predicted_max_held)" = "$predicted" ] &&
+    within "$predicted" "$real"
+  rc=$?
+  echo "# fd limit $lim, $*: predicted $predicted, held $real" >>"$tmp/err"
+  return $rc
+}
+
+for lim in 64 256; do
+  fd_stop "$lim" --sharing fd
+  check $? "--sharing fd, fd limit $lim: exhaust stops within 2 batches of \
+doctor's max_held"
+  fd_stop "$lim" --sharing fd --fd-in-dev-shm
+  check $? "--sharing fd --fd-in-dev-shm, fd limit $lim: within 2 batches"
+done
+
+forkload doctor --json --sharing fs --fd-limit 64 && cp "$tmp/out" "$tmp/doc"
+forkload exhaust --json --sharing fs --fd-limit 64 --max-bytes 100000000
+[ $? = 0 ] &&
+  grep -q "$(item fds 64 "$fig" 0 null)" "$tmp/doc" &&
+  [ "$(field stopped_by_guard)" = true ] &&
+  [ "$(field batches_held)" -gt 64 ]
+check $? "--sharing fs: no fd limit stops it (past 64 under --fd-limit 64)"
+
+# shm_stop SIZE OPTIONS...: doctor and exhaust in a private tmpfs of SIZE
+# over /dev/shm; the outputs in $tmp/doc and $tmp/out.
+shm_stop() {
+  size=$1
+  shift
+  $limit unshare -m sh -c '
+    mount -t tmpfs -o "size=$1" forkload-test /dev/shm || exit 1
+    bin=$2 tmp=$3
+    shift 3
+    "$bin" doctor --json "$@" >"$tmp/doc" 2>"$tmp/err" &&
+      "$bin" exhaust --json "$@" >"$tmp/out" 2>>"$tmp/err"' \
+    sh "$size" "$bin" "$tmp" "$@"
+}
+
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+  skip "--sharing fs, /dev/shm of 16 MB: within 2 batches" \
+    "needs root and unshare -m for a private /dev/shm"
+  skip "--sharing fd --fd-in-dev-shm, /dev/shm of 16 MB: within 2 batches" \
+    "needs root and unshare -m for a private /dev/shm"
+else
+  for mode in "--sharing fs" "--sharing fd --fd-in-dev-shm"; do
+    # shellcheck disable=SC2086
+    shm_stop 16m $mode
+    rc=$?
+    predicted=$(binding_max "$tmp/doc") real=$(field batches_held)
+    [ "$rc" = 0 ] && [ "$(field binding "$tmp/doc")" = '"/dev/shm bytes"' ] &&
+      [ "$(field error_name)" = '"FL_ENOSPC"' ] &&
+      within "$predicted" "$real"
+    rc=$?
+    echo "# /dev/shm 16 MB, $mode: predicted $predicted, held $real" \
+      >>"$tmp/err"
+    check $rc "$mode, /dev/shm of 16 MB: exhaust stops within 2 batches of \
+doctor's max_held"
+  done
+fi
+
+# --- the memory guard -----------------------------------------------------
+
+forkload exhaust --json --sharing fd --max-bytes 50000000
+[ $? = 0 ] && [ "$(field stopped_by_guard)" = true ] &&
+  [ "$(field error_name)" = null ] && [ "$(field binding)" = '"fds"' ] &&
+  [ "$(field memory_bound)" = 50000000 ] &&
+  [ "$(field bytes_mapped_peak)" -le 50000000 ] &&
+  [ "$(field batches_held)" = "$(field guard_max_held)" ] &&
+  grep -q '"guard_message":"the memory guard stopped the holding at [0-9]*' \
+    "$tmp/out" &&
+  grep -q 'fds would stop the loader only after about [0-9]* batches' \
+    "$tmp/out" &&
+  grep -q 'To get there safely: --fd-limit [0-9]* stops it at' "$tmp/out" &&
+  [ "$(field shm_clean) $(field fds_clean) $(field children_clean)" = \
+    "true true true" ]
+check $? "exhaust --max-bytes: the guard stops it within the bound, says \
+which limit it would reach and how to get there safely"
+
+forkload exhaust --sharing fs --max-bytes 50000000 &&
+  grep -q '^budget  *memory bytes binds first, after about [0-9]* batches' \
+    "$tmp/out" &&
+  grep -q '^stopped  *the memory guard stopped the holding .*private' \
+    "$tmp/out" &&
+  grep -q "/dev/shm of [0-9]* MiB stops it at about [0-9]* batches: unshare" \
+    "$tmp/out"
+check $? "exhaust's text report: the budget, and how to reach /dev/shm's \
+limit safely"
+
+forkload exhaust --sharing fd --max-bytes 1000000
+[ $? = 2 ] && grep -q '^forkload: exhaust: a memory bound of 1000000 bytes' \
+  "$tmp/err" && grep -q '(--max-bytes) leaves no room' "$tmp/err"
+check $? "exhaust --max-bytes below the prefetch window is bad usage"
+
+# make_cgroup BYTES: $cg, a new memory cgroup of that limit under this
+# shell's own (cgroup v1 or v2), or empty where none can be made.
+make_cgroup() {
+  cg=
+  v1=$(sed -n \
+    's/^[0-9]*:\([^:]*,\)\{0,1\}memory\(,[^:]*\)\{0,1\}:\(.*\)/\3/p' \
+    /proc/self/cgroup)
+  if [ -n "$v1" ]; then
+    dir=/sys/fs/cgroup/memory${v1%/}/forkload-doctor-test.$$
+    file=memory.limit_in_bytes
+  else
+    v2=$(sed -n 's/^0:://p' /proc/self/cgroup)
+    dir=/sys/fs/cgroup${v2%/}/forkload-doctor-test.$$ file=memory.max
+  fi
+  mkdir "$dir" 2>/dev/null || return 0
+  if echo "$1" >"$dir/$file" 2>/dev/null; then
+    cg=$dir
+    trap 'rmdir "$cg" 2>/dev/null; rm -rf "$tmp"' EXIT
+  else
+    rmdir "$dir"
+  fi
+}
+
+make_cgroup 1073741824
+avail=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
+for sharing in fd fs; do
+  # The study's dangerous run: no --hold, --fd-limit or --max-bytes.
+  if [ -n "$cg" ]; then
+    where="in a 1 GiB memory cgroup"
+    room=1073741824
+    $limit sh -c 'echo $$ >"$1/cgroup.procs" &&
+      exec "$2" exhaust --json --sharing "$3"' \
+      sh "$cg" "$bin" "$sharing" >"$tmp/out" 2>"$tmp/err"
+  else
+    where="on this machine (no memory cgroup could be made)"
+    room=$((avail * 1024))
+    forkload exhaust --json --sharing "$sharing"
+  fi
+  rc=$?
+  bound=$(field memory_bound) peak=$(field bytes_mapped_peak)
+  [ "$rc" = 0 ] && [ "$(field stopped_by_guard)" = true ] &&
+    [ "$peak" -gt 0 ] && [ "$peak" -le "$bound" ] &&
+    [ "$bound" -le $((room / 2 + room / 20)) ]
+  rc=$?
+  echo "# $where: held $(field batches_held), $peak bytes at most," \
+    "bound $bound" >>"$tmp/err"
+  check $rc "exhaust --sharing $sharing, no limiting option, $where: ends \
+within its memory bound"
+done
+
+exit $failed
