@@ -6,8 +6,8 @@
 # /dev/shm (--sharing fs, and fd with --fd-in-dev-shm, in a private tmpfs:
 # root only); under --sharing fs no fd limit stops it; the memory guard
 # stops exhaust within --max-bytes, and exhaust with no limiting option
-# within half the free memory, in a 1 GiB memory cgroup where root can
-# make one, on the whole machine otherwise.
+# within half the free memory, in a 1 GiB memory cgroup (root; skipped
+# elsewhere, where it would hold half the machine's free memory).
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
@@ -224,20 +224,20 @@ make_cgroup() {
 }
 
 make_cgroup 1073741824
-avail=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
 for sharing in fd fs; do
-  # The study's dangerous run: no --hold, --fd-limit or --max-bytes.
-  if [ -n "$cg" ]; then
-    where="in a 1 GiB memory cgroup"
-    room=1073741824
-    $limit sh -c 'echo $$ >"$1/cgroup.procs" &&
-      exec "$2" exhaust --json --sharing "$3"' \
-      sh "$cg" "$bin" "$sharing" >"$tmp/out" 2>"$tmp/err"
-  else
-    where="on this machine (no memory cgroup could be made)"
-    room=$((avail * 1024))
-    forkload exhaust --json --sharing "$sharing"
+  # The study's dangerous run: no --hold, --fd-limit or --max-bytes.  On
+  # the whole machine it would hold half the free memory: not in make
+  # check (it was run by hand once: 12.2 GB, 30 s).
+  if [ -z "$cg" ]; then
+    skip "exhaust --sharing $sharing, no limiting option: ends within its \
+memory bound" "needs root to make a 1 GiB memory cgroup"
+    continue
   fi
+  where="in a 1 GiB memory cgroup"
+  room=1073741824
+  $limit sh -c 'echo $$ >"$1/cgroup.procs" &&
+    exec "$2" exhaust --json --sharing "$3"' \
+    sh "$cg" "$bin" "$sharing" >"$tmp/out" 2>"$tmp/err"
   rc=$?
   bound=$(field memory_bound) peak=$(field bytes_mapped_peak)
   [ "$rc" = 0 ] && [ "$(field stopped_by_guard)" = true ] &&
