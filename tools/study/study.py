@@ -174,6 +174,13 @@ def reap_all():
     return left
 
 
+def settle(seconds):
+    """Waits up to seconds for the processes under this one to end."""
+    deadline = time.monotonic() + seconds
+    while alive(descendants(os.getpid())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def become_subreaper():
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -217,6 +224,8 @@ class Run:
             out, err = self.proc.communicate()
             rc = None
         seconds = time.monotonic() - self.start
+        # A process that ends on its own soon after is not left behind.
+        settle(TEARDOWN_S)
         procs = reap_all()
         out, err = out.decode(errors="replace"), err.decode(errors="replace")
         names = []
@@ -510,10 +519,7 @@ def kill_trial(a, rng):
     time.sleep(delay)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    # Orphans are ours now; give them the grace to notice.
-    deadline = time.monotonic() + KILL_GRACE_S
-    while alive(descendants(os.getpid())) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    settle(KILL_GRACE_S)  # for the orphans, ours now, to notice
     procs = alive(descendants(os.getpid()))
     names = shm_names(PREFIX[a.loader]) - before
     # Then what `kill -9` of the job's process group does; a process that
@@ -522,9 +528,7 @@ def kill_trial(a, rng):
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    deadline = time.monotonic() + TEARDOWN_S
-    while alive(descendants(os.getpid())) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    settle(TEARDOWN_S)
     after = shm_names(PREFIX[a.loader]) - before
     survivors = reap_all()
     cleaned = None
@@ -642,7 +646,7 @@ def write_dat(path, points):
     return path
 
 
-def plot_held(rows, experiment, path, xlabel, xtics, tmp):
+def plot_held(rows, experiment, path, xlabel, limits_, tmp):
     """Batches held at failure against the limit on log-log axes, where
     the fd lines are straight: forkload solid, PyTorch dashed, forkload's
     prediction dotted in its strategy's colour."""
@@ -664,7 +668,10 @@ def plot_held(rows, experiment, path, xlabel, xtics, tmp):
 set logscale xy 2
 set xlabel '%s'
 set xtics (%s)
-set ylabel 'batches held at failure'""" % (xlabel, xtics), plots)
+set xrange [%g:%g]
+set ylabel 'batches held at failure'""" % (
+            xlabel, ",".join(map(str, limits_)), limits_[0] * 0.9,
+            limits_[-1] * 1.1), plots)
 
 
 def mean(values):
@@ -701,11 +708,10 @@ def plots(m, rows, out):
     with tempfile.TemporaryDirectory() as tmp:
         plot_held(rows, "fd", os.path.join(out, "fd-limit.png"),
                   "RLIMIT_NOFILE (private /dev/shm of %d MB)"
-                  % FD_SWEEP_SHM_MB, ",".join(map(str, FD_LIMITS)), tmp)
+                  % FD_SWEEP_SHM_MB, FD_LIMITS, tmp)
         plot_held(rows, "shm", os.path.join(out, "dev-shm.png"),
                   "size of the private /dev/shm, MB (RLIMIT_NOFILE %d)"
-                  % SHM_SWEEP_FD_LIMIT, ",".join(map(str, SHM_SIZES_MB)),
-                  tmp)
+                  % SHM_SWEEP_FD_LIMIT, SHM_SIZES_MB, tmp)
         plot_cow(rows, os.path.join(out, "cow.png"), tmp)
     return ""
 
