@@ -24,7 +24,7 @@
 #define SAMPLE_BYTES 12288
 
 struct array {
-  const unsigned char *bytes;
+  unsigned char *bytes;
   size_t len;
 };
 
@@ -113,6 +113,7 @@ main(int argc, char **argv)
   if (checksum != want) {
     fprintf(stderr, "cow: checksum %.0f, expected %.0f\n", checksum, want);
     fl_loader_destroy(l);
+    free(a.bytes);
     return 1;
   }
   printf("{\"pid\":%ld,\"samples\":%zu}\n", (long)getpid(), a.len);
@@ -120,11 +121,12 @@ main(int argc, char **argv)
   while ((c = getchar()) != EOF)
     ;
   fl_loader_destroy(l);
-  free((void *)a.bytes);
+  free(a.bytes);
   return 0;
 
 fail:
   fprintf(stderr, "cow: %s: %s\n", fl_err_name(rc), fl_loader_error(l));
   fl_loader_destroy(l);
+  free(a.bytes);
   return 1;
 }

@@ -699,6 +699,7 @@ set xlabel 'workers'
 set xtics (1,2,4)
 set xrange [0.5:4.5]
 set logscale y
+set yrange [0.05:*]
 set ylabel 'MB per worker, from /proc/PID/smaps_rollup'""", plots)
 
 
@@ -858,7 +859,10 @@ Both loaders load the same dataset the same way: 50,000 samples of
 790,528 with forkload's segment header), 2 forked workers, prefetch 2,
 persistent workers. The consumer holds every batch, epoch after epoch,
 until a call fails; then it releases them all and asks for one more
-batch ("recovered"). forkload's rows are `forkload exhaust --json`;
+batch ("after releasing"). PyTorch's DataLoader is given `timeout=5`,
+so that a batch lost with its fd, which the in-order iterator would
+wait for forever, ends that attempt ("timed out"); no batch takes
+near that long otherwise. forkload's rows are `forkload exhaust --json`;
 PyTorch's are `tools/study/torch_side.py exhaust`, under the same limits:
 the same soft `RLIMIT_NOFILE`, the same private tmpfs as `/dev/shm`
 (`unshare -m`), `RLIMIT_FSIZE` of 64 MiB. The number in brackets is
