@@ -157,21 +157,21 @@ def alive(pids):
 
 
 def reap_all():
-    """SIGKILL and reap every child of this process (a subreaper, so the
-    orphans of the runs are ours); returns those that were still running."""
-    left = alive(children(os.getpid()))
-    for pid in children(os.getpid()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    """SIGKILLs and reaps every process under this one (a subreaper, so
+    the orphans of the runs are its children); returns those that were
+    still running."""
+    left = alive(descendants(os.getpid()))
     while True:
+        # An orphan reparented since the last look is killed next round.
+        for pid in children(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
-            if os.waitpid(-1, 0)[0] == 0:
-                break
+            os.waitpid(-1, 0)
         except ChildProcessError:
-            break
-    return left
+            return left
 
 
 def settle(seconds):
