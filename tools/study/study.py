@@ -220,7 +220,9 @@ class Run:
             out, err = self.proc.communicate(timeout=timeout)
             rc = self.proc.returncode
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            # All of it: a process that left the session may hold the
+            # pipes open.
+            reap_all()
             out, err = self.proc.communicate()
             rc = None
         seconds = time.monotonic() - self.start
@@ -269,7 +271,8 @@ class Machine:
     @staticmethod
     def probe_shm():
         if os.geteuid() != 0:
-            return False, "a private /dev/shm needs root (unshare -m, mount)"
+            return False, ("a private /dev/shm needs root, for unshare -m "
+                           "and mount")
         rc, _, err, _, _, _ = run(["true"], None, 1, timeout=30)
         if rc != 0:
             return False, ("unshare -m and a tmpfs on /dev/shm failed: %s"
@@ -444,7 +447,8 @@ def cow_one(m, loader, workers):
     if each is None or rc != 0:
         r["note"] = r["note"] or "exit %s: %s" % (rc, err.strip())
         return r
-    r.update(uss_parent_mb="%.1f" % parent[0], pss_parent_mb="%.1f" % parent[1],
+    r.update(uss_parent_mb="%.1f" % parent[0],
+             pss_parent_mb="%.1f" % parent[1],
              uss_workers_mb=" ".join("%.1f" % u for u, _ in each),
              pss_workers_mb=" ".join("%.1f" % p for _, p in each),
              uss_tree_mb="%.1f" % (parent[0] + sum(u for u, _ in each)),
@@ -705,7 +709,8 @@ set ylabel 'MB per worker, from /proc/PID/smaps_rollup'""", plots)
 
 def plots(m, rows, out):
     if not m.gnuplot:
-        return "No plots: gnuplot is not installed (sh tools/setup.sh --study)."
+        return ("No plots: gnuplot is not installed "
+                "(sh tools/setup.sh --study).")
     with tempfile.TemporaryDirectory() as tmp:
         plot_held(rows, "fd", os.path.join(out, "fd-limit.png"),
                   "RLIMIT_NOFILE (private /dev/shm of %d MB)"
@@ -868,7 +873,7 @@ the same soft `RLIMIT_NOFILE`, the same private tmpfs as `/dev/shm`
 (`unshare -m`), `RLIMIT_FSIZE` of 64 MiB. The number in brackets is
 forkload's prediction, `max_held` of the binding limit from
 `forkload doctor --json` with the same options and limits (empty where
-this build has no `doctor`).
+this build has no `doctor`).%s
 
 ## Batches held at failure under an fd limit
 
@@ -925,14 +930,18 @@ names and processes again ("after teardown"). For forkload it then runs
 """ % (time.strftime("%Y-%m-%d"), platform.release(), os.cpu_count(),
        os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9,
        m.torch or "(not installed)", forkload_version(m), seconds,
-       FD_SWEEP_SHM_MB, held_table(rows, "fd", "fd limit"),
+       "" if m.private_shm else "\n\nThis run had no private `/dev/shm` "
+       "(%s): the rows it needs were skipped, and the others used the "
+       "machine's `/dev/shm`." % m.shm_why, FD_SWEEP_SHM_MB,
+       held_table(rows, "fd", "fd limit"),
        error_table(rows, "fd"), SHM_SWEEP_FD_LIMIT,
        held_table(rows, "shm", "/dev/shm MB"), error_table(rows, "shm"),
        COW_SAMPLES, cow_table(rows), KILL_DELAY_S[0] * 1000,
        KILL_DELAY_S[1] * 1000, KILL_GRACE_S, TEARDOWN_S, kill_table(rows),
        ("\n" + plot_note + "\n") if plot_note else "")
     if skipped:
-        text += "\nRows skipped: %s.\n" % "; ".join(skipped)
+        text += "\nRows skipped: %s.\n" % "; ".join(
+            n[len("skipped: "):] for n in skipped)
     if failed:
         text += "\nRows that failed:\n\n%s\n" % "\n".join(
             "- " + md(f) for f in failed)
