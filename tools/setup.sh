@@ -2,15 +2,19 @@
 # Installs, on Debian or Ubuntu, whatever building forkload and running
 # make check need and the machine lacks (Open MPI included, for
 # examples/train_ddp and its test); with --fuzz, also what make fuzz
-# needs.  Does nothing when all of it is there.
+# needs; with --study, what make study needs for its plots (gnuplot) and
+# its PyTorch side (python3-torch, where the release has it).  Does
+# nothing when all of it is there.
 set -e
 usage() {
-  echo "usage: sh tools/setup.sh [--fuzz]"
+  echo "usage: sh tools/setup.sh [--fuzz] [--study]"
 }
 fuzz=""
+study=""
 for arg; do
   case $arg in
   --fuzz) fuzz=1 ;;
+  --study) study=1 ;;
   -h | --help) usage; exit 0 ;;
   *) usage >&2; exit 2 ;;
   esac
@@ -34,6 +38,16 @@ if [ -n "$fuzz" ]; then
     apt-cache show libclang-rt-dev >/dev/null 2>&1 || update
     apt-cache show libclang-rt-dev >/dev/null 2>&1 &&
       pkgs="$pkgs libclang-rt-dev"
+  fi
+fi
+# make study runs PyTorch's side with the release's own python3 and
+# torch; without python3-torch it measures forkload alone.
+if [ -n "$study" ]; then
+  pkgs="$pkgs gnuplot-nox python3-numpy"
+  if ! dpkg -s python3-torch >/dev/null 2>&1; then
+    apt-cache show python3-torch >/dev/null 2>&1 || update
+    apt-cache show python3-torch >/dev/null 2>&1 &&
+      pkgs="$pkgs python3-torch"
   fi
 fi
 missing=""
