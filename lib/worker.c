@@ -22,7 +22,6 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -611,15 +610,6 @@ reap(pid_t pid)
   return r == pid || (r < 0 && errno == ECHILD);
 }
 
-static long
-ms_since(const struct timespec *t0)
-{
-  struct timespec t;
-
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
 /*
  * Stop every worker: ask (a stop task, and the socket hangs up), give them
  * a short grace together, then SIGKILL whatever is left (a worker stuck in
@@ -630,7 +620,7 @@ fl__workers_stop(fl_loader *l)
 {
   struct fl__task stop = {0};
   struct pollfd p[16];
-  struct timespec t0;
+  double t0, ms;
   unsigned i, n, left;
   fl__worker *w;
 
@@ -649,7 +639,7 @@ fl__workers_stop(fl_loader *l)
     stop_poll(&w->pid_poll);
     fl__worker_close_sock(l, i);
   }
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  t0 = fl__now();
   for (;;) {
     left = n = 0;
     for (i = 0; i < l->opt.num_workers; i++) {
@@ -667,10 +657,11 @@ fl__workers_stop(fl_loader *l)
         n++;
       }
     }
-    if (left == 0 || ms_since(&t0) >= FL__STOP_GRACE_MS)
+    ms = (fl__now() - t0) * 1e3;
+    if (left == 0 || ms >= FL__STOP_GRACE_MS)
       break;
     /* Without pidfds (old kernels), look again in a few milliseconds. */
-    poll(p, n, n == left ? (int)(FL__STOP_GRACE_MS - ms_since(&t0)) : 5);
+    poll(p, n, n == left ? (int)(FL__STOP_GRACE_MS - ms) + 1 : 5);
   }
   for (i = 0; i < l->opt.num_workers; i++) {
     w = &l->workers[i];
