@@ -91,8 +91,9 @@ fl__random64(void)
   return v != 0 ? v : 1;
 }
 
-/* An error the next reservation in this process gives (fault injection):
-   it then fails as on a full /dev/shm, through the same path. */
+/* An error the next segment made in this process gives at its reservation
+   (fault injection): it then fails as on a full /dev/shm, through the
+   same path. */
 static int fail_next;
 
 void
@@ -105,11 +106,8 @@ fl__segment_fail_next(int code)
 static int
 reserve(int fd, size_t size)
 {
-  int rc = fail_next;
+  int rc;
 
-  fail_next = 0;
-  if (rc != 0)
-    return rc;
   do
     rc = posix_fallocate(fd, 0, (off_t)size);
   while (rc == EINTR);
@@ -142,8 +140,10 @@ fl__segment_create(fl__segment *seg, const char *name, size_t size,
                    char *err, size_t errlen)
 {
   void *base = MAP_FAILED;
-  int fd, rc;
+  int fd, rc, inject = fail_next;
 
+  /* This segment's, whatever fails first: never a later batch's. */
+  fail_next = 0;
   if (name == NULL)
     fd = memfd_create("forkload", MFD_CLOEXEC);
   else
@@ -161,7 +161,7 @@ fl__segment_create(fl__segment *seg, const char *name, size_t size,
              errno == EFBIG ? " (RLIMIT_FSIZE, `ulimit -f`, is lower)" : "");
     goto fail;
   }
-  rc = reserve(fd, size);
+  rc = inject != 0 ? inject : reserve(fd, size);
   if (rc != 0) {
     explain_reserve(err, errlen, name, size, rc);
     goto fail;

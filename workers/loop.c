@@ -142,16 +142,16 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
       return rc;
   } else if (t->flags & FL__TASK_NEW_SEGMENT) {
     slot_drop(slots, t->slot, l->layout.size);
-    if (fl__fault(&l->faults, FL__FAULT_ENOSPC, t->epoch, t->seq,
-                  t->attempt)) {
-      fl__segment_fail_next(FL_ENOSPC);
-      *faulted = 1;
-    }
     /* Memory taken since create (by held batches, or anyone): an error at
        this batch, which the parent keeps, rather than the OOM killer. */
     rc = fl__room_for_segment(l->layout.size, err, errlen);
     if (rc != 0)
       return rc;
+    if (fl__fault(&l->faults, FL__FAULT_ENOSPC, t->epoch, t->seq,
+                  t->attempt)) {
+      fl__segment_fail_next(FL_ENOSPC);
+      *faulted = 1;
+    }
     *serial = t->serial;
     if (named || l->opt.fd_in_dev_shm)
       rc = fl__segment_create_named(&seg, l->owner, l->token, serial,
