@@ -22,13 +22,9 @@
 static void
 keep_for_refetch(fl_loader *l, fl_batch *b, int code, int orphaned)
 {
-  char name[FL__SEGMENT_NAME_MAX];
-
   /* A name the worker made but we could not open would linger. */
-  if (l->opt.sharing == FL_SHARE_FILE_SYSTEM && orphaned) {
-    fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
-    shm_unlink(name);
-  }
+  if (orphaned)
+    fl__slot_unname(l, b);
   b->status = code;
   b->orphaned = orphaned;
   b->state = FL__SLOT_REFETCH;

@@ -214,18 +214,20 @@ fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,
   return rc;
 }
 
-/* Remove a name only if this process's user made it. */
+/*
+ * Remove a name only if this process's user made it.  Looked at by path,
+ * not opened: it is called at the fd limit too (a batch lost to EMFILE).
+ */
 void
 fl__segment_unlink_own(const char *name)
 {
+  char path[sizeof("/dev/shm") + FL__SEGMENT_NAME_MAX];
   struct stat st;
-  int fd = shm_open(name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
 
-  if (fd < 0)
-    return;
-  if (fstat(fd, &st) == 0 && st.st_uid == geteuid())
+  snprintf(path, sizeof(path), "/dev/shm%s", name);
+  if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_uid == geteuid())
     shm_unlink(name);
-  fl__close(fd);
 }
 
 static int
