@@ -87,6 +87,24 @@ fl__slot_unname(fl_loader *l, fl_batch *b)
   }
 }
 
+/*
+ * A batch that could not reach the consumer for want of fds or shared
+ * memory is not lost: fl_loader_next reports why (fl__receive_lost_error)
+ * and asks for it again (fl__dispatch_refetch), when the consumer may have
+ * released batches.  orphaned: the worker made a segment we do not have.
+ */
+void
+fl__slot_keep(fl_loader *l, fl_batch *b, int code, int orphaned)
+{
+  /* A name the worker made but we could not open would linger. */
+  if (orphaned)
+    fl__slot_unname(l, b);
+  b->status = code;
+  b->orphaned = orphaned;
+  b->state = FL__SLOT_REFETCH;
+  l->nrefetch++;
+}
+
 void
 fl__slot_drop(fl_loader *l, fl_batch *b)
 {

@@ -408,11 +408,8 @@ fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
   /* The parent's side goes; its batch is asked for again, into a segment
      made anew. */
   fl__slot_unmap(l, last);
-  last->orphaned = 1;
   last->evicted = 1;
-  last->status = FL_EMFILE;
-  last->state = FL__SLOT_REFETCH;
-  l->nrefetch++;
+  fl__slot_keep(l, last, FL_EMFILE, 1);
   return 1;
 }
 

@@ -262,6 +262,7 @@ void fl__slot_recycle(fl_loader *l, fl_batch *b);
 int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
 void fl__slot_unmap(fl_loader *l, fl_batch *b);
 void fl__slot_unname(fl_loader *l, fl_batch *b);
+void fl__slot_keep(fl_loader *l, fl_batch *b, int code, int orphaned);
 /* b's worker is gone: into the pool (fd strategy), or let go. */
 void fl__slot_park(fl_loader *l, fl_batch *b);
 void fl__slot_pin(fl_loader *l, fl_batch *b);

@@ -14,23 +14,6 @@
 
 #include "internal.h"
 
-/*
- * A batch that could not reach us for want of fds or shared memory is not
- * lost: fl_loader_next reports why (fl__receive_lost_error) and asks for it
- * again on its next call, when the consumer may have released batches.
- */
-static void
-keep_for_refetch(fl_loader *l, fl_batch *b, int code, int orphaned)
-{
-  /* A name the worker made but we could not open would linger. */
-  if (orphaned)
-    fl__slot_unname(l, b);
-  b->status = code;
-  b->orphaned = orphaned;
-  b->state = FL__SLOT_REFETCH;
-  l->nrefetch++;
-}
-
 /* The error for a batch kept for a refetch, with what the loader holds. */
 int
 fl__receive_lost_error(fl_loader *l, const fl_batch *b)
@@ -178,11 +161,11 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
              "-n` or use FL_SHARE_FILE_SYSTEM",
              r->count, l->stats.batches_held);
   } else if (rc == FL_EMFILE || rc == FL_ENFILE) {
-    keep_for_refetch(l, b, rc, 1);
+    fl__slot_keep(l, b, rc, 1);
     return;
   }
   if (b->seg.base == NULL && resource_error(r->status)) {
-    keep_for_refetch(l, b, r->status, 0);
+    fl__slot_keep(l, b, r->status, 0);
     return;
   }
   if (rc != 0 && b->status == 0) {
