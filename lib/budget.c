@@ -5,8 +5,8 @@
  * batches can be held before the loader stops there.  `forkload doctor`
  * prints it, and `forkload exhaust` reads it to stop before memory runs
  * short.  The readings are limits.c's and the queues' size index_queue.c's:
- * this file only does the arithmetic, which tests/budget_test.sh holds to
- * where exhaust really stops.
+ * this file only does the arithmetic, which tests/budget_test.c and
+ * tests/doctor_test.sh hold to where exhaust really stops.
  */
 #include "config.h"
 
