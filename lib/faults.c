@@ -2,9 +2,10 @@
  * Fault injection, for testing a trainer's error handling: a spec such as
  * "kill=0.01,delay=0.1:50,seed=3" says how often each fault strikes.
  * Whether one strikes a batch is a function of the seed, the fault, the
- * batch's epoch and position and how many times it was tried, so that the
- * same faults hit the same batches in every run, and a batch tried again
- * draws anew.  Pure functions: a worker calls them after the fork.
+ * batch's epoch and position and its try (FL__ATTEMPT: the times a fault
+ * or a limit struck it), so that the same faults hit the same batches in
+ * every run, and a batch struck draws anew when it is asked again.  Pure
+ * functions: a worker calls them after the fork.
  */
 #include "config.h"
 
@@ -25,18 +26,28 @@ bad(const char *tok, size_t n, const char *why, char *err, size_t errlen)
   return FL_EINVAL;
 }
 
+/* The value from s to end as a string in buf (32 bytes), or -1. */
+static int
+value(const char *s, const char *end, char *buf)
+{
+  size_t n = (size_t)(end - s);
+
+  if (n == 0 || n >= 32)
+    return -1;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  errno = 0;
+  return 0;
+}
+
 /* A probability, 0 to 1, ending at end. */
 static int
 probability(const char *s, const char *end, double *p)
 {
   char buf[32], *stop;
-  size_t n = (size_t)(end - s);
 
-  if (n == 0 || n >= sizeof(buf))
+  if (value(s, end, buf) != 0)
     return -1;
-  memcpy(buf, s, n);
-  buf[n] = '\0';
-  errno = 0;
   *p = strtod(buf, &stop);
   return *stop != '\0' || errno != 0 || !(*p >= 0 && *p <= 1) ? -1 : 0;
 }
@@ -47,13 +58,9 @@ number(const char *s, const char *end, unsigned long long max,
        unsigned long long *v)
 {
   char buf[32], *stop;
-  size_t n = (size_t)(end - s);
 
-  if (n == 0 || n >= sizeof(buf) || *s == '-' || *s == '+')
+  if (value(s, end, buf) != 0 || *s == '-' || *s == '+')
     return -1;
-  memcpy(buf, s, n);
-  buf[n] = '\0';
-  errno = 0;
   *v = strtoull(buf, &stop, 10);
   return *stop != '\0' || errno != 0 || *v > max ? -1 : 0;
 }
