@@ -29,11 +29,11 @@ struct slot_table {
 static void **
 slot_at(struct slot_table *t, uint32_t slot)
 {
-  size_t cap, page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t cap;
   void *grown;
 
   if (slot >= t->cap) {
-    cap = t->cap ? t->cap : page / sizeof(*t->base);
+    cap = t->cap ? t->cap : (size_t)sysconf(_SC_PAGESIZE) / sizeof(*t->base);
     while (cap <= slot)
       cap *= 2;
     if (t->base == NULL)
