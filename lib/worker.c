@@ -382,9 +382,10 @@ poison(fl_loader *l, fl_batch *b, const char *how)
   }
   b->status = FL_EDATASET;
   b->count = 0;
-  snprintf(b->msg, sizeof(b->msg), "filling this batch%s%s%s killed its "
-           "worker twice (%s); it is not tried again", first[0] ? " (samples " : "",
-           first, first[0] ? ")" : "", how);
+  snprintf(b->msg, sizeof(b->msg),
+           "filling this batch%s%s%s killed its worker twice (%s); it is "
+           "not tried again", first[0] ? " (samples " : "", first,
+           first[0] ? ")" : "", how);
   b->state = FL__SLOT_READY;
   fl__reorder_put(&l->reorder, b);
 }

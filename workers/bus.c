@@ -1,8 +1,9 @@
 /*
  * A worker's last word on SIGBUS: before the signal kills it, note the
  * address that faulted and the file mapped there (or that the signal was
- * sent, not a fault), where the parent reads them, so that its report says what happened (a mapped dataset file that
- * shrank, say) instead of guessing.  Runs in a signal handler: /proc is
+ * sent, not a fault), where the parent reads them, so that its report
+ * says what happened (a mapped dataset file that shrank, say) instead of
+ * guessing.  Runs in a signal handler: /proc is
  * read with read(2) and parsed by hand.
  */
 #include "config.h"

@@ -33,7 +33,8 @@ slot_at(struct slot_table *t, uint32_t slot)
   void *grown;
 
   if (slot >= t->cap) {
-    cap = t->cap ? t->cap : (size_t)sysconf(_SC_PAGESIZE) / sizeof(*t->base);
+    cap = t->cap ? t->cap
+                 : (size_t)sysconf(_SC_PAGESIZE) / sizeof(*t->base);
     while (cap <= slot)
       cap *= 2;
     if (t->base == NULL)
