@@ -180,6 +180,15 @@ state_size(const fl_loader *l, const struct fl__place *p)
          8;
 }
 
+static void
+place_free(struct fl__place *p)
+{
+  free(p->todo);
+  free(p->pos);
+  p->todo = NULL;
+  p->pos = NULL;
+}
+
 int
 fl_loader_state_save(const fl_loader *l, void *buf, size_t cap)
 {
@@ -228,8 +237,7 @@ fl_loader_state_save(const fl_loader *l, void *buf, size_t cap)
   put(o + at, fnv64(o, at), 8);
   rc = (int)need;
 out:
-  free(p.todo);
-  free(p.pos);
+  place_free(&p);
   return rc;
 }
 
@@ -329,6 +337,7 @@ read_place(fl_loader *l, const unsigned char *in, size_t len,
            struct fl__place *p)
 {
   size_t i, at = STATE_HEAD, npos;
+  int rc;
 
   memset(p, 0, sizeof(*p));
   p->flags = (unsigned)get(in + 6, 2);
@@ -353,29 +362,30 @@ read_place(fl_loader *l, const unsigned char *in, size_t len,
   p->todo = malloc((p->ntodo ? p->ntodo : 1) * sizeof(*p->todo));
   p->pos = malloc((npos ? npos : 1) * sizeof(*p->pos));
   if (p->todo == NULL || p->pos == NULL) {
-    free(p->todo);
-    free(p->pos);
-    return fl__loader_set_error(l, FL_ENOMEM, "out of memory");
+    rc = fl__loader_set_error(l, FL_ENOMEM, "out of memory");
+    goto fail;
   }
   for (i = 0; i < p->ntodo; i++, at += 8) {
     p->todo[i] = get(in + at, 8);
     if (p->todo[i] < p->first || p->todo[i] >= p->next ||
         (i > 0 && p->todo[i] <= p->todo[i - 1])) {
-      free(p->todo);
-      free(p->pos);
-      return corrupt(l, "its list of batches not handed out is not in order");
+      rc = corrupt(l, "its list of batches not handed out is not in order");
+      goto fail;
     }
   }
   for (i = 0; i < npos; i++, at += 8)
     p->pos[i] = get(in + at, 8);
   return 0;
+
+fail:
+  place_free(p);
+  return rc;
 }
 
 void
 fl__resume_clear(fl_loader *l)
 {
-  free(l->resume.place.todo);
-  free(l->resume.place.pos);
+  place_free(&l->resume.place);
   memset(&l->resume, 0, sizeof(l->resume));
 }
 
@@ -406,8 +416,7 @@ fl_loader_state_load(fl_loader *l, const void *buf, size_t len)
     return rc;
   flags = p.flags;
   if ((rc = check_match(l, in, &p, flags)) != 0) {
-    free(p.todo);
-    free(p.pos);
+    place_free(&p);
     return rc;
   }
   fl__resume_clear(l);
