@@ -106,11 +106,9 @@ fl__worker_spawn(fl_loader *l, unsigned wi)
     child(l, wi, sv[1], parent, main_thread, &old);
   saved = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  fl__fdtrack_del(sv[1]);
-  fl__close(sv[1]);
+  fl__fdtrack_close(sv[1]);
   if (pid < 0) {
-    fl__fdtrack_del(sv[0]);
-    fl__close(sv[0]);
+    fl__fdtrack_close(sv[0]);
     fl__fdtrack_unlock();
     return fl__loader_set_error(l, -saved, "cannot fork worker %u: %s", wi,
                                 fl__strerror(saved));
