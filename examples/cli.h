@@ -364,7 +364,7 @@ struct soak_stream {
   unsigned char *seen;      /* per index: come this epoch */
   size_t *due;              /* per stream: the index it gives next */
   unsigned char *seqs;      /* per fl_batch_seq: come this epoch */
-  size_t nseqs;
+  size_t nseqs;             /* room for every seq an epoch can have */
   unsigned char *want;      /* a sample as it must be */
   uint64_t epoch;
 };

@@ -47,6 +47,7 @@ struct study {
   fl_budget budget;    /* read before holding */
   const fl_budget_item *first; /* the limit that stops the loader first */
   uint64_t segment;    /* bytes a held batch keeps */
+  uint64_t window;     /* segments the prefetch window keeps in flight */
   uint64_t bound;      /* the guard's bound on segment bytes */
   size_t guard_held;   /* batches held at that bound */
   size_t cap;          /* holding stops there: the guard's, or --hold */
@@ -130,7 +131,7 @@ guard_plan(fl_loader *l, const struct exhaust_args *a, struct study *s)
 {
   const fl_options *o = &a->load.opt;
   const fl_budget_item *mem;
-  uint64_t window = (uint64_t)o->prefetch_factor * o->num_workers, most;
+  uint64_t most;
   int rc = fl_loader_budget(l, &s->budget);
 
   if (rc < 0) {
@@ -141,17 +142,19 @@ guard_plan(fl_loader *l, const struct exhaust_args *a, struct study *s)
   s->first = budget_stopping(&s->budget);
   mem = budget_item(&s->budget, "memory bytes");
   s->segment = mem->per_batch;
+  s->window = (uint64_t)o->prefetch_factor * o->num_workers;
   s->bound = a->max_bytes != 0 ? a->max_bytes : mem->limit / 2;
   most = s->bound / s->segment;
-  if (most <= window) {
+  if (most <= s->window) {
     cli_error("exhaust: a memory bound of %" PRIu64 " bytes%s leaves no "
               "room to hold a batch: the prefetch window's %" PRIu64
               " segments and each held batch take %" PRIu64 " bytes each",
-              s->bound, a->max_bytes != 0 ? " (--max-bytes)" : "", window,
-              s->segment);
+              s->bound, a->max_bytes != 0 ? " (--max-bytes)" : "",
+              s->window, s->segment);
     return 2;
   }
-  s->guard_held = most - window > SIZE_MAX ? SIZE_MAX : most - window;
+  s->guard_held =
+      most - s->window > SIZE_MAX ? SIZE_MAX : most - s->window;
   s->cap = a->hold != 0 && a->hold < s->guard_held ? a->hold
                                                      : s->guard_held;
   return 0;
@@ -171,8 +174,7 @@ safely(const struct exhaust_args *a, const struct study *s, char *buf,
   uint64_t target = s->guard_held / 2 > SAFE_HELD ? SAFE_HELD
                     : s->guard_held / 2 > 0       ? s->guard_held / 2
                                                   : 1,
-           ahead = budget_ahead(o), window = (uint64_t)o->prefetch_factor *
-                                             o->num_workers, mib;
+           ahead = budget_ahead(o), mib;
   int n = 0;
 
   buf[0] = '\0';
@@ -182,7 +184,7 @@ safely(const struct exhaust_args *a, const struct study *s, char *buf,
                  PRIu64 " batches", fds->limit - (fds->max_held - target),
                  target);
   if (o->sharing == FL_SHARE_FILE_SYSTEM || o->fd_in_dev_shm) {
-    mib = ((target + ahead + window) * s->segment + (1u << 20) - 1) >> 20;
+    mib = ((target + ahead + s->window) * s->segment + (1u << 20) - 1) >> 20;
     snprintf(buf + n, len - (size_t)n, "%sas root, a private /dev/shm of "
              "%" PRIu64 " MiB stops it at about %" PRIu64 " batches: "
              "unshare -m sh -c 'mount -t tmpfs -o size=%" PRIu64 "m tmpfs "
@@ -204,10 +206,7 @@ guard_say(const struct exhaust_args *a, struct study *s)
            " bytes of segments with the prefetch window's, under %s of %"
            PRIu64 " bytes: %s would stop the loader only after about %"
            PRIu64 " batches, %" PRIu64 " bytes%s%s",
-           s->nheld,
-           (uint64_t)(s->nheld + (uint64_t)a->load.opt.prefetch_factor *
-                                     a->load.opt.num_workers) *
-               s->segment,
+           s->nheld, (s->nheld + s->window) * s->segment,
            a->max_bytes != 0 ? "--max-bytes" : "half the free memory",
            s->bound, f->resource, f->max_held, f->max_held * s->segment,
            how[0] != '\0' ? ". To get there safely: " : "", how);
@@ -261,8 +260,9 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
   return failed;
 }
 
-/* Short of fds or of /dev/shm, the loader keeps the batch it could not
-   deliver: once the batches are released it must fetch it again. */
+/* Short of fds (the process's or the system's) or of /dev/shm, the
+   loader keeps the batch it could not deliver (cli_kept): once the
+   batches are released it must fetch it again. */
 static void
 recover(fl_loader *l, const fl_options *opt, struct study *s)
 {
@@ -478,7 +478,7 @@ exhaust_main(int argc, char **argv)
     goto out;
   status = hold(l, &a, &s);
   fl_loader_stats(l, &s.st);
-  if (s.rc == FL_EMFILE || s.rc == FL_ENOSPC) {
+  if (cli_kept(s.rc)) {
     recover(l, &a.load.opt, &s);
     if (!s.recovered)
       status = 1;

@@ -75,13 +75,18 @@ soak_stream_init(struct soak_stream *s, const struct synth *data,
   s->seen = malloc(data->samples);
   s->due = malloc(s->streams * sizeof *s->due);
   s->want = malloc(data->sample_bytes);
+  /* An epoch has a batch per sample at most, and an end and a few
+     poisoned places per stream: a seq past those is garbage. */
+  s->nseqs = 4 * (data->samples + s->streams) + 1025;
+  s->seqs = malloc(s->nseqs);
   *it = (fl_iterable){0};
   it->ctx = s;
   it->sample_bytes = data->sample_bytes;
   it->open = s_open;
   it->next = s_next;
   it->skip = skip ? s_skip : NULL;
-  if (s->seen == NULL || s->due == NULL || s->want == NULL) {
+  if (s->seen == NULL || s->due == NULL || s->want == NULL ||
+      s->seqs == NULL) {
     soak_stream_free(s);
     return FL_ENOMEM;
   }
@@ -110,9 +115,7 @@ begin(void *ctx, uint64_t epoch, char *why, size_t len)
   memset(s->seen, 0, s->data->samples);
   for (w = 0; w < s->streams; w++)
     s->due[w] = w;
-  free(s->seqs);
-  s->seqs = NULL;
-  s->nseqs = 0;
+  memset(s->seqs, 0, s->nseqs);
   return 0;
 }
 
@@ -120,23 +123,9 @@ begin(void *ctx, uint64_t epoch, char *why, size_t len)
 static int
 take_seq(struct soak_stream *s, uint64_t seq, char *why, size_t len)
 {
-  unsigned char *more;
-  size_t n = s->nseqs;
-
-  /* An epoch has a batch per sample at most, and an end and a few
-     poisoned places per stream: a seq far past those is garbage, which
-     must not size the table. */
-  if (seq > 4 * (s->data->samples + s->streams) + 1024)
+  if (seq >= s->nseqs)
     return cli_fail(why, len, "batch %" PRIu64 " of epoch %" PRIu64 " is "
                     "past any the stream has", seq, s->epoch);
-  if (seq >= n) {
-    n = (size_t)seq + 1;
-    if ((more = realloc(s->seqs, n)) == NULL)
-      return cli_fail(why, len, "%s", fl_strerror(FL_ENOMEM));
-    memset(more + s->nseqs, 0, n - s->nseqs);
-    s->seqs = more;
-    s->nseqs = n;
-  }
   if (s->seqs[seq])
     return cli_fail(why, len, "batch %" PRIu64 " came twice in epoch %"
                     PRIu64, seq, s->epoch);

@@ -213,6 +213,16 @@ synth_worker_init(unsigned id, void *arg)
           (long)getpid(), info->seed);
 }
 
+/* " field F" where samples have fields, else "", in buf: for messages. */
+static const char *
+field_name(const struct synth *s, size_t f, char *buf, size_t len)
+{
+  buf[0] = '\0';
+  if (s->nfields > 0)
+    snprintf(buf, len, " field %zu", f);
+  return buf;
+}
+
 /* A field's stride is the library's to choose. */
 int
 synth_check_sample(const struct synth *s, const fl_batch *b, size_t i,
@@ -222,27 +232,26 @@ synth_check_sample(const struct synth *s, const fl_batch *b, size_t i,
   size_t index = fl_batch_indices(b)[i], nf = synth_nfields(s);
   const unsigned char *base;
   size_t f, fb, off;
-  char field[32] = "";
+  char field[32];
 
   for (f = 0; f < nf; f++) {
     fb = synth_field_bytes(s, f);
     base = fl_batch_field(b, f);
-    if (s->nfields > 0)
-      snprintf(field, sizeof field, " field %zu", f);
     if (base == NULL)
       return cli_fail(why, len, "batch %" PRIu64 " has no%s",
-                      fl_batch_seq(b), field);
+                      fl_batch_seq(b), field_name(s, f, field, sizeof field));
     if (sizes[i * nf + f] != fb)
       return cli_fail(why, len,
                       "batch %" PRIu64 " sample %zu: index %zu%s has %zu "
                       "bytes, expected %zu", fl_batch_seq(b), i, index,
-                      field, sizes[i * nf + f], fb);
+                      field_name(s, f, field, sizeof field),
+                      sizes[i * nf + f], fb);
     off = mismatch(s, index, f, base + i * fl_batch_stride(b, f));
     if (off != fb)
       return cli_fail(why, len,
                       "batch %" PRIu64 " sample %zu: index %zu%s is wrong "
-                      "from byte %zu on", fl_batch_seq(b), i, index, field,
-                      off);
+                      "from byte %zu on", fl_batch_seq(b), i, index,
+                      field_name(s, f, field, sizeof field), off);
   }
   return 0;
 }
