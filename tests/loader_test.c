@@ -1235,8 +1235,12 @@ workers_keep_the_signals_their_host_ignores(void **state)
   fl_batch_release(b);
   /* Worker 1 may not have run worker_init yet: kill(0) would signal the
      whole process group, the test harness with it. */
-  while (f.d.counters->init_pid[0] == 0 || f.d.counters->init_pid[1] == 0)
+  for (n = 0; n < 5000 && (f.d.counters->init_pid[0] == 0 ||
+                           f.d.counters->init_pid[1] == 0);
+       n++)
     usleep(1000);
+  assert_true(f.d.counters->init_pid[0] > 0);
+  assert_true(f.d.counters->init_pid[1] > 0);
   kill((pid_t)f.d.counters->init_pid[0], SIGHUP);
   kill((pid_t)f.d.counters->init_pid[1], SIGHUP);
   for (n = 1; (rc = fl_loader_next(f.l, &b)) == 1; n++) {
