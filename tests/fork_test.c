@@ -216,6 +216,7 @@ fd_loader(void *arg)
   fl_options opt;
   fl_loader *l;
   fl_batch *b;
+  int rc = 0;
 
   fl_options_init(&opt);
   opt.num_workers = 2;
@@ -225,14 +226,14 @@ fd_loader(void *arg)
   opt.timeout_ms = 10000;
   if (fl_loader_create(&l, ds, &opt) != 0)
     return (void *)1;
-  while (!fd_loader_done) {
-    if (fl_loader_begin(l) != 0)
-      break;
-    while (fl_loader_next(l, &b) == 1)
+  /* An error stops the memfds the other loader's workers must not see:
+     the case would prove nothing, so it is the thread's result. */
+  while (!fd_loader_done && rc == 0 && (rc = fl_loader_begin(l)) == 0) {
+    while ((rc = fl_loader_next(l, &b)) == 1)
       fl_batch_release(b);
   }
   fl_loader_destroy(l);
-  return NULL;
+  return rc == 0 ? NULL : (void *)1;
 }
 
 static void
