@@ -27,12 +27,9 @@ if [ -n "$why" ]; then
   exit 77
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/forkload-ddp.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
+scratch_dir
 mkdir "$tmp/t"
-limit=
-command -v timeout >/dev/null 2>&1 && limit="timeout -k 5 60"
+time_limit 60
 # Root, and containers without cross-memory attach (more ranks than cores
 # take --oversubscribe, below).
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -698,7 +698,7 @@ segments(unsigned nw)
   flt_case f;
   fl_batch *b;
   fl_stats st;
-  int e;
+  int e, rc;
 
   flt_case_init(&f, 600, 4096);
   f.opt.batch_size = 4;
@@ -708,11 +708,14 @@ segments(unsigned nw)
   for (e = 0; e < 3; e++) {
     if (e > 0)
       assert_int_equal(fl_loader_begin(f.l), 0);
-    while (fl_loader_next(f.l, &b) == 1) {
+    while ((rc = fl_loader_next(f.l, &b)) == 1) {
       assert_true(flt_sample_ok(fl_batch_data(b), 4096,
                                 fl_batch_indices(b)[0]));
       fl_batch_release(b);
     }
+    /* An epoch cut short by an error would keep any bound. */
+    if (rc != 0)
+      fail_msg("epoch %d: %d: %s", e, rc, fl_loader_error(f.l));
   }
   assert_int_equal(fl_loader_stats(f.l, &st), 0);
   assert_true(st.segments_peak <= 2 * nw + 1);
@@ -743,7 +746,7 @@ held_segments(fl_sharing sharing, int in_order, unsigned nw, unsigned pf)
   size_t nheld = 0, most = 0, k, bound;
   fl_stats st;
   flt_case f;
-  int e;
+  int e, rc;
 
   flt_case_init(&f, 2000, 4096);
   f.d.slow_index = 9; /* a late batch now and then: out of order */
@@ -758,7 +761,7 @@ held_segments(fl_sharing sharing, int in_order, unsigned nw, unsigned pf)
   for (e = 0; e < 2; e++) {
     if (e > 0)
       assert_int_equal(fl_loader_begin(f.l), 0);
-    while (fl_loader_next(f.l, &b) == 1) {
+    while ((rc = fl_loader_next(f.l, &b)) == 1) {
       held[nheld++] = b;
       most = nheld > most ? nheld : most;
       while (nheld > 0 && (nheld == 12 || rand_r(&seed) % 3 == 0)) {
@@ -767,6 +770,8 @@ held_segments(fl_sharing sharing, int in_order, unsigned nw, unsigned pf)
         held[k] = held[--nheld];
       }
     }
+    if (rc != 0)
+      fail_msg("epoch %d: %d: %s", e, rc, fl_loader_error(f.l));
   }
   while (nheld > 0)
     fl_batch_release(held[--nheld]);
@@ -1235,8 +1240,12 @@ workers_keep_the_signals_their_host_ignores(void **state)
   fl_batch_release(b);
   /* Worker 1 may not have run worker_init yet: kill(0) would signal the
      whole process group, the test harness with it. */
-  while (f.d.counters->init_pid[0] == 0 || f.d.counters->init_pid[1] == 0)
+  for (n = 0; n < 5000 && (f.d.counters->init_pid[0] == 0 ||
+                           f.d.counters->init_pid[1] == 0);
+       n++)
     usleep(1000);
+  assert_true(f.d.counters->init_pid[0] > 0);
+  assert_true(f.d.counters->init_pid[1] > 0);
   kill((pid_t)f.d.counters->init_pid[0], SIGHUP);
   kill((pid_t)f.d.counters->init_pid[1], SIGHUP);
   for (n = 1; (rc = fl_loader_next(f.l, &b)) == 1; n++) {

@@ -21,6 +21,7 @@ if ! why=$(unshare -p -f --mount-proc true 2>&1); then
 fi
 bin=$top_builddir/examples/forkload
 scratch_dir
+time_limit 60
 
 # About two seconds of batches, each in its own segment, whose name lives
 # while a worker fills it (1 ms).
@@ -30,8 +31,10 @@ run_args="run --sharing fs --no-reuse --verify --quiet --samples 4000
 echo "1..7"
 
 # sh -c "$loop" BIN OUT STOP: `forkload cleanup` again and again until STOP
-# exists, its output appended to OUT (a failed one says so there).
-loop='while [ ! -e "$2" ]; do
+# exists, its output appended to OUT (a failed one says so there), or
+# until STOP's directory is gone: the script ended first.  Run under
+# $limit, as the runs are, so that no wait here can hang.
+loop='while [ ! -e "$2" ] && [ -d "${2%/*}" ]; do
   "$0" cleanup >>"$1" 2>&1 || echo "cleanup failed" >>"$1"
 done'
 
@@ -67,13 +70,13 @@ check_side() {
 # here (kernel.ns_last_pid of the new namespace says what the next fork
 # gets); cleanup outside.
 gone=$(sh -c 'echo $$')
-unshare -p -f --mount-proc sh -c '
+$limit unshare -p -f --mount-proc sh -c '
   echo $(($2 - 1)) >/proc/sys/kernel/ns_last_pid 2>/dev/null
   "$0" $3 &
   echo $! >"$1"
   wait $!' "$bin" "$tmp/pid" "$gone" "$run_args" >"$tmp/run1" 2>&1 &
 run=$!
-sh -c "$loop" "$bin" "$tmp/clean1" "$tmp/stop1" &
+$limit sh -c "$loop" "$bin" "$tmp/clean1" "$tmp/stop1" &
 cleaner=$!
 wait "$run"
 rc=$?
@@ -91,9 +94,10 @@ fi
 # The run here; cleanup in a new PID namespace, which has no process of
 # its pid.
 # shellcheck disable=SC2086 # run_args is a word list
-"$bin" $run_args >"$tmp/run2" 2>&1 &
+$limit "$bin" $run_args >"$tmp/run2" 2>&1 &
 run=$!
-unshare -p -f --mount-proc sh -c "$loop" "$bin" "$tmp/clean2" "$tmp/stop2" &
+$limit unshare -p -f --mount-proc sh -c "$loop" "$bin" "$tmp/clean2" \
+  "$tmp/stop2" &
 cleaner=$!
 wait "$run"
 rc=$?

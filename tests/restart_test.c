@@ -169,7 +169,7 @@ a_killed_worker_is_respawned_and_the_run_is_unchanged(void **state)
     setup(&c, NULL, 0, 1);
     c.opt.sharing = s ? FL_SHARE_FILE_SYSTEM : FL_SHARE_FILE_DESCRIPTOR;
     two_epochs(&c, &ref);
-    fl_loader_destroy(c.l);
+    flt_case_end(&c);
     memset(&g, 0, sizeof(g));
     setup(&c, &g, 3, 1);
     c.opt.sharing = s ? FL_SHARE_FILE_SYSTEM : FL_SHARE_FILE_DESCRIPTOR;
@@ -210,7 +210,7 @@ faults_of_every_kind_change_nothing_that_is_delivered(void **state)
     flt_case_create(&c);
     for (ref.n = 0, e = 0; e < 3; e++)
       epoch(c.l, &ref);
-    fl_loader_destroy(c.l);
+    flt_case_end(&c);
     setup(&c, NULL, 1000, o);
     c.opt.faults =
         "kill=0.05,exit=0.03,emfile=0.2,enospc=0.2,delay=0.1:5,seed=9";
@@ -327,7 +327,7 @@ a_hung_worker_is_killed_and_respawned_past_the_timeout(void **state)
   flt_case_create(&c);
   ref.n = 0;
   epoch(c.l, &ref);
-  fl_loader_destroy(c.l);
+  flt_case_end(&c);
   memset(&g, 0, sizeof(g));
   setup(&c, &g, 2, 1);
   c.opt.timeout_ms = 300;
@@ -462,7 +462,7 @@ deaths_in_begin_destroy_and_refetch_are_handled(void **state)
   /* refetch: every fd dropped half the time, and kills, in order. */
   setup(&c, NULL, 0, 1);
   two_epochs(&c, &ref);
-  fl_loader_destroy(c.l);
+  flt_case_end(&c);
   setup(&c, NULL, 1000, 1);
   c.opt.faults = "emfile=0.5,kill=0.1,seed=2";
   c.opt.reuse_segments = 0;

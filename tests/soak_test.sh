@@ -128,10 +128,16 @@ forkload soak --seconds x
 case_ $? "soak --seconds x is a usage error naming the flag"
 
 # timeout --foreground passes the signal to the soak alone (cli_test.sh).
+# The signal goes once the first configuration is printed (--verbose):
+# by then the soak has its handler, however slow its start.
 ${limit:+timeout --foreground -k 5 120} "$bin" soak --seconds 60 --seed 2 \
-  >"$tmp/out" 2>"$tmp/err" &
+  --verbose >"$tmp/out" 2>"$tmp/err" &
 pid=$!
-sleep 2
+i=0
+while [ $i -lt 300 ] && ! grep -q '^config ' "$tmp/out"; do
+  sleep 0.1
+  i=$((i + 1))
+done
 kill -INT $pid
 wait $pid
 rc=$?
