@@ -405,6 +405,10 @@ wait_once(fl_loader *l, double deadline)
     if (left <= 0)
       return FL_ETIMEDOUT;
     l->timed_out = 0;
+    /* libuv times a timer from the loop's cached clock, which is as old
+       as the loop's last run: after a training step longer than the
+       timeout it would fire at once. */
+    uv_update_time(&l->loop);
     uv_timer_start(&l->timer, on_timer, (uint64_t)(left * 1000) + 1, 0);
   }
   uv_run(&l->loop, UV_RUN_ONCE);

@@ -585,6 +585,73 @@ timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt(void **st)
   flt_assert_clean(&f.base);
 }
 
+/*
+ * A training step longer than timeout_ms, then a call that must wait for a
+ * batch still being filled: the timeout counts from the call (PyTorch's
+ * counts from its wait), so the batch, due 0.3 s into the wait, comes.
+ * Timed from the event loop's clock of the last call instead, the wait
+ * was over before it began: FL_ETIMEDOUT, even as the batch came.  With
+ * restarts to spare, the worker is not judged hung either.  Sample 0
+ * takes 1.5 s; the step ends 1.2 s after begin.
+ */
+static void
+long_step(unsigned restarts)
+{
+  struct timespec step = {1, 200000000};
+  flt_case f;
+  fl_batch *b;
+  fl_stats st;
+
+  flt_case_init(&f, 4, 16);
+  f.d.slow_index = 0;
+  f.d.slow_us = 1500000;
+  f.d.slow_times = 1;
+  f.opt.num_workers = 1;
+  f.opt.timeout_ms = 1000;
+  f.opt.max_worker_restarts = restarts;
+  flt_case_start(&f);
+  nanosleep(&step, NULL);
+  assert_int_equal(fl_loader_next(f.l, &b), 1);
+  assert_int_equal(fl_batch_indices(b)[0], 0);
+  fl_batch_release(b);
+  assert_int_equal(flt_drain(f.l, 0), 3);
+  fl_loader_stats(f.l, &st);
+  assert_int_equal(st.worker_restarts, 0);
+  flt_case_end(&f);
+}
+
+static void
+a_step_longer_than_timeout_ms_does_not_time_out_the_next_wait(void **state)
+{
+  (void)state;
+  long_step(0);
+  long_step(2);
+}
+
+/* The same for fl_loader_begin, which waits for the batches being filled
+   when an epoch is cut short under persistent workers. */
+static void
+begin_after_a_step_longer_than_timeout_ms_waits_the_whole_timeout(void **s)
+{
+  struct timespec step = {1, 200000000};
+  flt_case f;
+
+  (void)s;
+  flt_case_init(&f, 4, 16);
+  f.d.slow_index = 0;
+  f.d.slow_us = 1500000;
+  f.d.slow_times = 1;
+  f.opt.num_workers = 1;
+  f.opt.persistent_workers = 1;
+  f.opt.timeout_ms = 1000;
+  flt_case_start(&f);
+  nanosleep(&step, NULL);
+  if (fl_loader_begin(f.l) != 0)
+    fail_msg("%s", fl_loader_error(f.l));
+  assert_int_equal(flt_drain(f.l, 0), 4);
+  flt_case_end(&f);
+}
+
 static void
 worker_death(int sig, const char *want)
 {
@@ -1438,6 +1505,10 @@ main(void)
       cmocka_unit_test(prefetch_deeper_than_the_queue_still_delivers_all),
       cmocka_unit_test(
           timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt),
+      cmocka_unit_test(
+          a_step_longer_than_timeout_ms_does_not_time_out_the_next_wait),
+      cmocka_unit_test(
+          begin_after_a_step_longer_than_timeout_ms_waits_the_whole_timeout),
       cmocka_unit_test(dead_worker_is_reported_with_pid_and_signal_or_status),
       cmocka_unit_test(no_reuse_gives_a_new_segment_per_batch_and_frees_it),
       cmocka_unit_test(stats_count_held_batches_segments_and_fds),
