@@ -93,7 +93,7 @@ check_header(fl_loader *l, fl_batch *b, const struct fl__reply *r)
 
 static void
 take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
-     int truncated)
+     int lost)
 {
   fl_batch *b = NULL;
   int rc;
@@ -137,8 +137,8 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   if (r->status != 0)
     memcpy(b->msg, r->msg, sizeof(b->msg));
   rc = 0;
-  if (truncated || ((r->flags & FL__REPLY_FD) && fd < 0)) {
-    rc = FL_EMFILE; /* the kernel dropped the fd: we are at our limit */
+  if (lost || ((r->flags & FL__REPLY_FD) && fd < 0)) {
+    rc = FL_EMFILE; /* its fd or name could not be had: the fd limit */
     if (fd >= 0)
       fl__close(fd);
   } else if (r->flags & (FL__REPLY_FD | FL__REPLY_NAMED)) {
@@ -158,8 +158,11 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
     snprintf(b->msg, sizeof(b->msg),
              "%u samples of this worker's stream were lost: this process "
              "hit its open-file limit holding %zu batches; raise `ulimit "
-             "-n` or use FL_SHARE_FILE_SYSTEM",
-             r->count, l->stats.batches_held);
+             "-n` or %s",
+             r->count, l->stats.batches_held,
+             l->opt.sharing == FL_SHARE_FILE_SYSTEM
+                 ? "close files (this strategy keeps no fd per batch)"
+                 : "use FL_SHARE_FILE_SYSTEM");
   } else if (rc == FL_EMFILE || rc == FL_ENFILE) {
     fl__slot_keep(l, b, rc, 1);
     return;
@@ -189,8 +192,10 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
 }
 
 /*
- * Read one reply and take it, under the fork table's lock.  The faults
- * option may drop its fd as the kernel does at the fd limit.
+ * Read one reply and take it, under the fork table's lock.  The emfile
+ * fault takes a new segment from us where the fd limit does: under the
+ * fd strategy it drops the fd, as the kernel does in recvmsg; under the
+ * file-system strategy the name is left unopened, as shm_open fails.
  */
 static int
 receive_locked(fl_loader *l, unsigned wi, struct fl__reply *r, int *fd)
@@ -198,11 +203,12 @@ receive_locked(fl_loader *l, unsigned wi, struct fl__reply *r, int *fd)
   int rc = fl__channel_recv(l->workers[wi].sock, r, fd);
   const fl_batch *b;
 
-  if (rc == 1 && *fd >= 0 && r->slot < l->nslots &&
-      (b = l->slots[r->slot]) != NULL &&
+  if (rc == 1 && (*fd >= 0 || (r->flags & FL__REPLY_NAMED)) &&
+      r->slot < l->nslots && (b = l->slots[r->slot]) != NULL &&
       fl__fault(&l->faults, FL__FAULT_EMFILE, l->epoch, r->seq,
                 FL__ATTEMPT(b))) {
-    fl__close(*fd);
+    if (*fd >= 0)
+      fl__close(*fd);
     *fd = -1;
     l->stats.faults_injected++;
     rc = FL_EMFILE;

@@ -471,6 +471,37 @@ deaths_in_begin_destroy_and_refetch_are_handled(void **state)
   flt_case_end(&c);
 }
 
+/*
+ * Under the file-system strategy the parent's fds are taken at shm_open:
+ * there the emfile fault strikes, each struck name removed and its batch
+ * fetched again, so the run is the run without faults and nothing is left
+ * in /dev/shm.  (It struck only fds received over the socket, so under
+ * this strategy it never fired.)
+ */
+static void
+emfile_strikes_the_open_of_a_name_under_the_file_system_strategy(void **s)
+{
+  static struct run ref, got;
+  fl_stats st;
+  flt_case c;
+
+  (void)s;
+  setup(&c, NULL, 0, 1);
+  c.opt.sharing = FL_SHARE_FILE_SYSTEM;
+  two_epochs(&c, &ref);
+  flt_case_end(&c);
+  setup(&c, NULL, 0, 1);
+  c.opt.sharing = FL_SHARE_FILE_SYSTEM;
+  c.opt.faults = "emfile=0.3,seed=4";
+  c.opt.reuse_segments = 0; /* a new name per batch */
+  two_epochs(&c, &got);
+  assert_same_run(&ref, &got);
+  assert_int_equal(fl_loader_stats(c.l, &st), 0);
+  assert_true(st.faults_injected > 0);
+  assert_int_equal(st.worker_restarts, 0);
+  flt_case_end(&c);
+}
+
 /* Worker w's stream: 20 + 5w samples, each (w, position). */
 struct stream {
   unsigned w, pos;
@@ -851,6 +882,8 @@ main(void)
           a_hung_worker_is_killed_and_respawned_past_the_timeout),
       cmocka_unit_test(a_thousand_restarts_leak_nothing),
       cmocka_unit_test(deaths_in_begin_destroy_and_refetch_are_handled),
+      cmocka_unit_test(
+          emfile_strikes_the_open_of_a_name_under_the_file_system_strategy),
       cmocka_unit_test(a_respawned_stream_goes_on_where_it_stood),
       cmocka_unit_test(
           fault_specs_are_checked_and_a_seed_strikes_the_same_batches),
