@@ -24,7 +24,7 @@
  * every STEPS steps (default 100); --stop-after STEPS writes it after
  * that step and stops, as a preempted job would; --resume goes on from
  * one.  --log-indices appends each sample index a rank trained on to
- * DIR/epoch-E.rank-R, one a line.  It exits 0, 1 when something failed
+ * DIR/epoch-E.rank-R, one a line, making DIR (0700) as mkdir -p would.  It exits 0, 1 when something failed
  * (the rank that failed says why), and 2 on bad usage.
  *
  * Against an installed forkload and Open MPI it builds with
@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <forkload.h>
@@ -184,11 +185,51 @@ parse_args(int argc, char **argv, struct config *c, int say)
 }
 
 /* This rank's data and loader: 0, or -1 having said why. */
+/*
+ * Makes dir and its missing parents, as mkdir -p does, each 0700: the
+ * logs say what a run trained on.  Ranks race here; a folder another
+ * made first is fine.  0, or -1 having said why.
+ */
+static int
+make_dirs(const char *dir, int rank)
+{
+  char path[PATH_MAX], *p;
+  struct stat st;
+  int last;
+
+  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+    fprintf(stderr, "train_ddp: %s: the path is too long\n", dir);
+    return -1;
+  }
+  for (p = path;; p++) {
+    if ((*p != '/' && *p != '\0') || (*p == '/' && p == path))
+      continue;
+    last = *p == '\0';
+    *p = '\0';
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+      fprintf(stderr, "train_ddp: rank %d: cannot make %s: %s\n", rank, path,
+              strerror(errno));
+      return -1;
+    }
+    if (last)
+      break;
+    *p = '/';
+  }
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "train_ddp: rank %d: %s is not a directory\n", rank,
+            dir);
+    return -1;
+  }
+  return 0;
+}
+
 static int
 setup(struct trainer *t)
 {
   fl_options opt;
 
+  if (t->c->log_dir != NULL && make_dirs(t->c->log_dir, t->rank) < 0)
+    return -1;
   if (sm_data_open(&t->data, "train_ddp", NULL, t->c->samples) < 0)
     return -1;
   t->noisy = t->data.ds;

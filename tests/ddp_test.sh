@@ -5,7 +5,8 @@
 # indices, rank for rank; resumed on 1 and on 3 ranks, every epoch still
 # covers every index, repeating exactly the padding of the worlds that
 # shared it.  The same for a stop at an epoch's last step, resumed on 2
-# and on 3.  No run prints a fork warning or leaves a process, a
+# and on 3.  --log-indices makes its folder and the missing parents
+# (0700).  No run prints a fork warning or leaves a process, a
 # /dev/shm name or a file under its TMPDIR.  Without MPI or train_ddp the
 # whole program is skipped (exit 77) with the reason.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
@@ -51,19 +52,19 @@ marker=FL_DDP_TEST=$$.$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
 samples=1001 epochs=3 batch=32 # batch: BATCH in examples/train_ddp.c
 stop=20 # 2 ranks take 16 steps an epoch: 4 steps into epoch 2
 
-echo "1..9"
+echo "1..10"
 
 # run NAME NP ARGS...: train_ddp on NP ranks, its output in $tmp/NAME.out
-# and .err, its index logs in $tmp/NAME/, its ranks' pids added to
-# $tmp/pids (each rank is a shell that writes its pid, then execs).
+# and .err, its index logs in $tmp/logs/NAME/ (train_ddp makes it, and
+# $tmp/logs before the first run), its ranks' pids added to $tmp/pids
+# (each rank is a shell that writes its pid, then execs).
 run() {
   name=$1 np=$2
   shift 2
-  mkdir "$tmp/$name"
   env "$marker" TMPDIR="$tmp/t" $limit "$mpirun" -np "$np" --oversubscribe \
     --bind-to none --mca btl self,vader \
     sh -c 'echo $$ >>"$0"; exec "$@"' "$tmp/pids" \
-    "$bin" --samples $samples --epochs $epochs --log-indices "$tmp/$name" \
+    "$bin" --samples $samples --epochs $epochs --log-indices "$tmp/logs/$name" \
     "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
   rc=$?
   [ "$rc" = 0 ] || diag "$name: exit status $rc; output:" \
@@ -95,9 +96,9 @@ covered() {
     gone=$((2 * took))
     left=$((gone < samples ? samples - gone : 0))
     extra=$((gone + left + $(pad $left $3) - samples))
-    cat "$tmp/$1"/epoch-$e.rank-* >"$tmp/union" 2>/dev/null
+    cat "$tmp/logs/$1"/epoch-$e.rank-* >"$tmp/union" 2>/dev/null
     got=$(wc -l <"$tmp/union")
-    cat "$tmp/$4"/epoch-$e.rank-* >>"$tmp/union" 2>/dev/null
+    cat "$tmp/logs/$4"/epoch-$e.rank-* >>"$tmp/union" 2>/dev/null
     verdict=$(awk -v n=$samples -v want=$((samples + extra)) -v gone=$gone \
       -v got=$got '
       $0 !~ /^[0-9]+$/ || $0 + 0 >= n { bad = bad " " $0; next }
@@ -135,7 +136,8 @@ as_full() {
   for e in $(seq 1 $epochs); do
     for r in 0 1; do
       f=epoch-$e.rank-$r
-      cat "$tmp/$1/$f" "$tmp/$2/$f" 2>/dev/null | cmp -s - "$tmp/full/$f" ||
+      cat "$tmp/logs/$1/$f" "$tmp/logs/$2/$f" 2>/dev/null |
+        cmp -s - "$tmp/logs/full/$f" ||
         { diag "$f: stopped and resumed differ from the full run"; return 1; }
     done
   done
@@ -149,6 +151,9 @@ tell() {
 
 run full 2 && [ "$(epoch_lines full | wc -l)" = $epochs ]
 tell $? "2 ranks: $epochs epoch lines"
+[ "$(stat -c %a "$tmp/logs" "$tmp/logs/full")" = "$(printf '700\n700')" ]
+tell $? "--log-indices makes its folder and the missing parents, 0700" ||
+  diag "$(ls -ld "$tmp/logs" "$tmp/logs/full" 2>&1)"
 
 run stop 2 --checkpoint "$tmp/ck" --checkpoint-every 7 --stop-after $stop &&
   grep -q "^stopped after step $stop: checkpoint in $tmp/ck\$" \
