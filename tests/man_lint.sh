@@ -4,7 +4,7 @@
 #   3    every long option of the CLI (the getopt_long tables in
 #        examples/*.c, but for the train_* programs, which are not the
 #        CLI) appears in the rendered forkload.1;
-#   4    every public name of lib/forkload.h (tools/man-links.sh: its
+#   4    every public name of lib/forkload.h (tools/man-links.sh -h: its
 #        functions, function-like macros and types) is in forkload.3's
 #        NAME (.Nm) or, for a type, in a .Vt line;
 #   5    every .Xr names a page that exists: forkload(1), forkload(3), or
@@ -69,7 +69,7 @@ else
 fi
 
 # Case 4: the public names, as `make install` links them.
-names=$(sh "$top_srcdir/tools/man-links.sh" "$header" 2>/dev/null)
+names=$(sh "$top_srcdir/tools/man-links.sh" -h "$header" 2>/dev/null)
 missing=
 for name in $names; do
   grep -Eq "^\.Nm $name( |\$)" "$man3" ||
