@@ -1,10 +1,15 @@
 #!/bin/sh
 # Checks the manual pages, man/*.[1-9], with TAP output:
-#   for each page, mandoc -Tlint -W warning finds nothing in it;
+#   for each page:
+#     mandoc -Tlint -W warning finds nothing in it;
+#     it renders to at most 900 lines at 80 columns, with mandoc and, where
+#     it is there, man-db's man -l;
 #   then:
 #     every long option of the CLI (the getopt_long tables in examples/*.c,
 #     but for the train_* programs, which are not the CLI) appears in the
-#     rendered forkload.1;
+#     rendered page of its command, forkload-NAME.1 for the file that
+#     defines the command NAME (its struct cli_command), forkload.1 for
+#     the options the commands share; and every command has its page;
 #     every public name of lib/forkload.h (tools/man-links.sh -h: its
 #     functions, function-like macros and types) is documented by exactly
 #     one page: in its NAME section (.Nm) or, for a type, in a typedef of
@@ -23,6 +28,7 @@ top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 header=$top_srcdir/lib/forkload.h
 links_sh=$top_srcdir/tools/man-links.sh
+max_lines=900
 
 if ! command -v mandoc >/dev/null 2>&1; then
   echo "1..0 # SKIP mandoc is not installed"
@@ -33,13 +39,19 @@ fi
 
 pages=$(ls "$top_srcdir"/man/*.[1-9] 2>/dev/null)
 npages=$(printf '%s\n' "$pages" | grep -c .)
-echo "1..$((npages + 6))"
+echo "1..$((2 * npages + 6))"
 
 bs=$(printf '\b')
 # One very wide line per paragraph, so that no option is split.
 render() {
   mandoc -Tascii -O width=1000 "$1" 2>/dev/null | sed "s/.$bs//g"
 }
+# man-db renders with groff, whose lines can differ from mandoc's.
+have_man_l=
+command -v man >/dev/null 2>&1 && [ -n "$pages" ] &&
+  [ -n "$(MANWIDTH=80 man -l "${pages%%
+*}" 2>/dev/null | head -1)" ] && have_man_l=1
+
 for page in $pages; do
   name=$(basename "$page")
   out=$(mandoc -Tlint -W warning "$page" 2>&1)
@@ -49,26 +61,63 @@ for page in $pages; do
     not_ok "$name: mandoc -Tlint -W warning is silent"
     diag "$out"
   fi
+
+  lines=$(mandoc -Tascii -O width=80 "$page" 2>/dev/null | wc -l)
+  how="mandoc $lines"
+  if [ -n "$have_man_l" ]; then
+    groff_lines=$(MANWIDTH=80 man -l "$page" 2>/dev/null | wc -l)
+    how="$how, man-db $groff_lines"
+    [ "$groff_lines" -gt "$lines" ] && lines=$groff_lines
+  fi
+  if [ "$lines" -gt 0 ] && [ "$lines" -le "$max_lines" ]; then
+    ok "$name: at most $max_lines lines at 80 columns ($how)"
+  else
+    not_ok "$name: at most $max_lines lines at 80 columns ($how)"
+  fi
 done
 
 # The CLI's long options, from lines such as
 #   {"batch-size", required_argument, NULL, 'b'},
-options=$(for f in "$top_srcdir"/examples/*.c; do
-  case $f in */train_*) ;; *) cat "$f" ;; esac
-done 2>/dev/null | tr '{' '\n' |
-  grep -E '^ *"[a-z][a-z0-9-]*" *, *(no_argument|required_argument|optional_argument|[012]) *,' |
-  sed 's/^ *"\([^"]*\)".*/\1/')
-text=$(render "$top_srcdir/man/forkload.1")
+long_options() {
+  tr '{' '\n' <"$1" |
+    grep -E '^ *"[a-z][a-z0-9-]*" *, *(no_argument|required_argument|optional_argument|[012]) *,' |
+    sed 's/^ *"\([^"]*\)".*/\1/'
+}
+# The command a file defines, from
+#   const struct cli_command cli_run = {
+#     "run", ...
+command_of() {
+  awk '/^const struct cli_command cli_[a-z0-9_]* = \{/ {
+    getline
+    if (match($0, /"[^"]*"/))
+      print substr($0, RSTART + 1, RLENGTH - 2)
+    exit
+  }' "$1"
+}
 missing=
-for opt in $options; do
-  printf '%s\n' "$text" | grep -Eq -e "--$opt([^a-z0-9-]|\$)" ||
-    missing="$missing --$opt"
+noptions=0
+for f in "$top_srcdir"/examples/*.c; do
+  case $f in */train_*) continue ;; esac
+  cmd=$(command_of "$f")
+  page=$top_srcdir/man/forkload${cmd:+-$cmd}.1
+  if [ ! -f "$page" ]; then
+    missing="$missing (no page $(basename "$page") for $(basename "$f"))"
+    continue
+  fi
+  options=$(long_options "$f")
+  [ -n "$options" ] || continue
+  text=$(render "$page")
+  for opt in $options; do
+    noptions=$((noptions + 1))
+    printf '%s\n' "$text" | grep -Eq -e "--$opt([^a-z0-9-]|\$)" ||
+      missing="$missing --$opt($(basename "$page"))"
+  done
 done
-if [ -n "$text" ] && [ -n "$options" ] && [ -z "$missing" ]; then
-  ok "forkload.1 documents every option of the CLI"
+if [ "$noptions" -gt 0 ] && [ -z "$missing" ]; then
+  ok "every option of the CLI is in the page of its command"
 else
-  not_ok "forkload.1 documents every option of the CLI"
-  diag "missing:${missing:- (forkload.1 did not render, or no getopt_long table in examples/*.c)}"
+  not_ok "every option of the CLI is in the page of its command"
+  diag "missing:${missing:- (no getopt_long table in examples/*.c)}"
 fi
 
 # "NAME.SECTION PAGE" for each name of each page, one page at a time so
