@@ -1,24 +1,34 @@
 #!/bin/sh
-# Checks the manual pages, with TAP output:
-#   1-2  mandoc -Tlint -W warning finds nothing in forkload.1 and forkload.3;
-#   3    every long option of the CLI (the getopt_long tables in
-#        examples/*.c, but for the train_* programs, which are not the
-#        CLI) appears in the rendered forkload.1;
-#   4    every public name of lib/forkload.h (tools/man-links.sh: its
-#        functions, function-like macros and types) is in forkload.3's
-#        NAME (.Nm) or, for a type, in a .Vt line;
-#   5    every .Xr names a page that exists: forkload(1), forkload(3), or
-#        one of the system's pages (where the system has its section);
-#   6    installed with `make install-data` into a scratch directory, each
-#        public name is a page of its own that is forkload.3 (man -w),
-#        where man-db's man(1) is there.
+# Checks the manual pages, man/*.[1-9], with TAP output:
+#   for each page:
+#     mandoc -Tlint -W warning finds nothing in it;
+#     it renders to at most 900 lines at 80 columns, with mandoc and, where
+#     it is there, man-db's man -l;
+#   then:
+#     every long option of the CLI (the getopt_long tables in examples/*.c,
+#     but for the train_* programs, which are not the CLI) appears in the
+#     rendered page of its command, forkload-NAME.1 for the file that
+#     defines the command NAME (its struct cli_command), forkload.1 for
+#     the options the commands share; and every command has its page;
+#     every public name of lib/forkload.h (tools/man-links.sh -h: its
+#     functions, function-like macros and types) is documented by exactly
+#     one page: in its NAME section (.Nm) or, for a type, in a typedef of
+#     its SYNOPSIS (.Vt), as tools/man-links.sh reads them;
+#     every name a section 3 page documents so is a public name of the
+#     header, or the page's own (forkload);
+#     every .Xr names a page that exists: one of ours, a name one of ours
+#     documents, or one of the system's pages (where the system has its
+#     section);
+#     `make install-data` into a scratch directory installs every page;
+#     installed so, man -w NAME opens the page that documents NAME, for
+#     each name of every page, where man-db's man(1) is there.
 # Exits 77 (skip) when mandoc is not installed.
 
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
-man1=$top_srcdir/man/forkload.1
-man3=$top_srcdir/man/forkload.3
 header=$top_srcdir/lib/forkload.h
+links_sh=$top_srcdir/tools/man-links.sh
+max_lines=900
 
 if ! command -v mandoc >/dev/null 2>&1; then
   echo "1..0 # SKIP mandoc is not installed"
@@ -27,15 +37,23 @@ fi
 
 . "$top_srcdir/tests/tap.sh"
 
-echo "1..6"
+pages=$(ls "$top_srcdir"/man/*.[1-9] 2>/dev/null)
+npages=$(printf '%s\n' "$pages" | grep -c .)
+echo "1..$((2 * npages + 6))"
 
-for page in "$man1" "$man3"; do
+bs=$(printf '\b')
+# One very wide line per paragraph, so that no option is split.
+render() {
+  mandoc -Tascii -O width=1000 "$1" 2>/dev/null | sed "s/.$bs//g"
+}
+# man-db renders with groff, whose lines can differ from mandoc's.
+have_man_l=
+command -v man >/dev/null 2>&1 && [ -n "$pages" ] &&
+  [ -n "$(MANWIDTH=80 man -l "${pages%%
+*}" 2>/dev/null | head -1)" ] && have_man_l=1
+
+for page in $pages; do
   name=$(basename "$page")
-  if [ ! -f "$page" ]; then
-    not_ok "$name: mandoc -Tlint -W warning is silent"
-    diag "$page does not exist"
-    continue
-  fi
   out=$(mandoc -Tlint -W warning "$page" 2>&1)
   if [ -z "$out" ]; then
     ok "$name: mandoc -Tlint -W warning is silent"
@@ -43,58 +61,116 @@ for page in "$man1" "$man3"; do
     not_ok "$name: mandoc -Tlint -W warning is silent"
     diag "$out"
   fi
+
+  lines=$(mandoc -Tascii -O width=80 "$page" 2>/dev/null | wc -l)
+  how="mandoc $lines"
+  if [ -n "$have_man_l" ]; then
+    groff_lines=$(MANWIDTH=80 man -l "$page" 2>/dev/null | wc -l)
+    how="$how, man-db $groff_lines"
+    [ "$groff_lines" -gt "$lines" ] && lines=$groff_lines
+  fi
+  if [ "$lines" -gt 0 ] && [ "$lines" -le "$max_lines" ]; then
+    ok "$name: at most $max_lines lines at 80 columns ($how)"
+  else
+    not_ok "$name: at most $max_lines lines at 80 columns ($how)"
+  fi
 done
 
-# Case 3: the CLI's long options, from lines such as
+# The CLI's long options, from lines such as
 #   {"batch-size", required_argument, NULL, 'b'},
-options=$(for f in "$top_srcdir"/examples/*.c; do
-  case $f in */train_*) ;; *) cat "$f" ;; esac
-done 2>/dev/null | tr '{' '\n' |
-  grep -E '^ *"[a-z][a-z0-9-]*" *, *(no_argument|required_argument|optional_argument|[012]) *,' |
-  sed 's/^ *"\([^"]*\)".*/\1/')
-
-bs=$(printf '\b')
-# One very wide line per paragraph, so that no option is split.
-text=$(mandoc -Tascii -O width=1000 "$man1" 2>/dev/null | sed "s/.$bs//g")
+long_options() {
+  tr '{' '\n' <"$1" |
+    grep -E '^ *"[a-z][a-z0-9-]*" *, *(no_argument|required_argument|optional_argument|[012]) *,' |
+    sed 's/^ *"\([^"]*\)".*/\1/'
+}
+# The command a file defines, from
+#   const struct cli_command cli_run = {
+#     "run", ...
+command_of() {
+  awk '/^const struct cli_command cli_[a-z0-9_]* = \{/ {
+    getline
+    if (match($0, /"[^"]*"/))
+      print substr($0, RSTART + 1, RLENGTH - 2)
+    exit
+  }' "$1"
+}
 missing=
-for opt in $options; do
-  printf '%s\n' "$text" | grep -Eq -e "--$opt([^a-z0-9-]|\$)" ||
-    missing="$missing --$opt"
+noptions=0
+for f in "$top_srcdir"/examples/*.c; do
+  case $f in */train_*) continue ;; esac
+  cmd=$(command_of "$f")
+  page=$top_srcdir/man/forkload${cmd:+-$cmd}.1
+  if [ ! -f "$page" ]; then
+    missing="$missing (no page $(basename "$page") for $(basename "$f"))"
+    continue
+  fi
+  options=$(long_options "$f")
+  [ -n "$options" ] || continue
+  text=$(render "$page")
+  for opt in $options; do
+    noptions=$((noptions + 1))
+    printf '%s\n' "$text" | grep -Eq -e "--$opt([^a-z0-9-]|\$)" ||
+      missing="$missing --$opt($(basename "$page"))"
+  done
 done
-if [ -n "$text" ] && [ -n "$options" ] && [ -z "$missing" ]; then
-  ok "forkload.1 documents every option of the CLI"
+if [ "$noptions" -gt 0 ] && [ -z "$missing" ]; then
+  ok "every option of the CLI is in the page of its command"
 else
-  not_ok "forkload.1 documents every option of the CLI"
-  diag "missing:${missing:- (forkload.1 did not render, or no getopt_long table in examples/*.c)}"
+  not_ok "every option of the CLI is in the page of its command"
+  diag "missing:${missing:- (no getopt_long table in examples/*.c)}"
 fi
 
-# Case 4: the public names, as `make install` links them.
-names=$(sh "$top_srcdir/tools/man-links.sh" "$header" 2>/dev/null)
-missing=
+# "NAME.SECTION PAGE" for each name of each page, one page at a time so
+# that a name two pages claim shows twice.
+links=$(for page in $pages; do sh "$links_sh" "$page"; done 2>/dev/null)
+names=$(sh "$links_sh" -h "$header" 2>/dev/null)
+wrong=
 for name in $names; do
-  grep -Eq "^\.Nm $name( |\$)" "$man3" ||
-    grep -Eq "^\.Vt .*[^A-Za-z0-9_]\(?\*?$name\)?[ (;]" "$man3" ||
-    missing="$missing $name"
+  owners=$(printf '%s\n' "$links" | awk -v n="$name.3" '$1 == n { print $2 }')
+  case $(printf '%s\n' "$owners" | grep -c .) in
+  1) ;;
+  0) wrong="$wrong $name (no page)" ;;
+  *) wrong="$wrong $name ($(echo $owners))" ;;
+  esac
 done
-if [ -n "$names" ] && [ -z "$missing" ]; then
-  ok "forkload.3 names every public function, macro and type"
+if [ -n "$names" ] && [ -z "$wrong" ]; then
+  ok "every public function, macro and type is documented by one page"
 else
-  not_ok "forkload.3 names every public function, macro and type"
-  diag "missing:${missing:- (no public name found in $header)}"
+  not_ok "every public function, macro and type is documented by one page"
+  diag "not so:${wrong:- (no public name found in $header)}"
 fi
 
-# Case 5: no reference to a page that does not exist.
+# A name on a page that the header lacks would be a link to nothing.
+stray=
+for pair in $(printf '%s\n' "$links" | awk '$1 ~ /\.3$/ { print $1 ":" $2 }'); do
+  name=${pair%%.3:*} page=${pair#*:}
+  [ "$name.3" = "$page" ] && continue
+  printf '%s\n' "$names" | grep -qx "$name" || stray="$stray $page:$name"
+done
+if [ -z "$stray" ]; then
+  ok "every name the section 3 pages document is in lib/forkload.h"
+else
+  not_ok "every name the section 3 pages document is in lib/forkload.h"
+  diag "not in the header:$stray"
+fi
+
+# No reference to a page that does not exist.
 bad=
-for page in "$man1" "$man3"; do
-  refs=$(sed -n 's/^\.Xr \([A-Za-z0-9_.-]*\) \([1-9]\).*/\1.\2/p' "$page")
+for page in $pages; do
+  refs=$(awk '/^\./ {
+    for (i = 1; i + 2 <= NF; i++)
+      if ($i == "Xr" || $i == ".Xr")
+        print $(i + 1) "." $(i + 2)
+  }' "$page")
   for r in $refs; do
     name=${r%.*} sec=${r##*.}
-    case $name.$sec in
-    forkload.1 | forkload.3) continue ;;
-    esac
+    sec=${sec%%[!0-9]*}
+    [ -f "$top_srcdir/man/$name.$sec" ] && continue
+    printf '%s\n' "$links" | awk -v n="$name.$sec" '$1 == n { f = 1 }
+      END { exit !f }' && continue
     [ -d "/usr/share/man/man$sec" ] || continue
-    ls "/usr/share/man/man$sec/$name.$sec"* >/dev/null 2>&1 ||
-      bad="$bad $(basename "$page"):$name($sec)"
+    ls "/usr/share/man/man$sec/$name.$sec"* >/dev/null 2>&1 && continue
+    bad="$bad $(basename "$page"):$name($sec)"
   done
 done
 if [ -z "$bad" ]; then
@@ -104,30 +180,54 @@ else
   diag "no such page:$bad"
 fi
 
-# Case 6: `man NAME` opens forkload.3, as installed.
-if ! command -v man >/dev/null 2>&1 || [ ! -f "$top_builddir/Makefile" ]; then
-  skip "man NAME opens forkload(3)" "no man(1), or no Makefile"
+# Installed: every page, and `man NAME` opens the page of NAME.
+if [ ! -f "$top_builddir/Makefile" ]; then
+  skip "make install-data installs every page" "no Makefile"
+  skip "man NAME opens the page that documents NAME, as installed" \
+    "no Makefile"
 else
   dest=$(mktemp -d "${TMPDIR:-/tmp}/forkload-man.XXXXXX")
   mandir=$dest/man
-  wrong=
   if make -C "$top_builddir" install-data DESTDIR="$dest" \
     mandir=/man >"$dest/log" 2>&1; then
-    for n3 in $names; do
-      got=$(man -M "$mandir" -w "$n3" 2>/dev/null)
-      [ -n "$got" ] && [ "$(readlink -f "$got")" = \
-        "$(readlink -f "$mandir/man3/forkload.3")" ] || wrong="$wrong $n3"
+    absent=
+    for page in $pages; do
+      name=$(basename "$page")
+      [ -f "$mandir/man${name##*.}/$name" ] || absent="$absent $name"
     done
+    if [ -z "$absent" ]; then
+      ok "make install-data installs every page"
+    else
+      not_ok "make install-data installs every page"
+      diag "not installed (is it in dist_man_MANS?):$absent"
+    fi
+    if ! command -v man >/dev/null 2>&1; then
+      skip "man NAME opens the page that documents NAME, as installed" \
+        "no man(1)"
+    else
+      wrong=
+      for pair in $(printf '%s\n' "$links" | awk '{ print $1 ":" $2 }'); do
+        link=${pair%%:*} page=${pair#*:}
+        name=${link%.*} sec=${link##*.}
+        got=$(man -M "$mandir" -w "$sec" "$name" 2>/dev/null)
+        [ -n "$got" ] && [ "$(readlink -f "$got")" = \
+          "$(readlink -f "$mandir/man$sec/$page")" ] ||
+          wrong="$wrong $name($sec)"
+      done
+      if [ -n "$links" ] && [ -z "$wrong" ]; then
+        ok "man NAME opens the page that documents NAME, as installed"
+      else
+        not_ok "man NAME opens the page that documents NAME, as installed"
+        diag "not so:$wrong"
+      fi
+    fi
   else
-    wrong="(make install-data failed: $(tail -3 "$dest/log"))"
+    not_ok "make install-data installs every page"
+    diag "make install-data failed: $(tail -3 "$dest/log")"
+    skip "man NAME opens the page that documents NAME, as installed" \
+      "make install-data failed"
   fi
   rm -rf "$dest"
-  if [ -n "$names" ] && [ -z "$wrong" ]; then
-    ok "man NAME opens forkload(3) for each public name, as installed"
-  else
-    not_ok "man NAME opens forkload(3) for each public name, as installed"
-    diag "not so:$wrong"
-  fi
 fi
 
 exit $failed
