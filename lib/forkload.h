@@ -8,7 +8,8 @@
  *
  * Every fallible call returns 0 (or a count) on success and a negative
  * error code on failure: a negative errno where one fits, otherwise one of
- * the FL_E* codes below.  forkload(3) states the contract of each function.
+ * the FL_E* codes below.  forkload(3) maps the pages that state each
+ * function's contract.
  *
  * How the public structs grow (the ABI rule).  fl_options, fl_stats,
  * fl_dataset, fl_iterable and fl_budget are allocated by the caller, and
@@ -189,7 +190,7 @@ typedef struct fl_options {
   void (*log)(void *arg, const char *msg);
   void *log_arg;
   /* Fault injection for testing a trainer's error handling, e.g.
-     "kill=0.01,delay=0.1:50,seed=3" (see forkload(3)); NULL: the
+     "kill=0.01,delay=0.1:50,seed=3" (see fl_get_worker_info(3)); NULL: the
      FORKLOAD_FAULTS environment variable, if set.  Copied at create. */
   const char *faults;
 } fl_options;
@@ -313,8 +314,8 @@ FL_EXTERN int fl_loader_stats_sized(const fl_loader *l, fl_stats *out,
 #define fl_loader_stats(l, out)                                              \
   fl_loader_stats_sized((l), (out), sizeof(fl_stats))
 /* Since 0.5: the budget, computed now from the loader's options and the
-   machine (see forkload(3) for each item's arithmetic).  max_held is a
-   floor: in order, batches that came ahead of the one due may take up to
+   machine (see fl_loader_budget(3) for each item's arithmetic).  max_held
+   is a floor: in order, batches that came ahead of the one due may take up to
    (num_workers - 1) x prefetch_factor more before the limit stops it.
    0, or FL_EINVAL. */
 FL_EXTERN int fl_loader_budget_sized(const fl_loader *l, fl_budget *out,
