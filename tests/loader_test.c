@@ -595,22 +595,30 @@ timeout_on_a_hung_worker_returns_etimedout_and_destroy_is_prompt(void **st)
  * takes 1.5 s; the step ends 1.2 s after begin.
  */
 static void
-long_step(unsigned restarts)
+long_step_start(flt_case *f, int persistent, unsigned restarts)
 {
   struct timespec step = {1, 200000000};
+
+  flt_case_init(f, 4, 16);
+  f->d.slow_index = 0;
+  f->d.slow_us = 1500000;
+  f->d.slow_times = 1;
+  f->opt.num_workers = 1;
+  f->opt.persistent_workers = persistent;
+  f->opt.timeout_ms = 1000;
+  f->opt.max_worker_restarts = restarts;
+  flt_case_start(f);
+  nanosleep(&step, NULL);
+}
+
+static void
+long_step(unsigned restarts)
+{
   flt_case f;
   fl_batch *b;
   fl_stats st;
 
-  flt_case_init(&f, 4, 16);
-  f.d.slow_index = 0;
-  f.d.slow_us = 1500000;
-  f.d.slow_times = 1;
-  f.opt.num_workers = 1;
-  f.opt.timeout_ms = 1000;
-  f.opt.max_worker_restarts = restarts;
-  flt_case_start(&f);
-  nanosleep(&step, NULL);
+  long_step_start(&f, 0, restarts);
   assert_int_equal(fl_loader_next(f.l, &b), 1);
   assert_int_equal(fl_batch_indices(b)[0], 0);
   fl_batch_release(b);
@@ -633,19 +641,10 @@ a_step_longer_than_timeout_ms_does_not_time_out_the_next_wait(void **state)
 static void
 begin_after_a_step_longer_than_timeout_ms_waits_the_whole_timeout(void **s)
 {
-  struct timespec step = {1, 200000000};
   flt_case f;
 
   (void)s;
-  flt_case_init(&f, 4, 16);
-  f.d.slow_index = 0;
-  f.d.slow_us = 1500000;
-  f.d.slow_times = 1;
-  f.opt.num_workers = 1;
-  f.opt.persistent_workers = 1;
-  f.opt.timeout_ms = 1000;
-  flt_case_start(&f);
-  nanosleep(&step, NULL);
+  long_step_start(&f, 1, 0);
   if (fl_loader_begin(f.l) != 0)
     fail_msg("%s", fl_loader_error(f.l));
   assert_int_equal(flt_drain(f.l, 0), 4);
