@@ -477,30 +477,6 @@ void fl__log(const fl_loader *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void fl__stats_fds(fl_loader *l, int delta);
 
-/* npy.c: the NPY format's header, parsed as untrusted bytes. */
-#define FL__NPY_MAX_DIMS 64         /* numpy 2's NPY_MAXDIMS */
-#define FL__NPY_HEADER_MAX (1 << 20) /* numpy itself refuses past 10000 */
-
-struct fl__npy {
-  char descr[24];      /* as written, for messages */
-  char order;          /* '<' or '>' ('=' resolved); '|' for 1-byte items */
-  char kind;           /* 'b', 'i', 'u', 'f' or 'c' */
-  size_t item_bytes;
-  size_t ndim;
-  size_t shape[FL__NPY_MAX_DIMS];
-  size_t data_offset;  /* the header's end, where the data starts */
-  size_t data_bytes;   /* item_bytes x the product of shape */
-};
-
-int fl__npy_header_bytes(const void *buf, size_t len, size_t *total,
-                         char *err, size_t errlen);
-int fl__npy_parse(const void *buf, size_t len, struct fl__npy *out,
-                  char *err, size_t errlen);
-int fl__npy_check_size(const struct fl__npy *h, uint64_t file_bytes,
-                       char *err, size_t errlen);
-int fl__npy_same(const struct fl__npy *a, const struct fl__npy *b);
-void fl__npy_shape_str(const struct fl__npy *h, char *buf, size_t len);
-
 /* lines.c: a file's lines, read(2) alone (a worker, a signal handler). */
 struct fl__lines {
   int fd;

@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "internal.h"
+#include "datasets/dataset.h"
 
 /* A fresh directory for one case, and everything in it removed after. */
 static void

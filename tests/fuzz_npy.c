@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the NPY header parser, built by `make fuzz` from
- * this file and lib/npy.c alone.  libFuzzer hands over exactly size bytes
+ * this file and lib/datasets/npy_header.c alone.  libFuzzer hands over exactly size bytes
  * on the heap, so AddressSanitizer sees any read past them; UBSan sees any
  * overflow.  Whatever the bytes, the parser must return 0 with a header
  * that adds up, or FL_EINVAL with a reason.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "datasets/dataset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

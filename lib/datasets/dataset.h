@@ -2,7 +2,7 @@
  * Private to the built-in datasets: what every one of their contexts starts
  * with, so that fl_dataset_close can free any of them, and the mapped
  * region of fixed-size samples that fl_dataset_raw and fl_dataset_npy_array
- * share (dataset_raw.c).
+ * share (raw.c).
  */
 #ifndef FL_DATASET_H
 #define FL_DATASET_H
@@ -36,13 +36,37 @@ int fl__region_dataset(fl_dataset *out, const char *path, void *map,
                        size_t map_bytes, size_t offset, size_t sample_bytes,
                        size_t len);
 
-/* dataset_raw.c: copy the samples `indices` names out of a region of len
+/* raw.c: copy the samples `indices` names out of a region of len
    samples of sb bytes, a memcpy per run; FL_EINVAL for an index past it. */
 int fl__copy_runs(const unsigned char *data, size_t len, size_t sb,
                   const size_t *indices, size_t n, unsigned char *out,
                   const char *path);
 
-/* dataset_npy.c: map a .npy array whose first axis is the samples. */
+/* npy_header.c: the NPY format's header, parsed as untrusted bytes. */
+#define FL__NPY_MAX_DIMS 64         /* numpy 2's NPY_MAXDIMS */
+#define FL__NPY_HEADER_MAX (1 << 20) /* numpy itself refuses past 10000 */
+
+struct fl__npy {
+  char descr[24];      /* as written, for messages */
+  char order;          /* '<' or '>' ('=' resolved); '|' for 1-byte items */
+  char kind;           /* 'b', 'i', 'u', 'f' or 'c' */
+  size_t item_bytes;
+  size_t ndim;
+  size_t shape[FL__NPY_MAX_DIMS];
+  size_t data_offset;  /* the header's end, where the data starts */
+  size_t data_bytes;   /* item_bytes x the product of shape */
+};
+
+int fl__npy_header_bytes(const void *buf, size_t len, size_t *total,
+                         char *err, size_t errlen);
+int fl__npy_parse(const void *buf, size_t len, struct fl__npy *out,
+                  char *err, size_t errlen);
+int fl__npy_check_size(const struct fl__npy *h, uint64_t file_bytes,
+                       char *err, size_t errlen);
+int fl__npy_same(const struct fl__npy *a, const struct fl__npy *b);
+void fl__npy_shape_str(const struct fl__npy *h, char *buf, size_t len);
+
+/* npy.c: map a .npy array whose first axis is the samples. */
 struct fl__npy;
 int fl__npy_map_array(const char *path, void **map, size_t *bytes,
                       struct fl__npy *h);

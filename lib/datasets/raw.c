@@ -2,7 +2,7 @@
  * A mapped region of fixed-size samples, and the two things built on it
  * here: fl_dataset_raw (a flat file of records after a header) and
  * fl_dataset_close (which frees any built-in dataset).  fl_dataset_npy_array
- * (dataset_npy.c) is the same region with an NPY header in front.
+ * (npy.c) is the same region with an NPY header in front.
  */
 #include "config.h"
 
