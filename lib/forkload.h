@@ -57,6 +57,7 @@ extern "C" {
   XX(EAGAIN, -EAGAIN, "resource temporarily unavailable")                     \
   XX(EPERM, -EPERM, "operation not permitted")                                \
   XX(EPROTO, -EPROTO, "malformed message between parent and worker")        \
+  XX(ENOTSUP, -ENOTSUP, "not supported by this build of forkload")           \
   XX(EDATASET, -4001, "the dataset failed to produce a sample")               \
   XX(EWORKER, -4002, "a worker process died")                                 \
   XX(ESTATE, -4003, "call not allowed in the loader's current state")       \
@@ -385,6 +386,44 @@ FL_EXTERN int fl_dataset_npy_zip_sized(fl_dataset *out, size_t size,
   fl_dataset_npy_zip_sized((out), sizeof(fl_dataset), (paths), (n))
 FL_EXTERN void fl_dataset_close_sized(fl_dataset *ds, size_t size);
 #define fl_dataset_close(ds) fl_dataset_close_sized((ds), sizeof(fl_dataset))
+
+/*
+ * Since 0.6: a folder of images, as torchvision's ImageFolder, decoded and
+ * transformed in the workers (fl_dataset_image_folder(3)).  Two fields: the
+ * image, then its label (int64).  fl_image_options grows by the ABI rule.
+ */
+typedef enum { FL_CROP_CENTER = 0, FL_CROP_RANDOM_RESIZED = 1 } fl_crop;
+typedef struct fl_image_options {
+  unsigned height, width; /* output size, required */
+  /* FL_CROP_CENTER: Resize(resize), then CenterCrop (torchvision's
+     evaluation transform); FL_CROP_RANDOM_RESIZED: RandomResizedCrop
+     (scale, ratio), the training one, drawn from fl_sample_seed. */
+  fl_crop crop;
+  unsigned resize; /* center: the shorter side's size first; 0: height */
+  double scale_min, scale_max, ratio_min, ratio_max; /* 0.08 1 3/4 4/3 */
+  double hflip;    /* probability of a horizontal flip; 0 */
+  /* 0: uint8 RGB, height x width x 3; 1: float32, 3 x height x width,
+     (x/255 - mean)/std. */
+  int chw_float;
+  float mean[3], std[3]; /* ImageNet's */
+  uint64_t max_pixels;   /* larger images are refused; PIL's 89478485 */
+} fl_image_options;
+FL_EXTERN void fl_image_options_init_sized(fl_image_options *io, size_t size);
+#define fl_image_options_init(io)                                            \
+  fl_image_options_init_sized((io), sizeof(fl_image_options))
+FL_EXTERN int fl_dataset_image_folder_sized(fl_dataset *out, size_t size,
+                                            const char *root,
+                                            const fl_image_options *io,
+                                            size_t io_size);
+#define fl_dataset_image_folder(out, root, io)                               \
+  fl_dataset_image_folder_sized((out), sizeof(fl_dataset), (root), (io),     \
+                                sizeof(fl_image_options))
+/* Sample index's file (NULL past the end), and its label if label is set;
+   class label's name (the folder's), NULL past the last. */
+FL_EXTERN const char *fl_image_folder_sample(const fl_dataset *ds,
+                                             size_t index, int64_t *label);
+FL_EXTERN const char *fl_image_folder_class(const fl_dataset *ds,
+                                            size_t label);
 
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a
