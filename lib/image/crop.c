@@ -91,19 +91,28 @@ fl__crop_random(const fl_image_options *io, unsigned w, unsigned h,
     top = (h - ch) / 2;
     left = (w - cw) / 2;
   }
-  g->cx0 = left;
-  g->cy0 = top;
-  g->cx1 = left + cw;
-  g->cy1 = top + ch;
-  g->bx0 = left;
-  g->by0 = top;
-  g->bx1 = left + cw;
-  g->by1 = top + ch;
+  fl__crop_box(io, (unsigned[]){top, left, ch, cw},
+               io->hflip > 0 && uniform(&s) < io->hflip, g);
+}
+
+void
+fl__crop_box(const fl_image_options *io, const unsigned box[4], int flip,
+             struct fl__geom *g)
+{
+  /* The crop is the image the filter sees: its edges clip the taps. */
+  g->cx0 = box[1];
+  g->cy0 = box[0];
+  g->cx1 = box[1] + box[3];
+  g->cy1 = box[0] + box[2];
+  g->bx0 = g->cx0;
+  g->by0 = g->cy0;
+  g->bx1 = g->cx1;
+  g->by1 = g->cy1;
   g->vw = io->width;
   g->vh = io->height;
   g->ox = 0;
   g->oy = 0;
-  g->flip = io->hflip > 0 && uniform(&s) < io->hflip;
+  g->flip = flip;
 }
 
 /* CenterCrop along one axis of size n (already resized) to c: pad

@@ -60,6 +60,9 @@ struct fl__geom {
 /* RandomResizedCrop(scale, ratio) then the flip, drawn from seed. */
 void fl__crop_random(const fl_image_options *io, unsigned w, unsigned h,
                      uint64_t seed, struct fl__geom *g);
+/* F.resized_crop at box (top, left, height, width), then the flip. */
+void fl__crop_box(const fl_image_options *io, const unsigned box[4], int flip,
+                  struct fl__geom *g);
 /* Resize(resize) then CenterCrop(height, width). */
 void fl__crop_center(const fl_image_options *io, unsigned w, unsigned h,
                      struct fl__geom *g);

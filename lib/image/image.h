@@ -32,6 +32,13 @@ size_t fl__image_stage_bytes(const struct fl__image_stage *st);
 int fl__image_stage_run(struct fl__image_stage *st, const void *data,
                         size_t n, uint64_t seed, void *dst, const char *name);
 void fl__image_stage_free(struct fl__image_stage *st);
+/* From now on, crop every image at this box (and flip it if flip is set)
+   and resize it to the output, as torchvision's F.resized_crop, instead of
+   drawing the crop: how a test compares with torchvision's pixels for
+   the same crop. */
+void fl__image_stage_force(struct fl__image_stage *st, unsigned top,
+                           unsigned left, unsigned height, unsigned width,
+                           int flip);
 
 /* Whether name ends with one of torchvision's image extensions
    (IMG_EXTENSIONS), compared without case. */

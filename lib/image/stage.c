@@ -32,6 +32,9 @@ struct fl__image_stage {
   struct fl__resample *rs;
   struct fl__geom g;
   uint64_t seed;
+  int forced;           /* fl__image_stage_force: a crop given, not drawn */
+  unsigned box[4];      /* its top, left, height, width */
+  int forced_flip;
   char err[FL__IMAGE_ERR_MAX];
 };
 
@@ -149,6 +152,18 @@ fl__image_stage_new(struct fl__image_stage **out, const fl_image_options *io,
   return 0;
 }
 
+void
+fl__image_stage_force(struct fl__image_stage *st, unsigned top, unsigned left,
+                      unsigned height, unsigned width, int flip)
+{
+  st->forced = 1;
+  st->box[0] = top;
+  st->box[1] = left;
+  st->box[2] = height;
+  st->box[3] = width;
+  st->forced_flip = flip;
+}
+
 size_t
 fl__image_stage_bytes(const struct fl__image_stage *st)
 {
@@ -191,7 +206,14 @@ plan(void *arg, unsigned w, unsigned h, int may_scale, struct fl__region *p,
              (unsigned long long)st->io.max_pixels);
     return FL_EDATASET;
   }
-  if (st->io.crop == FL_CROP_RANDOM_RESIZED)
+  if (st->forced &&
+      (st->box[0] + st->box[2] > h || st->box[1] + st->box[3] > w)) {
+    snprintf(err, FL__IMAGE_ERR_MAX, "the crop given is outside the image");
+    return FL_EDATASET;
+  }
+  if (st->forced)
+    fl__crop_box(&st->io, st->box, st->forced_flip, g);
+  else if (st->io.crop == FL_CROP_RANDOM_RESIZED)
     fl__crop_random(&st->io, w, h, st->seed, g);
   else
     fl__crop_center(&st->io, w, h, g);
