@@ -187,7 +187,14 @@ void progress_draw(struct progress *p, unsigned epoch, unsigned epochs,
 void progress_clear(struct progress *p);
 
 /* dataset.c: --dataset SPEC, a dataset the library reads from files. */
-enum ds_kind { DS_SYNTHETIC, DS_NPY_DIR, DS_NPY, DS_RAW, DS_NPY_ZIP };
+enum ds_kind {
+  DS_SYNTHETIC,
+  DS_NPY_DIR,
+  DS_NPY,
+  DS_RAW,
+  DS_NPY_ZIP,
+  DS_IMAGES
+};
 
 struct dataset_spec {
   enum ds_kind kind;
@@ -196,6 +203,7 @@ struct dataset_spec {
   size_t record_bytes, header_bytes; /* raw only */
   const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip only: in path */
   size_t npaths;
+  const fl_image_options *io; /* images only: the --image-* flags */
 };
 
 /* The kind named by the len bytes at name, or -1. */
@@ -209,6 +217,10 @@ size_t dataset_split(char *list, const char **paths);
 int dataset_parse(const char *spec, struct dataset_spec *out);
 /* 0, or -1 having printed why the library could not open it. */
 int dataset_open(const struct dataset_spec *spec, fl_dataset *ds);
+/* gen_images.c: `forkload gen images`: 0, or -1 having said why not. */
+int gen_images(const char *dir, size_t samples, unsigned classes,
+               uint64_t seed, int force, char *what, size_t len,
+               uint64_t *bytes);
 void dataset_spec_free(struct dataset_spec *spec);
 
 /* options.c: the options of the dataset and the loader, which run,
@@ -240,6 +252,11 @@ enum {
   OPT_SHARD_MODE,
   OPT_MAX_RESTARTS,
   OPT_FAULTS,
+  OPT_IMAGE_SIZE,
+  OPT_CROP,
+  OPT_RESIZE,
+  OPT_HFLIP,
+  OPT_FLOAT,
   OPT_OWN /* a subcommand's own options from here on */
 };
 
@@ -251,6 +268,8 @@ struct load_args {
   const char *indices;    /* --indices as given, or NULL */
   int batched;
   int synth_only;         /* an option given that --dataset refuses */
+  int image_only;         /* one that only --dataset images: takes */
+  fl_image_options image; /* what those set */
   int sharing_set;        /* --sharing (or --strategy) was given */
   struct dataset_spec file; /* --dataset, or kind DS_SYNTHETIC */
   fl_dataset ds;          /* made by load_dataset */

@@ -16,6 +16,7 @@ static const char *const kind_names[] = {
   [DS_NPY] = "npy",
   [DS_RAW] = "raw",
   [DS_NPY_ZIP] = "npy-zip",
+  [DS_IMAGES] = "images",
 };
 
 #define NKINDS (sizeof kind_names / sizeof kind_names[0])
@@ -109,9 +110,9 @@ dataset_parse(const char *spec, struct dataset_spec *out)
   }
   if (len == 0) {
     cli_error("--dataset: expected npy-dir:PATH, npy:PATH, "
-              "npy-zip:PATH[,PATH...] or "
-              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0), "
-              "got '%s'", spec);
+              "npy-zip:PATH[,PATH...], "
+              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0) or "
+              "images:DIR, got '%s'", spec);
     return -1;
   }
   out->path = strndup(rest, len);
@@ -149,6 +150,9 @@ dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
     break;
   case DS_NPY_ZIP:
     rc = fl_dataset_npy_zip(ds, spec->paths, spec->npaths);
+    break;
+  case DS_IMAGES:
+    rc = fl_dataset_image_folder(ds, spec->path, spec->io);
     break;
   default:
     rc = FL_EINVAL;

@@ -28,6 +28,7 @@ struct gen_args {
   struct synth data;
   size_t header_bytes;
   int header_set, force;
+  unsigned classes; /* images: class folders */
 };
 
 /* What is written: the files' header, and which samples follow it, of
@@ -46,7 +47,8 @@ enum {
   OPT_GEN_SAMPLE_BYTES,
   OPT_GEN_SEED,
   OPT_HEADER_BYTES,
-  OPT_FORCE
+  OPT_FORCE,
+  OPT_CLASSES
 };
 
 /* gen takes none of the loader's options: it makes no loader. */
@@ -56,7 +58,8 @@ static const char help[] =
   "per sample (npy-dir), one .npy array (npy), or raw records (raw),\n"
   "or samples of fields to one .npy array per field (npy-zip, one PATH\n"
   "per size of --sample-bytes), which run --dataset reads and --verify\n"
-  "checks.\n"
+  "checks.  images writes a folder of JPEGs for --dataset images:\n"
+  "(PATH/class000/00000000.jpg, ...), sample i in class i %% K.\n"
   "\n"
   "gen:\n"
   "  --samples N           samples to write (required)\n"
@@ -66,7 +69,8 @@ static const char help[] =
   "                        multiple of 4, else bytes\n"
   "  --seed S              seed of the content (0)\n"
   "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
-  "  --force               write over files, into a non-empty directory\n";
+  "  --force               write over files, into a non-empty directory\n"
+  "  --classes K           images: class folders, at most N (10)\n";
 
 static const struct option options[] = {
   {"samples", required_argument, NULL, OPT_GEN_SAMPLES},
@@ -74,6 +78,7 @@ static const struct option options[] = {
   {"seed", required_argument, NULL, OPT_GEN_SEED},
   {"header-bytes", required_argument, NULL, OPT_HEADER_BYTES},
   {"force", no_argument, NULL, OPT_FORCE},
+  {"classes", required_argument, NULL, OPT_CLASSES},
   {NULL, 0, NULL, 0}
 };
 
@@ -104,6 +109,10 @@ gen_option(int c, const char *arg, void *ctx)
     break;
   case OPT_FORCE:
     a->force = 1;
+    break;
+  case OPT_CLASSES:
+    rc = cli_uint(c, arg, 1, 1000, &v);
+    a->classes = (unsigned)v;
     break;
   }
   return rc;
@@ -153,10 +162,31 @@ check_args(int argc, char **argv, int first, struct gen_args *a)
     a->path = argv[first + 1];
   }
   if (kind < 0) {
-    cli_error("gen: expected npy-dir, npy, raw or npy-zip, then a PATH");
+    cli_error("gen: expected npy-dir, npy, raw, npy-zip or images, then a "
+              "PATH");
     return -1;
   }
   a->kind = kind;
+  if (a->classes != 0 && kind != DS_IMAGES) {
+    cli_error("--classes: only images are written to class folders");
+    return -1;
+  }
+  if (kind == DS_IMAGES) {
+    if (a->data.samples == 0 || a->data.sample_bytes != 0 ||
+        a->header_set) {
+      cli_error("gen: images takes --samples (required), --classes, --seed "
+                "and --force");
+      return -1;
+    }
+    if (a->classes == 0) /* a class without images is an error to read */
+      a->classes = a->data.samples < 10 ? (unsigned)a->data.samples : 10;
+    if (a->classes > a->data.samples) {
+      cli_error("--classes: %u classes need at least as many --samples",
+                a->classes);
+      return -1;
+    }
+    return 0;
+  }
   if (a->data.samples == 0 || a->data.sample_bytes == 0) {
     cli_error("gen: --samples and --sample-bytes are required");
     return -1;
@@ -403,6 +433,15 @@ gen_main(int argc, char **argv)
   if (first < 0 || check_args(argc, argv, first, &a) < 0)
     goto out;
   status = 1;
+  if (a.kind == DS_IMAGES) {
+    if (gen_images(a.path, a.data.samples, a.classes, a.data.seed, a.force,
+                   what, sizeof what, &bytes) < 0)
+      goto out;
+    printf("wrote %s to %s, seed %" PRIu64 ": %" PRIu64 " bytes\n", what,
+           a.path, a.data.seed, bytes);
+    status = 0;
+    goto out;
+  }
   /* Room for the largest field, whichever it is. */
   if ((buf = malloc(a.data.sample_bytes)) == NULL) {
     cli_error("gen: %s", fl_strerror(FL_ENOMEM));
@@ -434,6 +473,7 @@ const struct cli_command cli_gen = {
   "forkload gen npy-dir|npy|raw PATH --samples N --sample-bytes B\n"
   "         [--seed S] [--header-bytes H] [--force]\n"
   "forkload gen npy-zip PATH,PATH... --samples N --sample-bytes B,B...\n"
-  "         [--seed S] [--force]",
+  "         [--seed S] [--force]\n"
+  "forkload gen images DIR --samples N [--classes K] [--seed S] [--force]",
   help, options, gen_main
 };

@@ -49,6 +49,11 @@ static const struct option load_options[] = {
   {"shard-mode", required_argument, NULL, OPT_SHARD_MODE},
   {"max-worker-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
   {"faults", required_argument, NULL, OPT_FAULTS},
+  {"image-size", required_argument, NULL, OPT_IMAGE_SIZE},
+  {"crop", required_argument, NULL, OPT_CROP},
+  {"resize", required_argument, NULL, OPT_RESIZE},
+  {"hflip", required_argument, NULL, OPT_HFLIP},
+  {"float", no_argument, NULL, OPT_FLOAT},
   {NULL, 0, NULL, 0}
 };
 
@@ -89,8 +94,9 @@ static const char load_help[] =
   "dataset:\n"
   "  --dataset SPEC        read files, which then take the place of the\n"
   "                        next four options: npy-dir:DIR, npy:FILE,\n"
-  "                        npy-zip:FILE,FILE... (a field per file) or\n"
-  "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES]\n"
+  "                        npy-zip:FILE,FILE... (a field per file),\n"
+  "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES] or\n"
+  "                        images:DIR (torchvision's ImageFolder)\n"
   "  --samples N           samples in the dataset (50000)\n"
   "  --sample-bytes B[,B...]\n"
   "                        bytes per sample (12288: 3x32x32 float32); a\n"
@@ -100,6 +106,16 @@ static const char load_help[] =
   "  --batched             fetch a whole batch per call; the delay is\n"
   "                        then slept once per batch\n"
   "  --indices S:E[:STEP]  load only indices S, S+STEP, ... below E\n"
+  "images (with --dataset images:DIR):\n"
+  "  --image-size N|HxW    the images made, N x N or H x W (224)\n"
+  "  --crop random|center  RandomResizedCrop (training), or Resize then\n"
+  "                        CenterCrop (evaluation) (random)\n"
+  "  --resize N            center: the shorter side first resized to N\n"
+  "                        (the height)\n"
+  "  --hflip P             flip an image horizontally with probability P\n"
+  "                        (0.5 with --crop random, else 0)\n"
+  "  --float               float32, 3 x H x W, normalized with ImageNet's\n"
+  "                        mean and std; not uint8, H x W x 3\n"
   "loader:\n"
   "  --sharing fd|fs       pass fds, or name segments in /dev/shm (run,\n"
   "                        doctor: fd; exhaust: no default)\n"
@@ -289,6 +305,82 @@ load_defaults(struct load_args *a)
   a->opt.num_workers = 2;
   a->data.samples = 50000;
   a->data.sample_bytes = 3 * 32 * 32 * sizeof(float);
+  fl_image_options_init(&a->image);
+  a->image.height = a->image.width = 224;
+  a->image.crop = FL_CROP_RANDOM_RESIZED;
+  a->image.hflip = -1; /* 0.5 for a random crop, unless given */
+}
+
+/* --image-size N or HxW. */
+static int
+image_size(const char *s, fl_image_options *io)
+{
+  uint64_t h, w;
+  char *end;
+
+  if (cli_scan_uint(s, &end, &h) != 0 || h == 0 || h > 16384)
+    goto bad;
+  w = h;
+  if (*end == 'x' &&
+      (cli_scan_uint(end + 1, &end, &w) != 0 || w == 0 || w > 16384))
+    goto bad;
+  if (*end != '\0')
+    goto bad;
+  io->height = (unsigned)h;
+  io->width = (unsigned)w;
+  return 0;
+bad:
+  cli_error("--image-size: expected N or HxW, each 1 to 16384, got '%s'", s);
+  return -1;
+}
+
+/* --hflip P, a probability. */
+static int
+probability(const char *s, double *out)
+{
+  char *end;
+  double p;
+
+  errno = 0;
+  p = strtod(s, &end);
+  if (end == s || *end != '\0' || errno != 0 || !(p >= 0 && p <= 1)) {
+    cli_error("--hflip: expected a probability from 0 to 1, got '%s'", s);
+    return -1;
+  }
+  *out = p;
+  return 0;
+}
+
+/* The image options, which only --dataset images: takes. */
+static int
+image_option(struct load_args *a, int c, const char *arg)
+{
+  uint64_t v;
+  int rc = 0;
+
+  a->image_only = c;
+  switch (c) {
+  case OPT_IMAGE_SIZE:
+    return image_size(arg, &a->image);
+  case OPT_CROP:
+    if (strcmp(arg, "random") == 0)
+      a->image.crop = FL_CROP_RANDOM_RESIZED;
+    else if (strcmp(arg, "center") == 0)
+      a->image.crop = FL_CROP_CENTER;
+    else {
+      cli_error("--crop: expected 'random' or 'center', got '%s'", arg);
+      rc = -1;
+    }
+    return rc;
+  case OPT_RESIZE:
+    rc = cli_uint(c, arg, 1, 16384, &v);
+    a->image.resize = (unsigned)v;
+    return rc;
+  case OPT_HFLIP:
+    return probability(arg, &a->image.hflip);
+  }
+  a->image.chw_float = 1; /* OPT_FLOAT */
+  return 0;
 }
 
 /* The field of o that option c sets when it takes a count that fits in
@@ -328,6 +420,8 @@ load_option(struct load_args *a, int c, const char *arg)
     return rc;
   }
 
+  if (c >= OPT_IMAGE_SIZE && c <= OPT_FLOAT)
+    return image_option(a, c, arg);
   /* These shape the synthetic dataset: the files shape a --dataset. */
   if (c == OPT_SAMPLES || c == OPT_SAMPLE_BYTES || c == OPT_DELAY_US ||
       c == OPT_BATCHED)
@@ -494,6 +588,11 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
               "the samples are", option_name(a->synth_only));
     goto fail;
   }
+  if (a != NULL && a->file.kind != DS_IMAGES && a->image_only != 0) {
+    cli_error("--%s: applies only with --dataset images:DIR",
+              option_name(a->image_only));
+    goto fail;
+  }
   return 0;
 
 fail:
@@ -511,6 +610,9 @@ open_dataset(struct load_args *a)
     synth_dataset(&a->data, a->batched, &a->ds);
     return 0;
   }
+  if (a->image.hflip < 0)
+    a->image.hflip = a->image.crop == FL_CROP_RANDOM_RESIZED ? 0.5 : 0;
+  a->file.io = &a->image;
   if (dataset_open(&a->file, &a->ds) < 0)
     return -1;
   a->ds_open = 1;

@@ -330,6 +330,10 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
   printf("run          ");
   if (d->file.kind != DS_SYNTHETIC)
     printf("%s, ", d->file.spec);
+  if (d->file.kind == DS_IMAGES)
+    printf("%ux%u %s crop, hflip %g, %s, ", d->image.height, d->image.width,
+           d->image.crop == FL_CROP_CENTER ? "center" : "random",
+           d->image.hflip, d->image.chw_float ? "float CHW" : "uint8 HWC");
   printf("%zu samples of %s, %u epoch(s), %u worker(s), "
          "batch_size %zu, prefetch %u, sharing %s, %s, seed %" PRIu64,
          d->data.samples, synth_sizes(&d->data, sizes, sizeof sizes),
@@ -359,6 +363,9 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
   printf("bytes        %" PRIu64 "\n", t->bytes);
   printf("seconds      %.3f\n", secs);
   printf("batches/s    %.1f\n", cli_rate((double)t->batches, secs));
+  printf("%s    %.1f\n",
+         a->load.file.kind == DS_IMAGES ? "images/s " : "samples/s",
+         cli_rate((double)t->samples, secs));
   printf("MB/s         %.1f\n", cli_rate((double)t->bytes / 1e6, secs));
   printf("waited       %.3f s for workers\n", st->wait_seconds);
   printf("segments     %zu at most\n", st->segments_peak);
@@ -384,6 +391,7 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
 
   printf("{\"batches\":%" PRIu64 ",\"samples\":%" PRIu64
          ",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"batches_per_s\":%.3f"
+         ",\"samples_per_s\":%.3f"
          ",\"mb_per_s\":%.3f,\"wait_seconds\":%.6f,\"segments_peak\":%zu"
          ",\"bytes_mapped_peak\":%zu,\"fds_peak\":%zu,\"reorder_peak\":%zu"
          ",\"epochs\":%u,\"workers\":%u,\"batch_size\":%zu"
@@ -396,6 +404,7 @@ print_json(const struct run_args *a, const struct tally *t, double secs,
          ",\"max_worker_restarts\":%u,\"resume\":",
          t->batches, t->samples, t->bytes, secs,
          cli_rate((double)t->batches, secs),
+         cli_rate((double)t->samples, secs),
          cli_rate((double)t->bytes / 1e6, secs), st->wait_seconds,
          st->segments_peak, st->bytes_mapped_peak, st->fds_peak,
          st->reorder_peak, a->epochs, o->num_workers, o->batch_size,
