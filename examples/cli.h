@@ -121,6 +121,7 @@ struct ref_epoch {
 
 struct verify {
   const struct synth *data;
+  const fl_dataset *images; /* --dataset images: labels checked instead */
   struct synth_span span;
   fl_options opt;       /* the order's options, without workers */
   const void *state;    /* --resume's state, until its epoch begins */

@@ -482,6 +482,8 @@ run_main(int argc, char **argv)
     cli_error("--verify: %s", fl_strerror(FL_ENOMEM));
     goto out;
   }
+  if (a.load.file.kind == DS_IMAGES)
+    check.images = &a.load.ds;
   /* Interrupted, it still reports what it did, then exits 128 + the
      signal. */
   status = consume(l, &a, a.verify ? &check : NULL, &t, &secs);

@@ -248,6 +248,32 @@ verify_begin(struct verify *v, uint64_t epoch, char *why, size_t len)
   return 0;
 }
 
+/* An image's content is the decoder's to check (image_test does, against
+   PIL's pixels): here, that the sample has both fields whole and the
+   label of its file's folder. */
+static int
+image_check(const fl_dataset *ds, const fl_batch *b, size_t i, char *why,
+            size_t len)
+{
+  const size_t *sizes = fl_batch_sizes(b);
+  size_t index = fl_batch_indices(b)[i];
+  int64_t got, want = -1;
+  const char *path = fl_image_folder_sample(ds, index, &want);
+
+  if (sizes[i * 2] != ds->field_bytes[0] || sizes[i * 2 + 1] != sizeof got)
+    return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu has "
+                    "%zu and %zu bytes, expected %zu and %zu",
+                    fl_batch_seq(b), i, index, sizes[i * 2], sizes[i * 2 + 1],
+                    ds->field_bytes[0], sizeof got);
+  memcpy(&got, (const unsigned char *)fl_batch_field(b, 1) +
+                   i * fl_batch_stride(b, 1), sizeof got);
+  if (path == NULL || got != want)
+    return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu (%s) "
+                    "has label %" PRId64 ", expected %" PRId64,
+                    fl_batch_seq(b), i, index, path ? path : "?", got, want);
+  return 0;
+}
+
 int
 verify_batch(struct verify *v, const fl_batch *b, char *why, size_t len)
 {
@@ -285,7 +311,8 @@ verify_batch(struct verify *v, const fl_batch *b, char *why, size_t len)
       return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu "
                       "came twice in epoch %" PRIu64, seq, i, idx[i], e);
     v->seen[k] = 1;
-    if (synth_check_sample(v->data, b, i, why, len) < 0)
+    if (v->images != NULL ? image_check(v->images, b, i, why, len) < 0
+                          : synth_check_sample(v->data, b, i, why, len) < 0)
       return -1;
   }
   v->got[seq] = 1;
