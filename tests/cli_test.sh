@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..168"
+echo "1..175"
 
 pass() {
   ok "$1"
@@ -752,7 +752,7 @@ bad "--delay-us with --dataset" "^forkload: --delay-us: .*--dataset" \
 bad "gen without --samples" "^forkload: gen: --samples" \
   gen raw "$tmp/x.raw" --sample-bytes 4
 bad "gen of an unknown kind" \
-  "^forkload: gen: expected npy-dir, npy, raw or npy-zip" \
+  "^forkload: gen: expected npy-dir, npy, raw, npy-zip or images" \
   gen tar "$tmp/x.tar" --samples 1 --sample-bytes 4
 bad "gen npy --header-bytes" "^forkload: --header-bytes: " \
   gen npy "$tmp/x.npy" --samples 1 --sample-bytes 4 --header-bytes 8
@@ -784,6 +784,49 @@ gen_ok "gen npy-dir --force into it" "to npy-dir .*: 10 files " \
 [ "$(ls "$tmp/dir" | wc -l)" = 11 ] && [ -f "$tmp/dir/notes.txt" ]
 check $? "gen --force leaves 10 .npy files and the file that was not gen's"
 counts_ok "it reads back verified" 1 10 --dataset "npy-dir:$tmp/dir"
+
+# Images (issue 17).  Where the build lacks the decoders, each case checks
+# instead that the command says which package is missing.
+bad "--image-size without --dataset images:" \
+  "^forkload: --image-size: applies only with --dataset images:DIR$" \
+  run --image-size 32
+bad "--crop takes random or center" "^forkload: --crop: expected 'random'" \
+  run --dataset "images:$tmp/img" --crop sideways
+bad "--hflip is a probability" "^forkload: --hflip: expected a probability" \
+  run --dataset "images:$tmp/img" --hflip 2
+forkload gen images "$tmp/img" --samples 24 --classes 3
+if grep -q "built without libjpeg-turbo" "$tmp/err"; then
+  no_images=1
+  check 0 "gen images: this build lacks libjpeg-turbo, and says so"
+else
+  no_images=""
+  [ $? = 0 ] && [ "$(ls "$tmp"/img/class00[0-2]/*.jpg | wc -l)" = 24 ] &&
+    [ "$(ls "$tmp/img/class002" | wc -l)" = 8 ]
+  check $? "gen images writes 24 JPEGs, 8 in each of 3 class folders"
+fi
+if [ -n "$no_images" ]; then
+  forkload run --dataset "images:$tmp/img"
+  [ $? = 1 ] && grep -q "FL_ENOTSUP\|built without" "$tmp/err"
+  check $? "run --dataset images: says what the build lacks"
+  for n in 1 2 3; do check 0 "images: not built, case $n skipped"; done
+else
+  counts_ok "images, random crops, float, verified: every label right" 3 24 \
+    --dataset "images:$tmp/img" --batch-size 10 --shuffle --float \
+    --image-size 32
+  forkload run --json --dataset "images:$tmp/img" --crop center --resize 40 \
+    --image-size 32x24 --workers 0
+  [ $? = 0 ] && [ "$(field samples)" = 24 ] &&
+    awk -v r="$(field samples_per_s)" 'BEGIN { exit !(r > 0) }' &&
+    [ "$(field bytes)" = $((24 * (32 * 24 * 3 + 8))) ]
+  check $? "images, center crop, uint8: samples_per_s in the JSON"
+  forkload run --dataset "images:$tmp/img" --image-size 32 --quiet
+  grep -q "^images/s " "$tmp/out"
+  check $? "the summary counts images/s"
+  echo "not a picture" >"$tmp/img/class001/zz.jpg"
+  forkload run --dataset "images:$tmp/img" --image-size 32 --quiet
+  [ $? = 1 ] && grep -q "zz.jpg: not an image" "$tmp/err"
+  check $? "a file that is not an image ends the run, named"
+fi
 
 # No name a run made outlived it: comm lists those new since the start.
 orphans /dev/shm >"$tmp/shm.after"
