@@ -148,7 +148,7 @@ out:
   (void)len;
   (void)bytes;
   cli_error("gen: images: this forkload was built without libjpeg-turbo: "
-            "install libjpeg62-turbo-dev (sh tools/setup.sh) and build it "
+            "install libjpeg-dev (sh tools/setup.sh) and build it "
             "again");
   return -1;
 #endif

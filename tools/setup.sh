@@ -3,7 +3,8 @@
 # make check need and the machine lacks (Open MPI included, for
 # examples/train_ddp and its test); with --fuzz, also what make fuzz
 # needs; with --study, what make study needs for its plots (gnuplot) and
-# its PyTorch side (python3-torch, where the release has it).  Does
+# the PyTorch side of make study and make bench (python3-torch and
+# python3-torchvision, where the release has them).  Does
 # nothing when all of it is there.
 set -e
 usage() {
@@ -27,8 +28,9 @@ update() {
   $sudo apt-get update -qq
   updated=1
 }
+# libjpeg-turbo and libspng: the decoders of fl_dataset_image_folder.
 pkgs="gcc make autoconf automake libtool pkg-config libuv1-dev libcmocka-dev
-mandoc libopenmpi-dev openmpi-bin"
+mandoc libopenmpi-dev openmpi-bin libjpeg-dev libspng-dev"
 # make fuzz (CI) needs clang and libFuzzer's runtime: its own package in
 # Debian 12, which clang only recommends; older releases ship it in clang.
 # A fresh machine may have no package lists yet to tell which it is.
@@ -44,10 +46,10 @@ fi
 # torch; without python3-torch it measures forkload alone.
 if [ -n "$study" ]; then
   pkgs="$pkgs gnuplot-nox python3-numpy"
-  if ! dpkg -s python3-torch >/dev/null 2>&1; then
-    apt-cache show python3-torch >/dev/null 2>&1 || update
-    apt-cache show python3-torch >/dev/null 2>&1 &&
-      pkgs="$pkgs python3-torch"
+  if ! dpkg -s python3-torchvision >/dev/null 2>&1; then
+    apt-cache show python3-torchvision >/dev/null 2>&1 || update
+    apt-cache show python3-torchvision >/dev/null 2>&1 &&
+      pkgs="$pkgs python3-torch python3-torchvision python3-pil"
   fi
 fi
 missing=""

@@ -125,9 +125,9 @@ fl__image_stage_new(struct fl__image_stage **out, const fl_image_options *io,
                        fn,
 #if !defined(HAVE_LIBJPEG) && !defined(HAVE_SPNG)
                        "libjpeg-turbo and libspng",
-                       "libjpeg62-turbo-dev and libspng-dev"
+                       "libjpeg-dev and libspng-dev"
 #elif !defined(HAVE_LIBJPEG)
-                       "libjpeg-turbo", "libjpeg62-turbo-dev"
+                       "libjpeg-turbo", "libjpeg-dev"
 #else
                        "libspng", "libspng-dev"
 #endif
