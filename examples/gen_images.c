@@ -3,14 +3,15 @@
  * layout (DIR/classNNN/NNNNNNNN.jpg, sample i in class i % K) to try
  * --dataset images: on.  Each image is of ImageNet's usual size (360 to
  * 500 x 300 to 400) and photo-like enough to cost what a photo costs to
- * decode: gradients, a disc and mild noise, at quality 90, all a function
- * of (seed, i).
+ * decode: a gradient, ellipses, a wave and mild noise, at quality 90, all
+ * a function of (seed, i).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,32 +24,80 @@
 #include "cli.h"
 
 #ifdef HAVE_LIBJPEG
-/* The pixels of sample i, w x h RGB, into px. */
-static void
-paint(uint64_t seed, size_t i, unsigned cls, unsigned w, unsigned h,
-      unsigned char *px)
+/* splitmix64: the content of sample i is a function of (seed, i). */
+static uint64_t
+rng(uint64_t *s)
 {
-  uint64_t k = synth_mix64(seed ^ synth_mix64(i + 1)), n = k;
-  unsigned cx = (unsigned)(k % w), cy = (unsigned)((k >> 16) % h);
-  unsigned r2 = (unsigned)((k >> 32) % (h / 2) + h / 8), x, y, c;
-  int base[3] = {(int)(cls * 67 % 200), (int)(cls * 131 % 200),
-                 (int)(cls * 29 % 200)};
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
 
-  r2 *= r2;
-  for (y = 0; y < h; y++)
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static unsigned char
+clamp255(double v)
+{
+  return (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v + 0.5);
+}
+
+/* An image w x h (w at most 500) into rgb: a gradient, ellipses, a faint
+   wave and noise, which at quality 90 is tens of KB, as photographs of
+   this size are. */
+#define SHAPES 10
+static void
+paint(unsigned char *rgb, unsigned w, unsigned h, uint64_t seed)
+{
+  double base[3], gx[3], gy[3], col[SHAPES][3], cx[SHAPES], cy[SHAPES];
+  double kx[SHAPES], ky[SHAPES], sx[500], cosx[500];
+  double fx, fy, px[3], a, d, v, sy, cosy, r;
+  uint64_t s = seed;
+  uint32_t noise = (uint32_t)rng(&s) | 1;
+  unsigned x, y, c, k;
+
+  for (c = 0; c < 3; c++) {
+    base[c] = 40 + (double)(rng(&s) % 150);
+    gx[c] = (double)(rng(&s) % 121) - 60;
+    gy[c] = (double)(rng(&s) % 121) - 60;
+  }
+  for (k = 0; k < SHAPES; k++) {
+    cx[k] = (double)(rng(&s) % w);
+    cy[k] = (double)(rng(&s) % h);
+    r = 20 + (double)(rng(&s) % 130);
+    kx[k] = 1 / (r * r);
+    r = 20 + (double)(rng(&s) % 130);
+    ky[k] = 1 / (r * r);
+    for (c = 0; c < 3; c++)
+      col[k][c] = (double)(rng(&s) % 256);
+  }
+  fx = 0.02 + (double)(rng(&s) % 100) / 1000;
+  fy = 0.02 + (double)(rng(&s) % 100) / 1000;
+  for (x = 0; x < w; x++) { /* sin(x fx + y fy), a sum of products */
+    sx[x] = sin(x * fx);
+    cosx[x] = cos(x * fx);
+  }
+  for (y = 0; y < h; y++) {
+    sy = sin(y * fy);
+    cosy = cos(y * fy);
     for (x = 0; x < w; x++) {
-      unsigned d2 = (x - cx) * (x - cx) + (y - cy) * (y - cy);
-
-      n = n * 6364136223846793005ull + 1442695040888963407ull;
-      for (c = 0; c < 3; c++) {
-        int v = base[c] + (int)(x * 40 / w) + (int)(y * (c + 1) * 15 / h) +
-                (d2 < r2 ? 40 * (int)c - 30 : 0) +
-                (int)((n >> (40 + 8 * c)) & 15) - 8;
-
-        px[((size_t)y * w + x) * 3 + c] =
-            (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+      for (c = 0; c < 3; c++)
+        px[c] = base[c] + gx[c] * x / w + gy[c] * y / h;
+      for (k = 0; k < SHAPES; k++) {
+        d = (x - cx[k]) * (x - cx[k]) * kx[k] +
+            (y - cy[k]) * (y - cy[k]) * ky[k];
+        a = d >= 1 ? 0 : (1 - d) * 10 > 1 ? 0.8 : (1 - d) * 8;
+        for (c = 0; c < 3; c++)
+          px[c] += a * (col[k][c] - px[c]);
       }
+      v = 12 * (sx[x] * cosy + cosx[x] * sy);
+      noise ^= noise << 13; /* xorshift32: cheap noise per pixel */
+      noise ^= noise >> 17;
+      noise ^= noise << 5;
+      v += (double)(noise % 17) - 8;
+      for (c = 0; c < 3; c++)
+        rgb[((size_t)y * w + x) * 3 + c] = clamp255(px[c] + v);
     }
+  }
 }
 
 static int
@@ -119,11 +168,11 @@ gen_images(const char *dir, size_t samples, unsigned classes, uint64_t seed,
     }
   }
   for (i = 0; i < samples; i++) {
-    uint64_t k = synth_mix64(seed ^ synth_mix64(~(uint64_t)i));
+    uint64_t k = synth_mix64(seed ^ synth_mix64(i));
 
     w = 360 + (unsigned)(k % 141);
     h = 300 + (unsigned)((k >> 20) % 101);
-    paint(seed, i, (unsigned)(i % classes), w, h, px);
+    paint(px, w, h, k);
     if (snprintf(path, sizeof path, "%s/class%03u/%08zu.jpg", dir,
                  (unsigned)(i % classes), i) >= (int)sizeof path) {
       cli_error("gen: %s: %s", dir, strerror(ENAMETOOLONG));

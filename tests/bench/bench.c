@@ -4,18 +4,28 @@
  * PyTorch (tests/bench/torch_side.py, when `import torch` works); the table
  * gives medians, the ratio, and PASS/FAIL against the targets of the
  * performance issue.  The machine's warm memset bandwidth is measured in
- * the same run, to put forkload's MB/s in proportion.  --smoke runs tiny
- * sizes and no PyTorch, so that CI can keep this program from rotting.
+ * the same run, to put forkload's MB/s in proportion; the image rows'
+ * folder of JPEGs is written by `forkload gen images`, and libjpeg's
+ * decoding speed measured beside them.  --smoke runs tiny sizes and no PyTorch, so that CI can
+ * keep this program from rotting.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The image rows need what fl_dataset_image_folder needs: both decoders. */
+#if defined(HAVE_LIBJPEG) && defined(HAVE_SPNG)
+#define BENCH_IMAGES 1
+#include <jpeglib.h>
+#endif
 
 #include "forkload.h"
 
@@ -552,6 +562,216 @@ fl_resume(const char *dir, size_t pos)
   return save + median(ms, RESUMES);
 }
 
+/*
+ * The image pipeline: a folder of JPEGs in ImageFolder's layout, which
+ * `forkload gen images` writes and both sides read: ImageNet's sizes
+ * (360 to 500 x 300 to 400), tens of KB each at quality 90, as
+ * photographs of that size are.
+ */
+#define IMG_CLASSES 4
+
+struct images {
+  char dir[64];
+  size_t n;
+  int64_t label_sum; /* of one epoch, to check that each image came */
+  uint64_t bytes;    /* of the files */
+};
+
+#ifdef BENCH_IMAGES
+static const char *forkload_bin = "examples/forkload";
+
+/* gen's names: sample i in class i % IMG_CLASSES. */
+static void
+img_path(char *path, size_t size, const char *dir, size_t i)
+{
+  snprintf(path, size, "%s/class%03zu/%08zu.jpg", dir, i % IMG_CLASSES, i);
+}
+
+static void
+img_make(struct images *im, size_t n)
+{
+  char cmd[256], path[128];
+  struct stat st;
+  size_t i;
+
+  snprintf(im->dir, sizeof(im->dir), "/tmp/forkload-bench-img-XXXXXX");
+  if (mkdtemp(im->dir) == NULL) {
+    perror("mkdtemp");
+    exit(1);
+  }
+  snprintf(cmd, sizeof(cmd), "%s gen images %s --samples %zu --classes %d "
+           "--force >/dev/null", forkload_bin, im->dir, n, IMG_CLASSES);
+  if (system(cmd) != 0) {
+    fprintf(stderr, "bench: images: %s failed\n", cmd);
+    exit(1);
+  }
+  im->n = n;
+  im->label_sum = 0;
+  im->bytes = 0;
+  for (i = 0; i < n; i++) {
+    img_path(path, sizeof(path), im->dir, i);
+    if (stat(path, &st) == 0)
+      im->bytes += (uint64_t)st.st_size;
+    im->label_sum += (int64_t)(i % IMG_CLASSES);
+  }
+}
+
+static void
+img_remove(const struct images *im)
+{
+  char path[128];
+  size_t i;
+
+  for (i = 0; i < im->n; i++) {
+    img_path(path, sizeof(path), im->dir, i);
+    unlink(path);
+  }
+  for (i = 0; i < IMG_CLASSES; i++) {
+    snprintf(path, sizeof(path), "%s/class%03zu", im->dir, i);
+    rmdir(path);
+  }
+  rmdir(im->dir);
+}
+
+/*
+ * Images/s of one warm epoch, 2 persistent workers, batch 32, float32
+ * CHW output: train is RandomResizedCrop(224) and a flip (shuffled, as
+ * training reads), else Resize(256) and CenterCrop(224).  The consumer
+ * reads each image's first value and each label; the labels must sum to
+ * the folder's, as on the torch side.
+ */
+static double
+fl_images(const struct images *im, int train)
+{
+  fl_image_options io;
+  fl_dataset ds;
+  fl_options opt;
+  fl_loader *l = NULL;
+  fl_batch *b;
+  const unsigned char *img, *lab;
+  double sum = 0, t0 = 0, t = 0;
+  int64_t labels, y;
+  size_t n, i;
+  float v;
+  int rc, e;
+
+  fl_image_options_init(&io);
+  io.height = io.width = 224;
+  io.chw_float = 1;
+  if (train) {
+    io.crop = FL_CROP_RANDOM_RESIZED;
+    io.hflip = 0.5;
+  } else {
+    io.crop = FL_CROP_CENTER;
+    io.resize = 256;
+  }
+  if ((rc = fl_dataset_image_folder(&ds, im->dir, &io)) != 0)
+    die("image folder", NULL, rc);
+  default_opt(&opt, 32, 2);
+  opt.shuffle = train;
+  if ((rc = fl_loader_create(&l, &ds, &opt)) != 0)
+    die("create", NULL, rc);
+  for (e = 0; e < 2; e++) { /* a warm-up epoch, then the timed one */
+    n = 0;
+    labels = 0;
+    if ((rc = fl_loader_begin(l)) != 0)
+      die("begin", l, rc);
+    t0 = now();
+    while ((rc = fl_loader_next(l, &b)) == 1) {
+      img = fl_batch_field(b, 0);
+      lab = fl_batch_field(b, 1);
+      for (i = 0; i < fl_batch_count(b); i++) {
+        memcpy(&v, img + i * fl_batch_stride(b, 0), sizeof(v));
+        memcpy(&y, lab + i * fl_batch_stride(b, 1), sizeof(y));
+        sum += v;
+        labels += y;
+      }
+      n += fl_batch_count(b);
+      fl_batch_release(b);
+    }
+    t = now() - t0; /* the epoch, not the teardown */
+    if (rc < 0)
+      die("next", l, rc);
+    if (n != im->n || labels != im->label_sum) {
+      fprintf(stderr, "bench: images: %zu images, labels summing to %lld; "
+              "expected %zu and %lld\n", n, (long long)labels, im->n,
+              (long long)im->label_sum);
+      exit(1);
+    }
+  }
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  if (!isfinite(sum)) {
+    fprintf(stderr, "bench: images: the pixels sum to %g\n", sum);
+    exit(1);
+  }
+  return (double)n / t;
+}
+
+/*
+ * The ceiling: libjpeg-turbo decoding each image whole to RGB, with the
+ * defaults PIL decodes with, in this process (one core), the files read
+ * into memory first.  Images/s.
+ */
+static double
+decode_per_s(const struct images *im)
+{
+  struct jpeg_decompress_struct j;
+  struct jpeg_error_mgr e;
+  unsigned char **file = calloc(im->n, sizeof(*file)), *rgb = NULL;
+  size_t *len = calloc(im->n, sizeof(*len)), cap = 0, i;
+  unsigned long sum = 0;
+  char path[128];
+  JSAMPROW row;
+  double t0, t;
+  FILE *f;
+
+  for (i = 0; i < im->n; i++) {
+    img_path(path, sizeof(path), im->dir, i);
+    if ((f = fopen(path, "rb")) == NULL || fseek(f, 0, SEEK_END) != 0 ||
+        (len[i] = (size_t)ftell(f)) == 0 || fseek(f, 0, SEEK_SET) != 0 ||
+        (file[i] = malloc(len[i])) == NULL ||
+        fread(file[i], 1, len[i], f) != len[i]) {
+      perror(path);
+      exit(1);
+    }
+    fclose(f);
+  }
+  j.err = jpeg_std_error(&e);
+  jpeg_create_decompress(&j);
+  t0 = now();
+  for (i = 0; i < im->n; i++) {
+    jpeg_mem_src(&j, file[i], (unsigned long)len[i]);
+    jpeg_read_header(&j, TRUE);
+    j.out_color_space = JCS_RGB;
+    jpeg_start_decompress(&j);
+    if ((size_t)j.output_width * j.output_height * 3 > cap) {
+      cap = (size_t)j.output_width * j.output_height * 3;
+      free(rgb);
+      if ((rgb = malloc(cap)) == NULL) {
+        perror("malloc");
+        exit(1);
+      }
+    }
+    while (j.output_scanline < j.output_height) {
+      row = rgb + (size_t)j.output_scanline * j.output_width * 3;
+      jpeg_read_scanlines(&j, &row, 1);
+    }
+    sum += rgb[(size_t)j.output_width * j.output_height * 3 / 2];
+    jpeg_finish_decompress(&j);
+  }
+  t = now() - t0;
+  jpeg_destroy_decompress(&j);
+  __asm__ __volatile__("" : : "r"(sum));
+  for (i = 0; i < im->n; i++)
+    free(file[i]);
+  free(file);
+  free(len);
+  free(rgb);
+  return (double)im->n / t;
+}
+#endif /* BENCH_IMAGES */
+
 /* The machine's warm memset bandwidth, MB/s: the ceiling for a batch. */
 static double
 memset_mb_per_s(void)
@@ -652,7 +872,8 @@ print_row(struct row *w, const char *target, int pass)
 
 /* The workloads, by the names torch_side.py knows them by. */
 static const char *const workloads[] = {
-    "overhead", "bandwidth", "tutorial", "hol", "startup", "npydir", "resume"};
+    "overhead", "bandwidth", "tutorial", "hol", "startup", "npydir", "resume",
+    "images"};
 static const char *only; /* --only's list, comma-separated; NULL: all */
 
 static int
@@ -706,6 +927,13 @@ main(int argc, char **argv)
       {.name = "resume at 90% (npy)", .metric = "ms to batch"},
       {.name = "  resume at 0%", .metric = "ms to batch"}};
   static const char *rk[] = {"ms_to_batch"};
+  /* The image pipeline, torchvision's training and evaluation transforms,
+     and the decoder alone on one core. */
+  struct row img[2] = {
+      {.name = "images train (RRC)", .metric = "images/s"},
+      {.name = "images eval (center)", .metric = "images/s"}};
+  struct row dec = {.name = "  jpeg decode, 1 core", .metric = "images/s"};
+  struct images im = {.n = 0};
   size_t at[2];
   char npdir[] = "/tmp/forkload-bench-XXXXXX", nparray[512];
   int npy = 0;
@@ -725,6 +953,10 @@ main(int argc, char **argv)
       rounds = atoi(argv[++i]);
     else if (strcmp(argv[i], "--torch-script") == 0 && i + 1 < argc)
       torch_script = argv[++i];
+#ifdef BENCH_IMAGES
+    else if (strcmp(argv[i], "--forkload") == 0 && i + 1 < argc)
+      forkload_bin = argv[++i];
+#endif
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
     else
@@ -732,9 +964,9 @@ main(int argc, char **argv)
   }
   if (i < argc || (only != NULL && !only_valid())) {
     fprintf(stderr, "usage: bench [--smoke] [--rounds N] "
-                    "[--torch-script PATH] [--only W,...]\n"
+                    "[--torch-script PATH] [--forkload PATH] [--only W,...]\n"
                     "W: overhead, bandwidth, tutorial, hol, startup, "
-                    "npydir, resume\n");
+                    "npydir, resume, images\n");
     return 2;
   }
   if (rounds < 1 || rounds > MAX_ROUNDS)
@@ -762,6 +994,10 @@ main(int argc, char **argv)
     npy_make(npdir, npn, 3072, nparray); /* 12 KiB samples */
     npy = 1;
   }
+#ifdef BENCH_IMAGES
+  if (wanted("images"))
+    img_make(&im, smoke ? 16 : 320); /* outside the timings, once */
+#endif
   at[0] = (npn + 63) / 64 * 9 / 10;
   at[1] = 0;
   for (i = 0; i < rounds; i++) {
@@ -827,9 +1063,26 @@ main(int argc, char **argv)
       if (have_torch && torch_run(args, rk, 1, &r) == 0)
         res[k].pt[res[k].npt++] = r.v[0];
     }
+#ifdef BENCH_IMAGES
+    for (k = 0; k < 2 && im.n > 0; k++) {
+      static const char *ik[] = {"images_per_s"};
+
+      img[k].fl[img[k].nfl++] = fl_images(&im, k == 0);
+      snprintf(args, sizeof(args), "images %s --transform %s", im.dir,
+               k == 0 ? "train" : "eval");
+      if (have_torch && torch_run(args, ik, 1, &r) == 0)
+        img[k].pt[img[k].npt++] = r.v[0];
+    }
+    if (im.n > 0)
+      dec.fl[dec.nfl++] = decode_per_s(&im);
+#endif
   }
   if (npy)
     npy_remove(npdir, npn, nparray);
+#ifdef BENCH_IMAGES
+  if (im.n > 0)
+    img_remove(&im);
+#endif
 
   printf("\nforkload vs PyTorch DataLoader, medians of %d round(s)%s\n",
          rounds, smoke ? " (smoke sizes: figures are not comparable)" : "");
@@ -910,6 +1163,27 @@ main(int argc, char **argv)
     print_row(&res[0], target, median(res[0].fl, res[0].nfl) <= 3 * f);
     print_row(&res[1], "", -1);
   }
+  if (wanted("images") && im.n > 0) {
+    /* Both sides decode with libjpeg-turbo; forkload decodes only the
+       crop's rows and columns and resizes in C, where PIL decodes whole.
+       Evaluation keeps more of each image, so saves less, but the work is
+       of the same kind on both sides: the same target. */
+    for (k = 0; k < 2; k++) {
+      f = median(img[k].fl, img[k].nfl);
+      p = img[k].npt ? median(img[k].pt, img[k].npt) : 0;
+      print_row(&img[k], ">= 3x torchvision", img[k].npt ? f >= 3 * p : -1);
+    }
+    /* 2 workers on 2 cores: the most whole decodes could give. */
+    print_row(&dec, "", -1);
+    f = median(img[0].fl, img[0].nfl);
+    p = 2 * median(dec.fl, dec.nfl);
+    snprintf(target, sizeof(target), "of 2 x decode: %.0f/s", p);
+    print_cells("  train / 2 x decode", "%", 1, f / p * 100, "-", "-",
+                target, -1);
+  } else if (wanted("images")) {
+    printf("images: skipped, this forkload was built without libjpeg-turbo "
+           "or libspng (sh tools/setup.sh, then configure)\n");
+  }
   if (wanted("bandwidth")) {
     snprintf(target, sizeof(target), "<= %.1f (5 batches)", bound / 1e6);
     print_cells("memory peak", "MB", 1, peak / 1e6, "-", "-", target,
@@ -925,5 +1199,10 @@ main(int argc, char **argv)
            "workers + 1 held) batches: w4 %.0f, w4 persist %.0f, "
            "get_batch %.0f\n", wanted("bandwidth") ? "" : "\n", tsegs[1],
            tsegs[2], tsegs[3]);
+  if (im.n > 0)
+    printf("%simages: %zu JPEGs of 360-500 x 300-400 at quality 90, %.0f KB "
+           "each on average, in %d classes; 2 workers, batch 32, float32 "
+           "3 x 224 x 224\n", wanted("bandwidth") || wanted("tutorial")
+           ? "" : "\n", im.n, (double)im.bytes / im.n / 1e3, IMG_CLASSES);
   return 0;
 }

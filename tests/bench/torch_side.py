@@ -6,13 +6,16 @@ tests/bench/bench.c runs this script as a subprocess, once per measurement:
 
 WORKLOAD is one of overhead, bandwidth, tutorial (CONFIG w0, w4, w4p or
 w4b), hol (CONFIG in or out), startup, npydir (CONFIG: a directory of .npy
-files, one sample each, read with np.load in every worker: the seed's case)
-and resume (CONFIG: that directory; --position N: the batch to resume at,
-reached by restarting and skipping).  Each workload mirrors the C side
+files, one sample each, read with np.load in every worker: the seed's case),
+resume (CONFIG: that directory; --position N: the batch to resume at,
+reached by restarting and skipping) and images (CONFIG: a folder of JPEGs in
+ImageFolder's layout, written by the C side; --transform train or eval:
+torchvision's ImageNet transforms).  Each workload mirrors the C side
 exactly: same sample count and size, batch size, workers, prefetch factor,
 persistence and per-sample delay.  The consumer reads the first value of
 every sample into a checksum, which is checked against its known value so
-that neither side can win by not touching the data.
+that neither side can win by not touching the data (images: the labels'
+sum, the pixels being random).
 
 The result is exactly one line of JSON on stdout; exit status 0.  On any
 failure a message goes to stderr and the exit status is 1.  --smoke shrinks
@@ -36,6 +39,8 @@ SAMPLE_3x224 = 3 * 224 * 224 * 4  # bytes in one bandwidth sample
 LATENCY_SPIN_S = 300e-6  # busy-wait before each timed next() call
 LATENCY_SKIP = 10  # next() calls left out at the start of that epoch
 RESUMES = 5  # restarts per run of resume, as on the C side
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 class BenchError(Exception):
@@ -379,6 +384,62 @@ def bench_resume(smoke, config, position=0):
             "ms_to_batch": round(percentile(times, 50), 3)}
 
 
+def image_transform(name):
+    """torchvision's ImageNet training or evaluation transform."""
+    from torchvision import transforms
+
+    if name == "train":
+        crop = [transforms.RandomResizedCrop(224),
+                transforms.RandomHorizontalFlip(0.5)]
+    elif name == "eval":
+        crop = [transforms.Resize(256), transforms.CenterCrop(224)]
+    else:
+        raise ValueError("--transform must be train or eval")
+    return transforms.Compose(crop + [
+        transforms.ToTensor(),
+        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+
+def run_image_epoch(loader):
+    """One epoch of (images, labels); return (samples, pixel sum, labels)."""
+    samples = 0
+    pixels = labels = 0.0
+    for images, targets in loader:
+        pixels += first_values(images).sum().item()
+        labels += targets.sum().item()
+        samples += images.shape[0]
+    return samples, pixels, labels
+
+
+def bench_images(smoke, config, transform="train"):
+    """ImageFolder and a transform, 2 workers, batch 32: one warm epoch.
+
+    Mirrors the C side: persistent workers, a warm-up epoch, then the timed
+    one; shuffled for training.  Each image's first value and each label
+    are read; the labels must sum to what the folder holds.
+    """
+    from torchvision import datasets
+
+    if config is None:
+        raise ValueError("needs the folder as its config argument")
+    dataset = datasets.ImageFolder(config,
+                                   transform=image_transform(transform))
+    loader = make_loader(dataset, 32, 2, persistent=True,
+                         shuffle=transform == "train")
+    n, want = len(dataset), float(sum(dataset.targets))
+    for name in ("warm-up", "timed"):
+        start = time.perf_counter()
+        samples, pixels, labels = run_image_epoch(loader)
+        seconds = time.perf_counter() - start
+        check(name + " images", samples, n)
+        check(name + " labels", labels, want)
+        if not math.isfinite(pixels):
+            raise BenchError("%s: the pixels sum to %r" % (name, pixels))
+    del loader
+    return {"workload": "images", "transform": transform,
+            "images_per_s": round(samples / seconds, 1), "images": samples}
+
+
 WORKLOADS = {
     "overhead": bench_overhead,
     "bandwidth": bench_bandwidth,
@@ -387,6 +448,7 @@ WORKLOADS = {
     "startup": bench_startup,
     "npydir": bench_npydir,
     "resume": bench_resume,
+    "images": bench_images,
 }
 
 
@@ -406,9 +468,12 @@ def parse_args(argv):
     parser.add_argument("workload", choices=sorted(WORKLOADS))
     parser.add_argument("config", nargs="?", default=None,
                         help="tutorial: w0, w4, w4p, w4b; hol: in, out; "
-                        "npydir, resume: the directory")
+                        "npydir, resume: the directory; images: the folder")
     parser.add_argument("--position", type=int, default=None,
                         help="resume: the batch to resume at")
+    parser.add_argument("--transform", choices=("train", "eval"),
+                        default=None, help="images: torchvision's training "
+                        "or evaluation transform (default train)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes, only to check that it runs")
     return parser.parse_args(argv)
@@ -423,13 +488,18 @@ def main(argv):
         if args.config is not None and args.workload not in ("tutorial",
                                                              "hol",
                                                              "npydir",
-                                                             "resume"):
+                                                             "resume",
+                                                             "images"):
             raise ValueError("takes no config argument")
         options = {}
         if args.position is not None:
             if args.workload != "resume":
                 raise ValueError("takes no --position")
             options["position"] = args.position
+        if args.transform is not None:
+            if args.workload != "images":
+                raise ValueError("takes no --transform")
+            options["transform"] = args.transform
         result = WORKLOADS[args.workload](args.smoke, args.config, **options)
     except Exception as exc:  # noqa: BLE001 - any failure is reported
         print("torch_side.py %s: %s: %s"
