@@ -308,6 +308,18 @@ scan(struct folder *f, const char *root)
   struct stat st;
   int rc;
 
+  /* "root/" + "cat" is "root/cat", as os.path.join makes it. */
+  if (strlen(root) > 1 && root[strlen(root) - 1] == '/') {
+    char *trimmed = strdup(root);
+
+    if (trimmed == NULL)
+      return nomem(root);
+    while (strlen(trimmed) > 1 && trimmed[strlen(trimmed) - 1] == '/')
+      trimmed[strlen(trimmed) - 1] = '\0';
+    rc = scan(f, trimmed);
+    free(trimmed);
+    return rc;
+  }
   if (stat(root, &st) != 0)
     return fl__error_set(FL_EINVAL, "fl_dataset_image_folder: %s: %s", root,
                          strerror(errno));

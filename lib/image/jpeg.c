@@ -167,6 +167,16 @@ fl__jpeg_decode(struct fl__jpeg **jp, const unsigned char *data, size_t n,
   j->d.scale_num = p.scale_num;
   j->d.scale_denom = 8;
   jpeg_start_decompress(&j->d);
+  /* The plan counted rows of this size: a libjpeg that rounds otherwise
+     would be read at the wrong rows. */
+  if (j->d.output_width != fl__scaled(j->d.image_width, p.scale_num) ||
+      j->d.output_height != fl__scaled(j->d.image_height, p.scale_num)) {
+    jpeg_abort_decompress(&j->d);
+    snprintf(err, FL__IMAGE_ERR_MAX, "libjpeg scaled it to %u x %u pixels, "
+             "not as expected", (unsigned)j->d.output_width,
+             (unsigned)j->d.output_height);
+    return FL_EDATASET;
+  }
   /* Widen the columns by an iMCU each side, so that the ones used are
      upsampled from both neighbours, as in a whole decode. */
   margin = (JDIMENSION)j->d.max_h_samp_factor * j->d.min_DCT_scaled_size;

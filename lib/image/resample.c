@@ -37,7 +37,8 @@ struct fl__resample {
   unsigned ylo, yhi; /* source rows the vertical pass reads */
   unsigned char *tmp; /* (yhi - ylo) rows of width x 3 */
   size_t tmp_cap;
-  int32_t *acc;
+  int32_t *acc;        /* a row's sums, width x 3 */
+  unsigned char *line; /* and the row they make */
   int flip;
 };
 
@@ -178,8 +179,9 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io)
       r->lut[c][v] = x / io->std[c];
     }
   r->acc = malloc((size_t)io->width * 3 * sizeof(*r->acc));
-  if (r->acc == NULL) {
-    free(r);
+  r->line = malloc((size_t)io->width * 3);
+  if (r->acc == NULL || r->line == NULL) {
+    fl__resample_free(r);
     return FL_ENOMEM;
   }
   *out = r;
@@ -195,6 +197,7 @@ fl__resample_free(struct fl__resample *r)
   axis_free(&r->v);
   free(r->tmp);
   free(r->acc);
+  free(r->line);
   free(r);
 }
 
@@ -266,39 +269,91 @@ fl__resample_row(struct fl__resample *r, unsigned y, const unsigned char *rgb,
   }
 }
 
-/* The vertical pass, the flip and the output's layout. */
+/* acc[i] += in[i] * w for n values (first: acc[i] starts at PIL's
+   rounding half), in blocks of a fixed count that the compiler vectorizes
+   at -O2. */
+static void
+mac(int32_t *restrict acc, const unsigned char *restrict in, int32_t w,
+    size_t n, int first)
+{
+  const int32_t half = 1 << (PRECISION_BITS - 1);
+  size_t i = 0, j;
+
+  if (first) {
+    for (; i + 16 <= n; i += 16)
+      for (j = 0; j < 16; j++)
+        acc[i + j] = half + in[i + j] * w;
+    for (; i < n; i++)
+      acc[i] = half + in[i] * w;
+    return;
+  }
+  for (; i + 16 <= n; i += 16)
+    for (j = 0; j < 16; j++)
+      acc[i + j] += in[i + j] * w;
+  for (; i < n; i++)
+    acc[i] += in[i] * w;
+}
+
+/* clip8 over a row, in blocks the compiler vectorizes. */
+static void
+clip_row(unsigned char *restrict out, const int32_t *restrict acc, size_t n)
+{
+  size_t i = 0, j;
+
+  for (; i + 16 <= n; i += 16)
+    for (j = 0; j < 16; j++) {
+      int32_t v = acc[i + j] >> PRECISION_BITS;
+
+      v = v < 0 ? 0 : v;
+      out[i + j] = (unsigned char)(v > 255 ? 255 : v);
+    }
+  for (; i < n; i++)
+    out[i] = clip8(acc[i]);
+}
+
+/* The vertical pass, one output row at a time into an 8-bit row, then
+   the flip and the output's layout. */
 void
 fl__resample_end(struct fl__resample *r, void *dst)
 {
   const struct axis *a = &r->v;
   size_t row = (size_t)r->width * 3, plane = (size_t)r->width * r->height;
-  unsigned char *u8 = dst;
-  float *f32 = dst;
-  unsigned k, t, i, x;
+  unsigned char *line = r->line;
+  unsigned k, t, x, c;
 
   for (k = 0; k < r->height; k++) {
     const int32_t *w = a->w + (size_t)k * a->ksize;
+    unsigned char *u8 = (unsigned char *)dst + (size_t)k * row;
+    float *f32 = (float *)dst + (size_t)k * r->width;
 
-    for (i = 0; i < row; i++)
-      r->acc[i] = 1 << (PRECISION_BITS - 1);
-    for (t = 0; t < a->count[k]; t++) {
-      const unsigned char *in =
-          r->tmp + (size_t)(a->first[k] + t - r->ylo) * row;
-
-      for (i = 0; i < row; i++)
-        r->acc[i] += in[i] * w[t];
+    if (a->count[k] == 0) { /* CenterCrop's padding */
+      memset(line, 0, row);
+    } else {
+      for (t = 0; t < a->count[k]; t++)
+        mac(r->acc, r->tmp + (size_t)(a->first[k] + t - r->ylo) * row,
+            w[t], row, t == 0);
+      clip_row(line, r->acc, row);
     }
-    for (x = 0; x < r->width; x++) {
-      unsigned col = r->flip ? r->width - 1 - x : x, c;
+    if (!r->chw_float && !r->flip) {
+      memcpy(u8, line, row);
+      continue;
+    }
+    if (!r->chw_float) {
+      for (x = 0; x < r->width; x++)
+        memcpy(u8 + (size_t)(r->width - 1 - x) * 3, line + (size_t)x * 3, 3);
+      continue;
+    }
+    /* A plane at a time: three streams of stores, each in order. */
+    for (c = 0; c < 3; c++) {
+      const float *lut = r->lut[c];
+      float *out = f32 + c * plane;
 
-      for (c = 0; c < 3; c++) {
-        unsigned char v = a->count[k] ? clip8(r->acc[x * 3 + c]) : 0;
-
-        if (r->chw_float)
-          f32[c * plane + (size_t)k * r->width + col] = r->lut[c][v];
-        else
-          u8[((size_t)k * r->width + col) * 3 + c] = v;
-      }
+      if (r->flip)
+        for (x = 0; x < r->width; x++)
+          out[r->width - 1 - x] = lut[line[x * 3 + c]];
+      else
+        for (x = 0; x < r->width; x++)
+          out[x] = lut[line[x * 3 + c]];
     }
   }
 }
