@@ -206,8 +206,10 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
                    double sx, double sy, unsigned sw, unsigned sh,
                    struct fl__region *p)
 {
-  unsigned cx0 = (unsigned)floor(g->cx0 * sx), cy0 = (unsigned)floor(g->cy0 * sy);
-  unsigned cx1 = (unsigned)ceil(g->cx1 * sx), cy1 = (unsigned)ceil(g->cy1 * sy);
+  unsigned cx0 = (unsigned)floor(g->cx0 * sx);
+  unsigned cy0 = (unsigned)floor(g->cy0 * sy);
+  unsigned cx1 = (unsigned)ceil(g->cx1 * sx);
+  unsigned cy1 = (unsigned)ceil(g->cy1 * sy);
   size_t need;
   void *t;
   int rc;
