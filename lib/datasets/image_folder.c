@@ -165,7 +165,8 @@ list(const char *dir, char ***names, size_t *n, const char *root)
     free(v);
     return rc;
   }
-  qsort(v, k, sizeof(*v), by_name);
+  if (k > 1) /* qsort takes no NULL, even for nothing */
+    qsort(v, k, sizeof(*v), by_name);
   *names = v;
   *n = k;
   return 0;

@@ -125,14 +125,18 @@ center(unsigned n, unsigned c)
   return (long)rint((n - c) / 2.0);
 }
 
-void
+int
 fl__crop_center(const fl_image_options *io, unsigned w, unsigned h,
                 struct fl__geom *g)
 {
-  unsigned size = io->resize ? io->resize : io->height;
+  unsigned size = io->resize ? io->resize : io->height, scaled;
   unsigned shorter = w <= h ? w : h, longer = w <= h ? h : w;
   /* Resize(size): int(size * long / short), as Python computes it. */
-  unsigned scaled = (unsigned)((double)size * longer / shorter);
+  double fscaled = (double)size * longer / shorter;
+
+  if (fscaled >= 2147483648.0) /* 20000000 x 1 pixels, say */
+    return -1;
+  scaled = (unsigned)fscaled;
 
   whole(g, w, h);
   g->vw = w <= h ? size : scaled;
@@ -144,4 +148,5 @@ fl__crop_center(const fl_image_options *io, unsigned w, unsigned h,
   g->ox = center(g->vw, io->width);
   g->oy = center(g->vh, io->height);
   g->flip = 0;
+  return 0;
 }

@@ -63,8 +63,9 @@ void fl__crop_random(const fl_image_options *io, unsigned w, unsigned h,
 /* F.resized_crop at box (top, left, height, width), then the flip. */
 void fl__crop_box(const fl_image_options *io, const unsigned box[4], int flip,
                   struct fl__geom *g);
-/* Resize(resize) then CenterCrop(height, width). */
-void fl__crop_center(const fl_image_options *io, unsigned w, unsigned h,
+/* Resize(resize) then CenterCrop(height, width); -1 where the resized
+   image would have a side of 2^31 pixels or more. */
+int fl__crop_center(const fl_image_options *io, unsigned w, unsigned h,
                      struct fl__geom *g);
 
 /* resample.c: one output image from rows, as PIL's bilinear resize (with

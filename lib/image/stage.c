@@ -19,8 +19,9 @@
 #define FL__MAX_PIXELS 89478485u
 /* JPEGs are decoded at a reduced DCT scale only where the box keeps at
    least this many times the output's pixels on each side: nearer, the
-   DCT's box average shows (on noisy images, a mean difference of 4.5 from
-   PIL at 1x, none measurable at 2x). */
+   DCT's box average shows (on noisy images a mean difference of 4.5 levels
+   from PIL's pixels at 1x; at 2x, 0.24 to 1.6 over image_test's crops,
+   PSNR 39 dB or more). */
 #define FL__SCALE_GAP 2
 /* An output side past this is a mistake, not a configuration. */
 #define FL__IMAGE_SIDE_MAX 16384u
@@ -215,8 +216,12 @@ plan(void *arg, unsigned w, unsigned h, int may_scale, struct fl__region *p,
     fl__crop_box(&st->io, st->box, st->forced_flip, g);
   else if (st->io.crop == FL_CROP_RANDOM_RESIZED)
     fl__crop_random(&st->io, w, h, st->seed, g);
-  else
-    fl__crop_center(&st->io, w, h, g);
+  else if (fl__crop_center(&st->io, w, h, g) != 0) {
+    snprintf(err, FL__IMAGE_ERR_MAX, "the image is %u x %u pixels: resized "
+             "to %u on its shorter side, its longer would pass 2^31", w, h,
+             st->io.resize ? st->io.resize : st->io.height);
+    return FL_EDATASET;
+  }
   /* The smallest scale at which the box still has the output's pixels. */
   if (may_scale)
     for (num = 1; num < 8; num++) {
