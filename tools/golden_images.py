@@ -28,6 +28,8 @@ before.)  The output is deterministic.
                                      CenterCrop), optionally ToTensor +
                                      Normalize, and their outputs in
                                      tests/golden/image_transforms.bin
+  tests/fuzz_image_corpus/           seeds for tests/fuzz_image.c: decode
+                                     fixtures after a mode byte
 """
 
 import io
@@ -180,7 +182,8 @@ def tree():
     os.symlink("../cat/deep", os.path.join(root, "Dog", "link"))
     os.symlink("cat", os.path.join(root, "zebra"))
     ds = ImageFolder(root)
-    lines = ["# tools/golden_images.py, torchvision %s" % torchvision.__version__,
+    lines = ["# tools/golden_images.py, torchvision %s" %
+             torchvision.__version__,
              "# ImageFolder('tests/images/tree'): class LABEL NAME for",
              "# .classes, sample PATH LABEL for .samples (PATH relative to",
              "# the root; it may hold spaces, the label is the last field)"]
@@ -199,6 +202,13 @@ def formats():
                        ("webp", "tiny.webp"), ("tif", "tiny.tif"),
                        ("ppm", "tiny.ppm")):
         put(os.path.join(root, name), tiny(kind, 99))
+    # 262144 x 1: Resize(16384) would make its longer side 2^32 pixels.
+    w = 262144
+    put(os.path.join(root, "wide.png"),
+        b"\x89PNG\r\n\x1a\n" +
+        png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, 1, 8, 2, 0, 0, 0)) +
+        png_chunk(b"IDAT", zlib.compress(b"\0" + bytes(w * 3), 9)) +
+        png_chunk(b"IEND", b""))
 
 
 # --- decoding: every kind of JPEG and PNG, read whole ----------------------
@@ -391,11 +401,28 @@ def transforms():
     put(os.path.join(GOLDEN, "image_transforms.bin"), bytes(blob))
 
 
+def fuzz_corpus():
+    """Seeds for tests/fuzz_image.c: a mode byte (its stage; mode 2 takes a
+    box of 4 bytes next), then a decode fixture."""
+    root = os.path.join(TOP, "tests", "fuzz_image_corpus")
+    fresh(root)
+    seeds = [("jpeg_420.jpg", b"\0"), ("jpeg_progressive.jpg", b"\1"),
+             ("jpeg_cmyk.jpg", b"\2\5\7\40\30"), ("jpeg_gray.jpg", b"\3"),
+             ("jpeg_422.jpg", b"\x81"), ("png_interlaced.png", b"\0"),
+             ("png_palette_trns.png", b"\1"),
+             ("png_rgb16.png", b"\x82\3\1\20\30"),
+             ("png_gray_alpha.png", b"\3"), ("png_1bit.png", b"\x41")]
+    for name, mode in seeds:
+        with open(os.path.join(IMAGES, "decode", name), "rb") as f:
+            put(os.path.join(root, name.replace(".", "_")), mode + f.read())
+
+
 def main():
     tree()
     formats()
     decode()
     transforms()
+    fuzz_corpus()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1487 @@
+/*
+ * fl_dataset_image_folder and the image stage against torchvision: the
+ * folder's classes, samples and labels in ImageFolder's order, every kind
+ * of JPEG and PNG decoded to PIL's bytes, crops and evaluation transforms
+ * to torchvision's pixels (exact, or close where a JPEG is decoded at a
+ * reduced DCT scale), ToTensor + Normalize to its floats, random crops and
+ * flips as functions of (seed, epoch, index), and every bad file a
+ * sentence that names it, at its batch only.  The fixtures and golden
+ * files are committed (tools/golden_images.py wrote them), so no Python is
+ * needed; files made per case go to a fresh folder under /tmp, removed at
+ * its end.  Without libjpeg-turbo or libspng the program checks that the
+ * dataset says FL_ENOTSUP, naming what to install, and skips the rest.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "internal.h"
+#include "image/image.h"
+
+#if defined(HAVE_LIBJPEG) && defined(HAVE_SPNG)
+#define DECODERS 1
+#else
+#define DECODERS 0
+#endif
+
+/* --- files ---------------------------------------------------------- */
+
+/* snprintf that must not truncate: paths and names are built with it. */
+static void pathf(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+pathf(char *buf, size_t len, const char *fmt, ...)
+{
+  va_list ap;
+  int n;
+
+  va_start(ap, fmt);
+  n = vsnprintf(buf, len, fmt, ap);
+  va_end(ap);
+  assert_true(n >= 0 && (size_t)n < len);
+}
+
+/* A committed file: srcdir/tests/REL (make check runs from the build
+   tree and says where the sources are). */
+static void
+src_path(char *buf, size_t len, const char *rel)
+{
+  const char *dir = getenv("srcdir");
+
+  pathf(buf, len, "%s/tests/%s", dir != NULL ? dir : ".", rel);
+}
+
+static unsigned char *
+read_all(const char *path, size_t *n)
+{
+  unsigned char *buf;
+  FILE *f = fopen(path, "rb");
+  long len;
+
+  if (f == NULL)
+    fail_msg("cannot open %s: %s", path, strerror(errno));
+  assert_int_equal(fseek(f, 0, SEEK_END), 0);
+  len = ftell(f);
+  assert_true(len >= 0);
+  rewind(f);
+  buf = malloc((size_t)len + 1);
+  assert_non_null(buf);
+  assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  *n = (size_t)len;
+  return buf;
+}
+
+static unsigned char *
+read_src(const char *rel, size_t *n)
+{
+  char path[PATH_MAX];
+
+  src_path(path, sizeof(path), rel);
+  return read_all(path, n);
+}
+
+static void
+write_file(const char *path, const void *buf, size_t n)
+{
+  FILE *f = fopen(path, "wb");
+
+  assert_non_null(f);
+  assert_int_equal(fwrite(buf, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* copy_src's n: all of the file, or its first half. */
+#define ALL SIZE_MAX
+#define HALF (SIZE_MAX - 1)
+
+/* dir/name holds the first n bytes of a committed file. */
+static void
+copy_src(const char *dir, const char *name, const char *rel, size_t n)
+{
+  char path[PATH_MAX];
+  size_t len;
+  unsigned char *b = read_src(rel, &len);
+
+  if (n == HALF)
+    n = len / 2;
+  pathf(path, sizeof(path), "%s/%s", dir, name);
+  write_file(path, b, n < len ? n : len);
+  free(b);
+}
+
+/* The case's folder under /tmp, for the teardown of a case that failed
+   before removing it. */
+static char case_dir[64];
+
+/* A fresh folder under /tmp (one per case), and one inside it. */
+static void
+dir_make(char *dir, size_t len)
+{
+  pathf(dir, len, "/tmp/fl-image-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  pathf(case_dir, sizeof(case_dir), "%s", dir);
+}
+
+static void
+sub_make(char *out, size_t len, const char *dir, const char *name)
+{
+  pathf(out, len, "%s/%s", dir, name);
+  assert_int_equal(mkdir(out, 0755), 0);
+}
+
+static int
+remove_one(const char *path, const struct stat *st, int flag,
+           struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+/* Everything under dir, symlinks as themselves, then dir. */
+static void
+dir_remove(const char *dir)
+{
+  assert_int_equal(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+  case_dir[0] = '\0';
+}
+
+/* After every case: what a failed one left in /tmp goes. */
+static int
+teardown(void **state)
+{
+  (void)state;
+  if (case_dir[0] != '\0')
+    nftw(case_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+  case_dir[0] = '\0';
+  return 0;
+}
+
+/* --- images and the stage ------------------------------------------- */
+
+/* An image's size from its header: PNG's IHDR or JPEG's SOF. */
+static void
+image_size(const unsigned char *b, size_t n, unsigned *w, unsigned *h)
+{
+  size_t i = 2;
+
+  if (n >= 24 && b[0] == 0x89) {
+    *w = (unsigned)b[16] << 24 | b[17] << 16 | b[18] << 8 | b[19];
+    *h = (unsigned)b[20] << 24 | b[21] << 16 | b[22] << 8 | b[23];
+    return;
+  }
+  while (i + 9 < n) {
+    unsigned m = b[i + 1], len = (unsigned)b[i + 2] << 8 | b[i + 3];
+
+    assert_int_equal(b[i], 0xff);
+    if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+      *h = (unsigned)b[i + 5] << 8 | b[i + 6];
+      *w = (unsigned)b[i + 7] << 8 | b[i + 8];
+      return;
+    }
+    i += 2 + len;
+  }
+  fail_msg("no SOF marker");
+}
+
+/* Where a JPEG's SOF keeps its height and width, to lie about them. */
+static size_t
+sof_at(const unsigned char *b, size_t n)
+{
+  size_t i = 2;
+
+  while (i + 9 < n) {
+    unsigned m = b[i + 1];
+
+    if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc)
+      return i + 5;
+    i += 2 + ((unsigned)b[i + 2] << 8 | b[i + 3]);
+  }
+  fail_msg("no SOF marker");
+  return 0;
+}
+
+static int
+is_jpeg(const unsigned char *b, size_t n)
+{
+  return n >= 2 && b[0] == 0xff && b[1] == 0xd8;
+}
+
+/*
+ * The DCT scale the stage picks for a box of bw x bh source pixels
+ * resized to vw x vh (lib/image/stage.c's plan): the smallest n/8 at
+ * which the box keeps twice the output on each side; 8 is none.  Where
+ * it is 8 the output must be torchvision's to the byte.
+ */
+static unsigned
+dct_scale(unsigned w, unsigned h, double bw, double bh, unsigned vw,
+          unsigned vh)
+{
+  unsigned num;
+
+  for (num = 1; num < 8; num++) {
+    unsigned sw = (w * num + 7) / 8, sh = (h * num + 7) / 8;
+
+    if (bw * sw / w >= 2.0 * vw && bh * sh / h >= 2.0 * vh)
+      return num;
+  }
+  return 8;
+}
+
+/* Resize(size)'s output for a w x h image, as torchvision computes it. */
+static void
+resized(unsigned w, unsigned h, unsigned size, unsigned *vw, unsigned *vh)
+{
+  unsigned shorter = w < h ? w : h, longer = w < h ? h : w;
+  unsigned scaled = (unsigned)((double)size * longer / shorter);
+
+  *vw = w <= h ? size : scaled;
+  *vh = w <= h ? scaled : size;
+}
+
+static void
+options(fl_image_options *io, unsigned h, unsigned w)
+{
+  fl_image_options_init(io);
+  io->height = h;
+  io->width = w;
+}
+
+static struct fl__image_stage *
+stage_of(const fl_image_options *io)
+{
+  struct fl__image_stage *st = NULL;
+
+  if (fl__image_stage_new(&st, io, sizeof(*io), "image_test") != 0)
+    fail_msg("%s", fl_loader_error(NULL));
+  return st;
+}
+
+/* An image read whole: H x W, center mode with the shorter side. */
+static struct fl__image_stage *
+identity_stage(unsigned w, unsigned h)
+{
+  fl_image_options io;
+
+  options(&io, h, w);
+  io.resize = w < h ? w : h;
+  return stage_of(&io);
+}
+
+/* Mean absolute difference and PSNR (dB) of two n-byte images. */
+static void
+compare(const unsigned char *a, const unsigned char *b, size_t n,
+        double *mad, double *psnr)
+{
+  double sad = 0, sse = 0;
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+
+    sad += fabs(d);
+    sse += d * d;
+  }
+  *mad = sad / n;
+  *psnr = sse == 0 ? INFINITY : 10 * log10(255.0 * 255.0 * n / sse);
+}
+
+/* img (h x w x 3) mirrored left to right, into out. */
+static void
+mirror(unsigned char *out, const unsigned char *img, unsigned w, unsigned h)
+{
+  unsigned x, y;
+
+  for (y = 0; y < h; y++)
+    for (x = 0; x < w; x++)
+      memcpy(out + ((size_t)y * w + x) * 3,
+             img + ((size_t)y * w + (w - 1 - x)) * 3, 3);
+}
+
+/* The first differing byte, for a failure that says where. */
+static void
+assert_same_pixels(const unsigned char *got, const unsigned char *want,
+                   unsigned w, unsigned h, const char *what)
+{
+  size_t i, n = (size_t)w * h * 3;
+
+  for (i = 0; i < n; i++)
+    if (got[i] != want[i])
+      fail_msg("%s: pixel (%zu, %zu) channel %zu is %u, not %u", what,
+               i / 3 % w, i / 3 / w, i % 3, got[i], want[i]);
+}
+
+/* --- golden lists ---------------------------------------------------- */
+
+struct decoded {
+  char name[64], source[16];
+  unsigned w, h;
+};
+
+/* tests/golden/image_decode.txt; returns how many. */
+static size_t
+decoded_list(struct decoded *d, size_t cap)
+{
+  char path[PATH_MAX], line[256];
+  size_t n = 0;
+  FILE *f;
+
+  src_path(path, sizeof(path), "golden/image_decode.txt");
+  if ((f = fopen(path, "r")) == NULL)
+    fail_msg("cannot open %s", path);
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (line[0] == '#')
+      continue;
+    assert_true(n < cap);
+    assert_int_equal(sscanf(line, "%63s %u %u %15s", d[n].name, &d[n].w,
+                            &d[n].h, d[n].source),
+                     4);
+    n++;
+  }
+  fclose(f);
+  assert_true(n >= 15);
+  return n;
+}
+
+static unsigned char *
+decoded_pixels(const struct decoded *d)
+{
+  char rel[128];
+  size_t n;
+  unsigned char *p;
+
+  pathf(rel, sizeof(rel), "golden/image_pixels/%s.rgb", d->name);
+  p = read_src(rel, &n);
+  assert_int_equal(n, (size_t)d->w * d->h * 3);
+  return p;
+}
+
+/* One line of tests/golden/image_transforms.txt. */
+struct xform {
+  int center; /* 0: F.resized_crop at the box, then the flip */
+  char file[64];
+  unsigned top, left, bh, bw, resize, h, w;
+  int flip, chw_float;
+  size_t off;
+};
+
+static size_t
+xform_list(struct xform *x, size_t cap)
+{
+  char path[PATH_MAX], line[256];
+  size_t n = 0;
+  FILE *f;
+
+  src_path(path, sizeof(path), "golden/image_transforms.txt");
+  if ((f = fopen(path, "r")) == NULL)
+    fail_msg("cannot open %s", path);
+  while (fgets(line, sizeof(line), f) != NULL) {
+    struct xform *t = &x[n];
+
+    if (line[0] == '#')
+      continue;
+    assert_true(n < cap);
+    memset(t, 0, sizeof(*t));
+    if (strncmp(line, "crop ", 5) == 0) {
+      assert_int_equal(sscanf(line + 5, "%63s %u %u %u %u %u %u %d %d %zu",
+                              t->file, &t->top, &t->left, &t->bh, &t->bw,
+                              &t->h, &t->w, &t->flip, &t->chw_float,
+                              &t->off),
+                       10);
+    } else {
+      t->center = 1;
+      assert_int_equal(sscanf(line, "center %63s %u %u %u %d %zu", t->file,
+                              &t->resize, &t->h, &t->w, &t->chw_float,
+                              &t->off),
+                       6);
+    }
+    n++;
+  }
+  fclose(f);
+  assert_true(n >= 20);
+  return n;
+}
+
+/* The image a golden line starts from, and the stage that makes it. */
+static struct fl__image_stage *
+xform_stage(const struct xform *t)
+{
+  fl_image_options io;
+  struct fl__image_stage *st;
+
+  options(&io, t->h, t->w);
+  io.chw_float = t->chw_float;
+  io.resize = t->resize;
+  st = stage_of(&io);
+  if (!t->center)
+    fl__image_stage_force(st, t->top, t->left, t->bh, t->bw, t->flip);
+  return st;
+}
+
+/* Whether the stage decodes this line's JPEG at a reduced scale. */
+static int
+xform_scaled(const struct xform *t, const unsigned char *img, size_t n)
+{
+  unsigned w, h, vw, vh;
+
+  if (!is_jpeg(img, n))
+    return 0;
+  image_size(img, n, &w, &h);
+  if (!t->center)
+    return dct_scale(w, h, t->bw, t->bh, t->w, t->h) < 8;
+  resized(w, h, t->resize, &vw, &vh);
+  if ((w < h ? w : h) == t->resize)
+    return 0; /* torchvision leaves it as it is */
+  return dct_scale(w, h, w, h, vw, vh) < 8;
+}
+
+static void
+xform_describe(const struct xform *t, char *buf, size_t len)
+{
+  if (t->center)
+    pathf(buf, len, "%s Resize(%u) CenterCrop(%u, %u)%s", t->file,
+             t->resize, t->h, t->w, t->chw_float ? " float" : "");
+  else
+    pathf(buf, len, "%s box %u,%u %ux%u to %ux%u%s%s", t->file, t->top,
+             t->left, t->bh, t->bw, t->h, t->w, t->flip ? " flipped" : "",
+             t->chw_float ? " float" : "");
+}
+
+/* --- an image folder of the case's own ------------------------------- */
+
+/* Loads every batch of an epoch (batch_size 1 or more, in order) into
+   out: sample i's image at out + i * image_bytes. */
+static void
+load_epoch(fl_loader *l, unsigned char *out, size_t image_bytes,
+           size_t len)
+{
+  fl_batch *b;
+  size_t i, seen = 0;
+  int rc;
+
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    assert_int_equal(fl_batch_stride(b, 0), image_bytes);
+    for (i = 0; i < fl_batch_count(b); i++, seen++) {
+      assert_int_equal(fl_batch_indices(b)[i], seen);
+      memcpy(out + seen * image_bytes,
+             (const unsigned char *)fl_batch_field(b, 0) + i * image_bytes,
+             image_bytes);
+    }
+    fl_batch_release(b);
+  }
+  if (rc != 0)
+    fail_msg("%s", fl_loader_error(l));
+  assert_int_equal(seen, len);
+}
+
+/* ===================================================================== */
+
+/* The committed tree: classes and samples as ImageFolder lists them. */
+static void
+folder_order_and_labels_are_image_folders(void **state)
+{
+  char root[PATH_MAX], path[PATH_MAX], line[PATH_MAX], *sp;
+  const char *got;
+  size_t classes = 0, samples = 0, i;
+  flt_baseline base;
+  fl_image_options io;
+  fl_dataset ds, slash;
+  int64_t label;
+  FILE *f;
+
+  (void)state;
+  flt_baseline_take(&base);
+  src_path(root, sizeof(root), "images/tree");
+  options(&io, 6, 8);
+  if (fl_dataset_image_folder(&ds, root, &io) != 0)
+    fail_msg("%s", fl_loader_error(NULL));
+  src_path(path, sizeof(path), "golden/image_folder.txt");
+  f = fopen(path, "r");
+  assert_non_null(f);
+  while (fgets(line, sizeof(line), f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    if (strncmp(line, "class ", 6) == 0) {
+      sp = strchr(line + 6, ' ');
+      assert_non_null(sp);
+      assert_int_equal(strtoul(line + 6, NULL, 10), classes);
+      got = fl_image_folder_class(&ds, classes);
+      if (got == NULL || strcmp(got, sp + 1) != 0)
+        fail_msg("class %zu is %s, not %s", classes, got ? got : "NULL",
+                 sp + 1);
+      classes++;
+    } else if (strncmp(line, "sample ", 7) == 0) {
+      sp = strrchr(line, ' ');
+      *sp = '\0';
+      pathf(path, sizeof(path), "%s/%s", root, line + 7);
+      got = fl_image_folder_sample(&ds, samples, &label);
+      if (got == NULL || strcmp(got, path) != 0)
+        fail_msg("sample %zu is %s, not %s", samples, got ? got : "NULL",
+                 path);
+      assert_int_equal(label, strtol(sp + 1, NULL, 10));
+      samples++;
+    }
+  }
+  fclose(f);
+  assert_true(classes >= 4 && samples >= 20);
+  assert_null(fl_image_folder_class(&ds, classes));
+  assert_null(fl_image_folder_sample(&ds, samples, &label));
+  assert_int_equal(ds.len, samples);
+  /* The label pointer is optional. */
+  assert_non_null(fl_image_folder_sample(&ds, 0, NULL));
+  assert_int_equal(ds.nfields, 2);
+  assert_int_equal(ds.field_bytes[0], 6 * 8 * 3);
+  assert_int_equal(ds.field_bytes[1], sizeof(int64_t));
+  assert_int_equal(ds.sample_bytes, 6 * 8 * 3 + sizeof(int64_t));
+  /* "tree/" names the same files, as os.path.join("tree/", "cat") is
+     "tree/cat". */
+  pathf(path, sizeof(path), "%s/", root);
+  if (fl_dataset_image_folder(&slash, path, &io) != 0)
+    fail_msg("%s", fl_loader_error(NULL));
+  assert_int_equal(slash.len, ds.len);
+  for (i = 0; i < ds.len; i++)
+    assert_string_equal(fl_image_folder_sample(&slash, i, NULL),
+                        fl_image_folder_sample(&ds, i, NULL));
+  fl_dataset_close(&slash);
+  fl_dataset_close(&ds);
+  assert_null(ds.ctx);
+  flt_assert_clean(&base);
+}
+
+/*
+ * The same tree through two workers: each JPEG and PNG comes with its
+ * label (the tree's images are 8 x 6, output as they are), and each file
+ * of another format is its batch's error, which names it.
+ */
+static void
+folder_through_workers_gives_labels_and_refuses_other_formats(void **state)
+{
+  char root[PATH_MAX];
+  const char *path, *ext;
+  flt_baseline base;
+  fl_image_options io;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  int64_t label;
+  size_t i = 0, good = 0, bad = 0;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  src_path(root, sizeof(root), "images/tree");
+  options(&io, 6, 8);
+  io.resize = 6;
+  assert_int_equal(fl_dataset_image_folder(&ds, root, &io), 0);
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    path = fl_image_folder_sample(&ds, i, &label);
+    assert_non_null(path);
+    ext = strrchr(path, '.');
+    if (strcasecmp(ext, ".jpg") == 0 || strcasecmp(ext, ".jpeg") == 0 ||
+        strcasecmp(ext, ".png") == 0) {
+      if (rc != 1)
+        fail_msg("%s: %s", path, fl_loader_error(l));
+      assert_int_equal(fl_batch_indices(b)[0], i);
+      assert_memory_equal(fl_batch_field(b, 1), &label, sizeof(label));
+      fl_batch_release(b);
+      good++;
+    } else {
+      assert_int_equal(rc, FL_EDATASET);
+      assert_int_equal(fl_error_is_final(rc), 0);
+      if (strstr(fl_loader_error(l), path) == NULL ||
+          strstr(fl_loader_error(l), "decodes only JPEG and PNG") == NULL)
+        fail_msg("%s", fl_loader_error(l));
+      bad++;
+    }
+    i++;
+  }
+  assert_int_equal(i, ds.len);
+  assert_int_equal(bad, 6); /* v.bmp w.ppm img.pgm .tif .tiff .webp */
+  assert_true(good >= 15);
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  flt_assert_clean(&base);
+}
+
+/* A symlink back up the tree (os.walk would loop) is not walked again. */
+static void
+folder_symlink_cycle_is_walked_once(void **state)
+{
+  char dir[64], cls[PATH_MAX], sub[PATH_MAX], path[PATH_MAX];
+  flt_baseline base;
+  fl_image_options io;
+  fl_dataset ds;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  sub_make(cls, sizeof(cls), dir, "c");
+  sub_make(sub, sizeof(sub), cls, "sub");
+  copy_src(cls, "a.jpg", "images/decode/jpeg_444.jpg", ALL);
+  copy_src(sub, "b.png", "images/decode/png_rgb.png", ALL);
+  pathf(path, sizeof(path), "%s/up", sub);
+  assert_int_equal(symlink("..", path), 0);
+  pathf(path, sizeof(path), "%s/self", cls);
+  assert_int_equal(symlink(".", path), 0);
+  options(&io, 8, 8);
+  if (fl_dataset_image_folder(&ds, dir, &io) != 0)
+    fail_msg("%s", fl_loader_error(NULL));
+  assert_int_equal(ds.len, 2);
+  pathf(path, sizeof(path), "%s/a.jpg", cls);
+  assert_string_equal(fl_image_folder_sample(&ds, 0, NULL), path);
+  pathf(path, sizeof(path), "%s/b.png", sub);
+  assert_string_equal(fl_image_folder_sample(&ds, 1, NULL), path);
+  fl_dataset_close(&ds);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
+/*
+ * The 37 x 29 decode fixtures in one class, through two workers, read
+ * whole (Resize to the shorter side and CenterCrop to the image are
+ * torchvision's identity): PIL's bytes, label 0.
+ */
+static void
+decoded_through_two_workers_are_pils_bytes(void **state)
+{
+  struct decoded d[64];
+  char dir[64], cls[PATH_MAX], rel[128];
+  const char *path, *name;
+  unsigned char *want;
+  flt_baseline base;
+  fl_image_options io;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  size_t n = decoded_list(d, 64), i, k, copied = 0, seen = 0;
+  int64_t zero = 0;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  sub_make(cls, sizeof(cls), dir, "c");
+  for (i = 0; i < n; i++)
+    if (d[i].w == 37 && d[i].h == 29) {
+      pathf(rel, sizeof(rel), "images/decode/%s", d[i].name);
+      copy_src(cls, d[i].name, rel, ALL);
+      copied++;
+    }
+  assert_true(copied >= 10);
+  options(&io, 29, 37);
+  io.resize = 29;
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), 0);
+  assert_int_equal(ds.len, copied);
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  opt.batch_size = 3;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) == 1) {
+    for (k = 0; k < fl_batch_count(b); k++, seen++) {
+      path = fl_image_folder_sample(&ds, fl_batch_indices(b)[k], NULL);
+      name = strrchr(path, '/') + 1;
+      for (i = 0; i < n && strcmp(d[i].name, name) != 0; i++)
+        ;
+      assert_true(i < n);
+      want = decoded_pixels(&d[i]);
+      assert_same_pixels((const unsigned char *)fl_batch_field(b, 0) +
+                             k * fl_batch_stride(b, 0),
+                         want, 37, 29, name);
+      assert_memory_equal((const unsigned char *)fl_batch_field(b, 1) +
+                              k * fl_batch_stride(b, 1),
+                          &zero, sizeof(zero));
+      free(want);
+    }
+    fl_batch_release(b);
+  }
+  if (rc != 0)
+    fail_msg("%s", fl_loader_error(l));
+  assert_int_equal(seen, copied);
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
+/* Every decode fixture through the stage, read whole: PIL's bytes (the
+   16-bit grey one: the high bytes, where PIL clips). */
+static void
+every_decode_fixture_is_pils_bytes(void **state)
+{
+  struct decoded d[64];
+  size_t n = decoded_list(d, 64), i, len;
+  char rel[128];
+
+  (void)state;
+  for (i = 0; i < n; i++) {
+    struct fl__image_stage *st = identity_stage(d[i].w, d[i].h);
+    unsigned char *img, *want = decoded_pixels(&d[i]), *got;
+    unsigned w, h;
+
+    pathf(rel, sizeof(rel), "images/decode/%s", d[i].name);
+    img = read_src(rel, &len);
+    image_size(img, len, &w, &h);
+    assert_int_equal(w, d[i].w);
+    assert_int_equal(h, d[i].h);
+    got = malloc(fl__image_stage_bytes(st));
+    assert_non_null(got);
+    assert_int_equal(fl__image_stage_bytes(st), (size_t)w * h * 3);
+    if (fl__image_stage_run(st, img, len, 0, got, d[i].name) != 0)
+      fail_msg("%s", fl__worker_error_text());
+    assert_same_pixels(got, want, w, h, d[i].name);
+    /* The stage's scratch, kept, gives the same image again. */
+    memset(got, 0, (size_t)w * h * 3);
+    assert_int_equal(fl__image_stage_run(st, img, len, 0, got, d[i].name),
+                     0);
+    assert_same_pixels(got, want, w, h, d[i].name);
+    print_message("# %-24s %ux%u (%s): equal\n", d[i].name, w, h,
+                  d[i].source);
+    free(got);
+    free(want);
+    free(img);
+    fl__image_stage_free(st);
+  }
+}
+
+/*
+ * Every transform of the golden list, in uint8 (the float ones are the
+ * next case's): torchvision's bytes wherever the JPEG is decoded at full
+ * scale (every PNG, and boxes with less than about twice the output on a
+ * side); where a smaller DCT scale serves a box several times the output,
+ * close: on these images (smooth, with noise of sigma 4) the mean absolute
+ * difference is 0.24 to 1.60 and the PSNR 53 to 39 dB, the worst at the
+ * largest reductions (a whole 500 x 333 image to 32 x 32, Resize(64) of a
+ * 400 x 350 one); the bounds leave headroom for other libjpeg-turbos.
+ */
+static void
+transforms_are_torchvisions_pixels(void **state)
+{
+  static struct xform x[256];
+  size_t n = xform_list(x, 256), i, len, blen, exact = 0, near = 0;
+  unsigned char *blob = read_src("golden/image_transforms.bin", &blen);
+  double mad, psnr, worst_mad = 0, worst_psnr = INFINITY;
+  char rel[128], what[160];
+
+  (void)state;
+  for (i = 0; i < n; i++) {
+    const struct xform *t = &x[i];
+    struct fl__image_stage *st;
+    size_t bytes = (size_t)t->h * t->w * 3;
+    unsigned char *img, *got;
+    int scaled;
+
+    if (t->chw_float)
+      continue;
+    st = xform_stage(t);
+    pathf(rel, sizeof(rel), "images/%s", t->file);
+    img = read_src(rel, &len);
+    scaled = xform_scaled(t, img, len);
+    assert_true(t->off + bytes <= blen);
+    got = malloc(bytes);
+    assert_non_null(got);
+    xform_describe(t, what, sizeof(what));
+    if (fl__image_stage_run(st, img, len, 0, got, t->file) != 0)
+      fail_msg("%s: %s", what, fl__worker_error_text());
+    compare(got, blob + t->off, bytes, &mad, &psnr);
+    print_message("# %-52s MAD %.3f PSNR %5.1f dB%s\n", what, mad, psnr,
+                  scaled ? " (reduced DCT scale)" : "");
+    if (!scaled) {
+      assert_same_pixels(got, blob + t->off, t->w, t->h, what);
+      exact++;
+    } else {
+      if (mad > worst_mad)
+        worst_mad = mad;
+      if (psnr < worst_psnr)
+        worst_psnr = psnr;
+      if (!(mad < 2 && psnr > 36))
+        fail_msg("%s: MAD %.3f, PSNR %.1f dB", what, mad, psnr);
+      near++;
+    }
+    free(got);
+    free(img);
+    fl__image_stage_free(st);
+  }
+  print_message("# %zu exact, %zu at a reduced DCT scale: worst MAD %.3f, "
+                "PSNR %.1f dB\n", exact, near, worst_mad, worst_psnr);
+  assert_true(exact >= 30);
+  assert_true(near >= 6);
+  free(blob);
+}
+
+/* ToTensor + Normalize(ImageNet): torchvision's float32 values. */
+static void
+float_chw_is_torchvisions_normalized_tensor(void **state)
+{
+  static struct xform x[256];
+  size_t n = xform_list(x, 256), i, k, len, blen, cases = 0;
+  unsigned char *blob = read_src("golden/image_transforms.bin", &blen);
+  char rel[128], what[160];
+
+  (void)state;
+  for (i = 0; i < n; i++) {
+    const struct xform *t = &x[i];
+    size_t count = (size_t)3 * t->h * t->w;
+    struct fl__image_stage *st;
+    float *got, *want;
+    unsigned char *img;
+    double worst = 0;
+
+    if (!t->chw_float)
+      continue;
+    st = xform_stage(t);
+    assert_int_equal(fl__image_stage_bytes(st), count * sizeof(float));
+    pathf(rel, sizeof(rel), "images/%s", t->file);
+    img = read_src(rel, &len);
+    assert_false(xform_scaled(t, img, len));
+    got = malloc(count * sizeof(float));
+    want = malloc(count * sizeof(float));
+    assert_true(got != NULL && want != NULL);
+    assert_true(t->off + count * sizeof(float) <= blen);
+    memcpy(want, blob + t->off, count * sizeof(float));
+    xform_describe(t, what, sizeof(what));
+    if (fl__image_stage_run(st, img, len, 0, got, t->file) != 0)
+      fail_msg("%s: %s", what, fl__worker_error_text());
+    for (k = 0; k < count; k++) {
+      double d = fabs((double)got[k] - want[k]);
+
+      if (d > worst)
+        worst = d;
+      if (d > 1e-6)
+        fail_msg("%s: value %zu (channel %zu) is %.9g, not %.9g", what, k,
+                 k / (t->h * t->w), got[k], want[k]);
+    }
+    print_message("# %-52s largest difference %.3g\n", what, worst);
+    free(got);
+    free(want);
+    free(img);
+    fl__image_stage_free(st);
+    cases++;
+  }
+  assert_true(cases >= 2);
+  free(blob);
+}
+
+/*
+ * RandomResizedCrop draws from (seed, epoch, index) alone: the same
+ * images whatever the number of workers (0, 1, 3), new ones next epoch,
+ * and different crops of copies of one image.
+ */
+static void
+random_crops_follow_seed_epoch_and_index(void **state)
+{
+  enum { N = 6, H = 24, W = 24, BYTES = H * W * 3 };
+  static const unsigned workers[] = {0, 1, 3};
+  static unsigned char out[3][2][N * BYTES];
+  char dir[64], cls[PATH_MAX], name[32];
+  flt_baseline base;
+  fl_image_options io;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  size_t i, j, w;
+  int e;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  sub_make(cls, sizeof(cls), dir, "c");
+  for (i = 0; i < N; i++) {
+    pathf(name, sizeof(name), "copy%zu.jpg", i);
+    copy_src(cls, name, "images/crop/a.jpg", ALL);
+  }
+  options(&io, H, W);
+  io.crop = FL_CROP_RANDOM_RESIZED;
+  io.hflip = 0.5;
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), 0);
+  for (w = 0; w < 3; w++) {
+    fl_options_init(&opt);
+    opt.num_workers = workers[w];
+    opt.batch_size = 2;
+    opt.seed = 1234;
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    for (e = 0; e < 2; e++)
+      load_epoch(l, out[w][e], BYTES, N);
+    fl_loader_destroy(l);
+  }
+  for (w = 1; w < 3; w++)
+    for (e = 0; e < 2; e++)
+      assert_memory_equal(out[w][e], out[0][e], N * BYTES);
+  for (i = 0; i < N; i++) {
+    assert_memory_not_equal(out[0][0] + i * BYTES, out[0][1] + i * BYTES,
+                            BYTES);
+    for (j = 0; j < i; j++)
+      assert_memory_not_equal(out[0][0] + i * BYTES, out[0][0] + j * BYTES,
+                              BYTES);
+  }
+  fl_dataset_close(&ds);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
+/*
+ * A random crop of scale 1 and the image's own ratio is the whole image:
+ * with hflip 0 it is PIL's bytes, with hflip 1 every one is their mirror,
+ * with hflip 0.5 each is one of the two, and both occur.
+ */
+static void
+hflip_mirrors_whole_images_at_its_probability(void **state)
+{
+  enum { N = 16, W = 37, H = 29, BYTES = W * H * 3 };
+  static const double p[] = {0, 1, 0.5};
+  static unsigned char out[N * BYTES], mirrored[BYTES];
+  struct decoded d = {"jpeg_444.jpg", "pil", W, H};
+  char dir[64], cls[PATH_MAX], name[32];
+  unsigned char *want = decoded_pixels(&d);
+  flt_baseline base;
+  fl_image_options io;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  size_t i, k, flips;
+
+  (void)state;
+  flt_baseline_take(&base);
+  mirror(mirrored, want, W, H);
+  dir_make(dir, sizeof(dir));
+  sub_make(cls, sizeof(cls), dir, "c");
+  for (i = 0; i < N; i++) {
+    pathf(name, sizeof(name), "%02zu.jpg", i);
+    copy_src(cls, name, "images/decode/jpeg_444.jpg", ALL);
+  }
+  for (k = 0; k < 3; k++) {
+    options(&io, H, W);
+    io.crop = FL_CROP_RANDOM_RESIZED;
+    io.scale_min = io.scale_max = 1;
+    io.ratio_min = io.ratio_max = (double)W / H;
+    io.hflip = p[k];
+    assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), 0);
+    fl_options_init(&opt);
+    opt.batch_size = 4;
+    opt.num_workers = 2;
+    opt.seed = 7;
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    load_epoch(l, out, BYTES, N);
+    for (i = 0, flips = 0; i < N; i++) {
+      const unsigned char *o = out + i * BYTES;
+      int flipped = memcmp(o, mirrored, BYTES) == 0;
+
+      if (!flipped)
+        assert_same_pixels(o, want, W, H, "not flipped");
+      flips += (size_t)flipped;
+    }
+    print_message("# hflip %.1f: %zu of %d flipped\n", p[k], flips, N);
+    if (p[k] == 0)
+      assert_int_equal(flips, 0);
+    else if (p[k] == 1)
+      assert_int_equal(flips, N);
+    else
+      assert_true(flips > 0 && flips < N);
+    fl_loader_destroy(l);
+    fl_dataset_close(&ds);
+  }
+  free(want);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
+/* A bad file of a folder, and the words its batch's error must hold. */
+struct bad {
+  const char *name, *from; /* from: a committed file; NULL: made here */
+  size_t cut;              /* its first bytes only, ALL or HALF */
+  const char *why;         /* NULL: a good image */
+};
+
+static const struct bad bads[] = {
+    {"00_good.jpg", "images/decode/jpeg_444.jpg", ALL, NULL},
+    {"01_half.jpg", "images/crop/a.jpg", HALF,
+     "truncated JPEG: the data ends before the image does"},
+    {"02_half.png", "images/crop/c.png", HALF, "truncated PNG"},
+    {"03_text.jpg", NULL, 0, "not an image (neither a JPEG nor a PNG"},
+    {"04_empty.jpg", NULL, 0, "the file is empty"},
+    {"05_bmp.bmp", "images/formats/tiny.bmp", ALL,
+     "a BMP image, and forkload decodes only JPEG and PNG"},
+    {"06_gif.jpg", "images/formats/tiny.gif", ALL,
+     "a GIF image, and forkload decodes only JPEG and PNG"},
+    {"07_webp.webp", "images/formats/tiny.webp", ALL,
+     "a WebP image, and forkload decodes only JPEG and PNG"},
+    {"08_tiff.tif", "images/formats/tiny.tif", ALL, "a TIFF image"},
+    {"09_ppm.ppm", "images/formats/tiny.ppm", ALL, "a PNM"},
+    {"10_huge.jpg", NULL, 0, "60000 x 60000 pixels, more than max_pixels"},
+    {"11_good.png", "images/decode/png_interlaced.png", ALL, NULL},
+    {"12_header_only.jpg", "images/decode/jpeg_420.jpg", 200, "JPEG"},
+    {"13_signature.png", "images/decode/png_rgb.png", 12, "PNG"},
+};
+
+enum { NBAD = sizeof(bads) / sizeof(bads[0]) };
+
+/* A JPEG whose SOF says 60000 x 60000: its data is a 37 x 29 image's. */
+static unsigned char *
+huge_jpeg(size_t *n)
+{
+  unsigned char *b = read_src("images/decode/jpeg_444.jpg", n);
+  size_t at = sof_at(b, *n);
+
+  b[at] = b[at + 2] = 60000 >> 8;
+  b[at + 1] = b[at + 3] = 60000 & 0xff;
+  return b;
+}
+
+static void
+bad_files_write(const char *cls)
+{
+  char path[PATH_MAX];
+  unsigned char *b;
+  size_t i, n;
+
+  for (i = 0; i < NBAD; i++) {
+    pathf(path, sizeof(path), "%s/%s", cls, bads[i].name);
+    if (bads[i].from != NULL) {
+      copy_src(cls, bads[i].name, bads[i].from, bads[i].cut);
+    } else if (strstr(bads[i].name, "huge") != NULL) {
+      b = huge_jpeg(&n);
+      write_file(path, b, n);
+      free(b);
+    } else if (strstr(bads[i].name, "text") != NULL) {
+      write_file(path, "just some text, named like a JPEG\n", 34);
+    } else {
+      write_file(path, "", 0);
+    }
+  }
+}
+
+/*
+ * A folder of good and bad files through two workers, a file per batch:
+ * each bad one is FL_EDATASET at its own batch, not final, its error
+ * naming the file and what is wrong; the good ones before and after load.
+ */
+static void
+bad_files_are_their_batchs_error_naming_file_and_problem(void **state)
+{
+  char dir[64], cls[PATH_MAX], path[PATH_MAX];
+  flt_baseline base;
+  fl_image_options io;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  size_t i = 0;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  sub_make(cls, sizeof(cls), dir, "c");
+  bad_files_write(cls);
+  options(&io, 16, 16);
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), 0);
+  assert_int_equal(ds.len, NBAD);
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    assert_true(i < NBAD);
+    pathf(path, sizeof(path), "%s/%s", cls, bads[i].name);
+    if (bads[i].why == NULL) {
+      if (rc != 1)
+        fail_msg("%s: %s", path, fl_loader_error(l));
+      assert_int_equal(fl_batch_indices(b)[0], i);
+      fl_batch_release(b);
+    } else {
+      if (rc != FL_EDATASET)
+        fail_msg("%s: %s (%s)", path, fl_strerror(rc),
+                 rc == 1 ? "loaded" : fl_loader_error(l));
+      assert_int_equal(fl_error_is_final(rc), 0);
+      print_message("# %s\n", fl_loader_error(l));
+      if (strstr(fl_loader_error(l), path) == NULL ||
+          strstr(fl_loader_error(l), bads[i].why) == NULL)
+        fail_msg("error \"%s\" should name %s and say \"%s\"",
+                 fl_loader_error(l), path, bads[i].why);
+    }
+    i++;
+  }
+  assert_int_equal(i, NBAD);
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
+/* Refused from its header: no pixel of 3.6 gigapixels is allocated or
+   decoded, under a random crop as under the center one. */
+static void
+bomb_jpeg_is_refused_from_its_header_at_once(void **state)
+{
+  fl_image_options io;
+  struct fl__image_stage *st;
+  unsigned char out[16 * 16 * 3];
+  unsigned char *b;
+  size_t n;
+  double t0;
+  int k;
+
+  (void)state;
+  b = huge_jpeg(&n);
+  for (k = 0; k < 2; k++) {
+    options(&io, 16, 16);
+    io.crop = k ? FL_CROP_RANDOM_RESIZED : FL_CROP_CENTER;
+    st = stage_of(&io);
+    fl__worker_error_clear();
+    t0 = flt_now();
+    assert_int_equal(fl__image_stage_run(st, b, n, 1, out, "bomb.jpg"),
+                     FL_EDATASET);
+    assert_true(flt_now() - t0 < 0.5);
+    assert_non_null(strstr(fl__worker_error_text(), "bomb.jpg"));
+    assert_non_null(strstr(fl__worker_error_text(), "max_pixels"));
+    fl__image_stage_free(st);
+  }
+  free(b);
+}
+
+/* max_pixels: an image of more is refused, one of exactly that loads. */
+static void
+max_pixels_refuses_larger_images(void **state)
+{
+  static const char *const files[] = {"images/decode/jpeg_444.jpg",
+                                      "images/decode/png_rgb.png"};
+  unsigned char out[8 * 8 * 3], *b;
+  fl_image_options io;
+  struct fl__image_stage *st;
+  size_t i, n;
+
+  (void)state;
+  for (i = 0; i < 2; i++) {
+    b = read_src(files[i], &n);
+    options(&io, 8, 8);
+    io.max_pixels = 37 * 29 - 1;
+    st = stage_of(&io);
+    fl__worker_error_clear();
+    assert_int_equal(fl__image_stage_run(st, b, n, 0, out, files[i]),
+                     FL_EDATASET);
+    assert_non_null(strstr(fl__worker_error_text(), files[i]));
+    assert_non_null(strstr(fl__worker_error_text(),
+                           "37 x 29 pixels, more than max_pixels (1072)"));
+    fl__image_stage_free(st);
+    io.max_pixels = 37 * 29;
+    st = stage_of(&io);
+    assert_int_equal(fl__image_stage_run(st, b, n, 0, out, files[i]), 0);
+    fl__image_stage_free(st);
+    free(b);
+  }
+}
+
+/* A forced box outside the image is that image's error, not a read past
+   its rows. */
+static void
+forced_box_outside_the_image_is_refused(void **state)
+{
+  unsigned char out[8 * 8 * 3], *b;
+  fl_image_options io;
+  struct fl__image_stage *st;
+  size_t n;
+
+  (void)state;
+  b = read_src("images/decode/png_rgb.png", &n);
+  options(&io, 8, 8);
+  st = stage_of(&io);
+  fl__image_stage_force(st, 20, 30, 10, 7, 0); /* last row 29: outside */
+  assert_int_equal(fl__image_stage_run(st, b, n, 0, out, "p.png"),
+                   FL_EDATASET);
+  assert_non_null(strstr(fl__worker_error_text(), "outside the image"));
+  fl__image_stage_force(st, 19, 30, 10, 7, 0); /* the corner: inside */
+  assert_int_equal(fl__image_stage_run(st, b, n, 0, out, "p.png"), 0);
+  fl__image_stage_free(st);
+  free(b);
+}
+
+/* A 262144 x 1 image under Resize(16384) would be 2^32 pixels long: its
+   batch's error, where the float's conversion used to overflow into a
+   wrong crop.  A random crop of it loads. */
+static void
+resize_past_2_31_pixels_is_refused(void **state)
+{
+  unsigned char out[8 * 8 * 3], *b;
+  fl_image_options io;
+  struct fl__image_stage *st;
+  size_t n;
+
+  (void)state;
+  b = read_src("images/formats/wide.png", &n);
+  options(&io, 8, 8);
+  io.resize = 16384;
+  st = stage_of(&io);
+  fl__worker_error_clear();
+  assert_int_equal(fl__image_stage_run(st, b, n, 0, out, "wide.png"),
+                   FL_EDATASET);
+  assert_non_null(strstr(fl__worker_error_text(), "wide.png"));
+  assert_non_null(strstr(fl__worker_error_text(), "2^31"));
+  fl__image_stage_free(st);
+  io.crop = FL_CROP_RANDOM_RESIZED;
+  st = stage_of(&io);
+  assert_int_equal(fl__image_stage_run(st, b, n, 0, out, "wide.png"), 0);
+  fl__image_stage_free(st);
+  free(b);
+}
+
+/* The error of the last dataset call says all of these. */
+static void
+assert_error(const char *a, const char *b)
+{
+  const char *e = fl_loader_error(NULL);
+
+  assert_non_null(e);
+  if (strstr(e, a) == NULL || (b != NULL && strstr(e, b) == NULL))
+    fail_msg("error \"%s\" should say \"%s\" and \"%s\"", e, a,
+             b ? b : "");
+}
+
+static void
+folder_refuses_missing_file_empty_and_classless_roots(void **state)
+{
+  char dir[64], path[PATH_MAX], cls[PATH_MAX];
+  flt_baseline base;
+  fl_image_options io;
+  fl_dataset ds;
+
+  (void)state;
+  flt_baseline_take(&base);
+  options(&io, 8, 8);
+  assert_int_equal(fl_dataset_image_folder(&ds, NULL, &io), FL_EINVAL);
+  assert_error("fl_dataset_image_folder", "root is NULL");
+  dir_make(dir, sizeof(dir));
+  pathf(path, sizeof(path), "%s/absent", dir);
+  assert_int_equal(fl_dataset_image_folder(&ds, path, &io), FL_EINVAL);
+  assert_error(path, strerror(ENOENT));
+  assert_null(ds.ctx);
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), FL_EINVAL);
+  assert_error(dir, "no class folder");
+  /* Only files, images among them: still no class. */
+  copy_src(dir, "a.jpg", "images/decode/jpeg_444.jpg", ALL);
+  write_file(path, "x", 1);
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), FL_EINVAL);
+  assert_error(dir, "no class folder");
+  /* A file as the root. */
+  assert_int_equal(fl_dataset_image_folder(&ds, path, &io), FL_EINVAL);
+  assert_error(path, "not a folder");
+  /* Classes without images are all named, the good one is not. */
+  sub_make(cls, sizeof(cls), dir, "good");
+  copy_src(cls, "a.jpg", "images/decode/jpeg_444.jpg", ALL);
+  sub_make(cls, sizeof(cls), dir, "notes_only");
+  write_file(strcat(cls, "/readme.txt"), "x", 1);
+  sub_make(cls, sizeof(cls), dir, "vacant");
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), FL_EINVAL);
+  assert_error("no image (.jpg", "class folders notes_only, vacant");
+  assert_null(strstr(fl_loader_error(NULL), "good"));
+  assert_null(ds.ctx);
+  /* One of them gets an image, deep down: the other is named alone. */
+  sub_make(cls, sizeof(cls), dir, "vacant/deep");
+  copy_src(cls, "b.png", "images/decode/png_rgb.png", ALL);
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), FL_EINVAL);
+  assert_error("the class folder notes_only", NULL);
+  pathf(cls, sizeof(cls), "%s/notes_only/readme.txt", dir);
+  assert_int_equal(unlink(cls), 0);
+  pathf(cls, sizeof(cls), "%s/notes_only", dir);
+  assert_int_equal(rmdir(cls), 0);
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), 0);
+  assert_int_equal(ds.len, 2);
+  assert_string_equal(fl_image_folder_class(&ds, 1), "vacant");
+  fl_dataset_close(&ds);
+  assert_int_equal(fl_dataset_image_folder(NULL, dir, &io), FL_EINVAL);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
+static void
+bad_options_are_einval_saying_which(void **state)
+{
+  static const struct {
+    const char *field, *why;
+  } cases[] = {
+      {"height", "height and width must be 1 to 16384"},
+      {"width", "height and width must be 1 to 16384"},
+      {"big", "height and width must be 1 to 16384"},
+      {"crop", "crop must be FL_CROP_CENTER or FL_CROP_RANDOM_RESIZED"},
+      {"resize", "resize must be at most 16384"},
+      {"scale", "0 < scale_min <= scale_max"},
+      {"scale0", "0 < scale_min <= scale_max"},
+      {"ratio", "0 < ratio_min <= ratio_max"},
+      {"hflip", "hflip is a probability"},
+      {"hflipnan", "hflip is a probability"},
+      {"chw", "chw_float must be 0 or 1"},
+      {"std", "std non-zero"},
+      {"mean", "mean and std must be finite"},
+      {"max_pixels", "max_pixels must be at least 1"},
+  };
+  char root[PATH_MAX];
+  fl_image_options io;
+  fl_dataset ds;
+  size_t i;
+
+  (void)state;
+  src_path(root, sizeof(root), "images/tree");
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *f = cases[i].field;
+
+    options(&io, 8, 8);
+    if (strcmp(f, "height") == 0)
+      io.height = 0;
+    else if (strcmp(f, "width") == 0)
+      io.width = 0;
+    else if (strcmp(f, "big") == 0)
+      io.width = 16385;
+    else if (strcmp(f, "crop") == 0)
+      io.crop = (fl_crop)7;
+    else if (strcmp(f, "resize") == 0)
+      io.resize = 16385;
+    else if (strcmp(f, "scale") == 0)
+      io.scale_min = 1.5; /* more than scale_max */
+    else if (strcmp(f, "scale0") == 0)
+      io.scale_min = 0;
+    else if (strcmp(f, "ratio") == 0)
+      io.ratio_min = -1;
+    else if (strcmp(f, "hflip") == 0)
+      io.hflip = 2;
+    else if (strcmp(f, "hflipnan") == 0)
+      io.hflip = NAN;
+    else if (strcmp(f, "chw") == 0)
+      io.chw_float = 2;
+    else if (strcmp(f, "std") == 0)
+      io.std[1] = 0;
+    else if (strcmp(f, "mean") == 0)
+      io.mean[2] = INFINITY;
+    else
+      io.max_pixels = 0;
+    ds.ctx = &ds;
+    assert_int_equal(fl_dataset_image_folder(&ds, root, &io), FL_EINVAL);
+    print_message("# %-10s %s\n", f, fl_loader_error(NULL));
+    assert_error("fl_dataset_image_folder: fl_image_options: ",
+                 cases[i].why);
+    assert_null(ds.ctx);
+  }
+  assert_int_equal(fl_dataset_image_folder(&ds, root, NULL), FL_EINVAL);
+  assert_error("fl_dataset_image_folder", "io is NULL");
+}
+
+/* Closing frees all (AddressSanitizer's leak check says so in CI); the
+   folder's accessors answer NULL for any other dataset. */
+static void
+close_frees_and_accessors_refuse_other_datasets(void **state)
+{
+  static const char dict[] =
+      "{'descr': '|u1', 'fortran_order': False, 'shape': (4,), }";
+  char dir[64], path[PATH_MAX], root[PATH_MAX];
+  unsigned char data[128 + 4];
+  flt_baseline base;
+  fl_image_options io;
+  fl_dataset ds, npy;
+  int64_t label = -5;
+
+  (void)state;
+  flt_baseline_take(&base);
+  src_path(root, sizeof(root), "images/tree");
+  options(&io, 8, 8);
+  assert_int_equal(fl_dataset_image_folder(&ds, root, &io), 0);
+  /* An NPY array of 4 uint8 samples, as numpy writes it: the header
+     padded with blanks to 128 bytes, ending in a newline. */
+  dir_make(dir, sizeof(dir));
+  pathf(path, sizeof(path), "%s/a.npy", dir);
+  memset(data, ' ', 128);
+  memcpy(data, "\x93NUMPY\1\0\x76\0", 10); /* 118 bytes follow */
+  memcpy(data + 10, dict, strlen(dict));
+  data[127] = '\n';
+  memset(data + 128, 9, 4);
+  write_file(path, data, sizeof(data));
+  if (fl_dataset_npy_array(&npy, path) != 0)
+    fail_msg("%s", fl_loader_error(NULL));
+  assert_null(fl_image_folder_sample(&npy, 0, &label));
+  assert_int_equal(label, -5);
+  assert_null(fl_image_folder_class(&npy, 0));
+  assert_null(fl_image_folder_sample(NULL, 0, NULL));
+  assert_null(fl_image_folder_class(NULL, 0));
+  fl_dataset_close(&npy);
+  fl_dataset_close(&ds);
+  assert_null(ds.ctx);
+  assert_null(fl_image_folder_sample(&ds, 0, NULL));
+  fl_dataset_close(&ds);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
+/* Without a decoder: FL_ENOTSUP naming what to install, then a skip. */
+static void
+without_decoders(void)
+{
+  char root[PATH_MAX];
+  fl_image_options io;
+  fl_dataset ds;
+  const char *e;
+  int rc;
+
+  src_path(root, sizeof(root), "images/tree");
+  options(&io, 8, 8);
+  rc = fl_dataset_image_folder(&ds, root, &io);
+  e = fl_loader_error(NULL);
+  if (rc != FL_ENOTSUP || e == NULL || strstr(e, "built without") == NULL ||
+      (strstr(e, "libjpeg") == NULL && strstr(e, "libspng") == NULL)) {
+    printf("1..1\nnot ok 1 - without a decoder: %s, \"%s\"\n",
+           fl_err_name(rc), e ? e : "");
+    exit(1);
+  }
+  flt_skip_all("this forkload has no image decoders (%s)", e);
+}
+
+/* Every case removes, at its end, the folder it made. */
+#define CASE(f) cmocka_unit_test_teardown(f, teardown)
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      CASE(folder_order_and_labels_are_image_folders),
+      CASE(folder_through_workers_gives_labels_and_refuses_other_formats),
+      CASE(folder_symlink_cycle_is_walked_once),
+      CASE(decoded_through_two_workers_are_pils_bytes),
+      CASE(every_decode_fixture_is_pils_bytes),
+      CASE(transforms_are_torchvisions_pixels),
+      CASE(float_chw_is_torchvisions_normalized_tensor),
+      CASE(random_crops_follow_seed_epoch_and_index),
+      CASE(hflip_mirrors_whole_images_at_its_probability),
+      CASE(bad_files_are_their_batchs_error_naming_file_and_problem),
+      CASE(bomb_jpeg_is_refused_from_its_header_at_once),
+      CASE(max_pixels_refuses_larger_images),
+      CASE(forced_box_outside_the_image_is_refused),
+      CASE(resize_past_2_31_pixels_is_refused),
+      CASE(folder_refuses_missing_file_empty_and_classless_roots),
+      CASE(bad_options_are_einval_saying_which),
+      CASE(close_frees_and_accessors_refuse_other_datasets),
+  };
+
+  if (!DECODERS)
+    without_decoders();
+  flt_warm_up();
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
