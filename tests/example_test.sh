@@ -6,8 +6,11 @@
 #      promises;
 #   4  examples/train_min exits 0, prints one loss line per epoch, and the
 #      last loss is lower than the first;
-#   5  the C program in README.md compiles, links and exits 0.
-# Cases 3 to 5 are skipped while the library or train_min is not built.
+#   5  the first C program in README.md compiles, links and exits 0;
+#   6  its second, of "A folder of images", compiles and trains on a
+#      folder that `forkload gen images` writes.
+# Cases 3 to 6 are skipped while the library or train_min is not built,
+# and case 6 where the build lacks the image decoders.
 # CC, CFLAGS and LDFLAGS come from make check, so that a sanitizer build
 # links its instrumented library with the same flags.
 
@@ -33,7 +36,7 @@ limited() {
   fi
 }
 
-echo "1..5"
+echo "1..6"
 
 # Case 1: write each literal block of EXAMPLES to $tmp/block.N, with the
 # roff escapes undone (\& dropped, \- to -, \e to a backslash).
@@ -130,9 +133,12 @@ else
   fi
 fi
 
-# Case 5: the README's program is real code.
+# Cases 5 and 6: the README's programs are real code, the Nth C block in
+# readme-N.c.
 readme=$top_srcdir/README.md
-awk '/^```c$/ { f = 1; next } /^```$/ { f = 0 } f' "$readme" >"$tmp/readme.c"
+awk '/^```c$/ { n++; f = 1; next } /^```$/ { f = 0 }
+     f { print > (dir "/readme-" n ".c") }' dir="$tmp" "$readme"
+cp "$tmp/readme-1.c" "$tmp/readme.c" 2>/dev/null || : >"$tmp/readme.c"
 if [ ! -f "$lib" ]; then
   skip "the README's program compiles and runs" "$lib is not built"
 elif [ -s "$tmp/readme.c" ] &&
@@ -145,6 +151,27 @@ elif [ -s "$tmp/readme.c" ] &&
 else
   not_ok "the README's program compiles and runs"
   diag "$(cat "$tmp/readme.out")"
+fi
+
+# Case 6: the image program, in a directory holding the folder "train".
+images=$(grep -c '^#define HAVE_\(LIBJPEG\|SPNG\) 1' "$top_builddir/config.h")
+name="the README's image program trains on a folder gen images wrote"
+if [ ! -f "$lib" ] || [ ! -x "$top_builddir/examples/forkload" ]; then
+  skip "$name" "$lib or examples/forkload is not built"
+elif [ "$images" != 2 ]; then
+  skip "$name" "this build lacks libjpeg-turbo or libspng"
+elif [ -s "$tmp/readme-2.c" ] &&
+  $CC $CFLAGS $LDFLAGS -std=gnu11 -Wall -Wextra -Werror \
+    -I"$top_srcdir/lib" -I"$top_builddir/lib" -o "$tmp/readme2" \
+    "$tmp/readme-2.c" "$lib" $(pkg-config --libs libuv libjpeg spng) \
+    -lrt -lpthread -lm >"$tmp/readme2.out" 2>&1 &&
+  "$top_builddir/examples/forkload" gen images "$tmp/train" --samples 40 \
+    --classes 4 >>"$tmp/readme2.out" 2>&1 &&
+  (cd "$tmp" && limited ./readme2) >>"$tmp/readme2.out" 2>&1; then
+  ok "$name"
+else
+  not_ok "$name"
+  diag "$(cat "$tmp/readme2.out")"
 fi
 
 exit $failed
