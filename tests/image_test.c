@@ -335,20 +335,38 @@ struct decoded {
   unsigned w, h;
 };
 
+/* A golden file of the source tree, open for reading. */
+static FILE *
+golden_open(const char *rel)
+{
+  char path[PATH_MAX];
+  FILE *f;
+
+  src_path(path, sizeof(path), rel);
+  if ((f = fopen(path, "r")) == NULL)
+    fail_msg("cannot open %s", path);
+  return f;
+}
+
+/* Its next line that is not a comment, into line; 0 at its end. */
+static int
+golden_line(FILE *f, char *line, int len)
+{
+  while (fgets(line, len, f) != NULL)
+    if (line[0] != '#')
+      return 1;
+  return 0;
+}
+
 /* tests/golden/image_decode.txt; returns how many. */
 static size_t
 decoded_list(struct decoded *d, size_t cap)
 {
-  char path[PATH_MAX], line[256];
+  FILE *f = golden_open("golden/image_decode.txt");
+  char line[256];
   size_t n = 0;
-  FILE *f;
 
-  src_path(path, sizeof(path), "golden/image_decode.txt");
-  if ((f = fopen(path, "r")) == NULL)
-    fail_msg("cannot open %s", path);
-  while (fgets(line, sizeof(line), f) != NULL) {
-    if (line[0] == '#')
-      continue;
+  while (golden_line(f, line, sizeof(line))) {
     assert_true(n < cap);
     assert_int_equal(sscanf(line, "%63s %u %u %15s", d[n].name, &d[n].w,
                             &d[n].h, d[n].source),
@@ -385,18 +403,13 @@ struct xform {
 static size_t
 xform_list(struct xform *x, size_t cap)
 {
-  char path[PATH_MAX], line[256];
+  FILE *f = golden_open("golden/image_transforms.txt");
+  char line[256];
   size_t n = 0;
-  FILE *f;
 
-  src_path(path, sizeof(path), "golden/image_transforms.txt");
-  if ((f = fopen(path, "r")) == NULL)
-    fail_msg("cannot open %s", path);
-  while (fgets(line, sizeof(line), f) != NULL) {
+  while (golden_line(f, line, sizeof(line))) {
     struct xform *t = &x[n];
 
-    if (line[0] == '#')
-      continue;
     assert_true(n < cap);
     memset(t, 0, sizeof(*t));
     if (strncmp(line, "crop ", 5) == 0) {
