@@ -424,6 +424,19 @@ FL_EXTERN const char *fl_image_folder_sample(const fl_dataset *ds,
                                              size_t index, int64_t *label);
 FL_EXTERN const char *fl_image_folder_class(const fl_dataset *ds,
                                             size_t label);
+/* The image stage over any dataset whose field `field` holds encoded
+   images (JPEG or PNG bytes; a dataset of one field: field 0): out has
+   in's fields, that one decoded and transformed as io says.  in must stay
+   open while out is; close out first. */
+FL_EXTERN int fl_dataset_decode_images_sized(fl_dataset *out, size_t size,
+                                             const fl_dataset *in,
+                                             size_t in_size, size_t field,
+                                             const fl_image_options *io,
+                                             size_t io_size);
+#define fl_dataset_decode_images(out, in, field, io)                         \
+  fl_dataset_decode_images_sized((out), sizeof(fl_dataset), (in),            \
+                                 sizeof(fl_dataset), (field), (io),          \
+                                 sizeof(fl_image_options))
 
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a

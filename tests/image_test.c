@@ -1207,6 +1207,104 @@ max_pixels_refuses_larger_images(void **state)
   }
 }
 
+static void assert_error(const char *a, const char *b);
+
+/* A dataset of encoded images, as a database or a tar would give them:
+   field 0 a file's bytes, field 1 its number; sample 2 is not an image. */
+#define ENCODED_MAX 65536
+static const char *const encoded_files[] = {
+    "images/crop/a.jpg", "images/crop/c.png", NULL, "images/crop/b.jpg"};
+
+static int
+encoded_get_fields(void *ctx, size_t index, void *const *dst, size_t *nbytes)
+{
+  unsigned char *b;
+  int64_t k = (int64_t)index;
+  size_t n;
+
+  (void)ctx;
+  if (encoded_files[index] == NULL) {
+    memcpy(dst[0], "not an image", 12);
+    nbytes[0] = 12;
+  } else {
+    b = read_src(encoded_files[index], &n);
+    assert_true(n <= nbytes[0]);
+    memcpy(dst[0], b, n);
+    nbytes[0] = n;
+    free(b);
+  }
+  memcpy(dst[1], &k, sizeof(k));
+  nbytes[1] = sizeof(k);
+  return 0;
+}
+
+/* fl_dataset_decode_images over it: each image as the stage makes it from
+   the file, through two workers, the other field as it was, the bad
+   sample its batch's error naming it; and its arguments checked. */
+static void
+decode_images_composes_with_any_dataset_of_encoded_images(void **state)
+{
+  static const size_t in_bytes[2] = {ENCODED_MAX, sizeof(int64_t)};
+  fl_dataset in = {.len = 4, .nfields = 2, .field_bytes = in_bytes,
+                   .get_fields = encoded_get_fields}, ds, none = {.len = 1};
+  unsigned char want[24 * 32 * 3], *b;
+  const unsigned char *got;
+  struct fl__image_stage *st;
+  fl_image_options io;
+  flt_baseline base;
+  fl_options opt;
+  fl_loader *l;
+  fl_batch *bt;
+  size_t n, seen = 0;
+  int64_t k;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  options(&io, 24, 32);
+  io.resize = 40;
+  assert_int_equal(fl_dataset_decode_images(&ds, &in, 0, &io), 0);
+  assert_int_equal(ds.nfields, 2);
+  assert_int_equal(ds.field_bytes[0], sizeof(want));
+  assert_int_equal(ds.field_bytes[1], sizeof(int64_t));
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  st = stage_of(&io);
+  while ((rc = fl_loader_next(l, &bt)) != 0) {
+    if (seen == 2) { /* batch_size 1: the bad sample's batch */
+      assert_int_equal(rc, FL_EDATASET);
+      assert_non_null(strstr(fl_loader_error(l), "sample 2, field 0"));
+      assert_non_null(strstr(fl_loader_error(l), "not an image"));
+      seen++;
+      continue;
+    }
+    assert_int_equal(rc, 1);
+    b = read_src(encoded_files[seen], &n);
+    assert_int_equal(fl__image_stage_run(st, b, n, 0, want, "want"), 0);
+    free(b);
+    got = fl_batch_field(bt, 0);
+    assert_memory_equal(got, want, sizeof(want));
+    memcpy(&k, fl_batch_field(bt, 1), sizeof(k));
+    assert_int_equal(k, (int64_t)seen);
+    assert_int_equal(fl_batch_sizes(bt)[0], sizeof(want));
+    fl_batch_release(bt);
+    seen++;
+  }
+  assert_int_equal(seen, 4);
+  fl__image_stage_free(st);
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  assert_int_equal(fl_dataset_decode_images(&ds, &in, 2, &io), FL_EINVAL);
+  assert_error("field 2, and in has 2", NULL);
+  assert_int_equal(fl_dataset_decode_images(&ds, &none, 0, &io), FL_EINVAL);
+  assert_error("in has no get", NULL);
+  assert_int_equal(fl_dataset_decode_images(&ds, NULL, 0, &io), FL_EINVAL);
+  assert_null(ds.ctx);
+  flt_assert_clean(&base);
+}
+
 /* A forced box outside the image is that image's error, not a read past
    its rows. */
 static void
@@ -1488,6 +1586,7 @@ main(void)
       CASE(max_pixels_refuses_larger_images),
       CASE(forced_box_outside_the_image_is_refused),
       CASE(resize_past_2_31_pixels_is_refused),
+      CASE(decode_images_composes_with_any_dataset_of_encoded_images),
       CASE(folder_refuses_missing_file_empty_and_classless_roots),
       CASE(bad_options_are_einval_saying_which),
       CASE(close_frees_and_accessors_refuse_other_datasets),
