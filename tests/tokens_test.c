@@ -252,13 +252,14 @@ refused(const char *const *paths, size_t n, size_t seq_len, int code,
   fl_dataset ds;
   const char *msg;
 
-  memset(&ds, 0, sizeof(ds));
+  memset(&ds, 0xa5, sizeof(ds)); /* zeroed on failure */
   assert_int_equal(fl_dataset_tokens(&ds, paths, n, seq_len), code);
   msg = fl_loader_error(NULL);
   assert_non_null(msg);
   if (strstr(msg, name) == NULL || strstr(msg, why) == NULL)
     fail_msg("expected '%s' and '%s' in: %s", name, why, msg);
   assert_null(ds.ctx);
+  assert_int_equal(ds.len, 0);
 }
 
 static void
