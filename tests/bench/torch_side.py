@@ -8,16 +8,17 @@ WORKLOAD is one of overhead, bandwidth, tutorial (CONFIG w0, w4, w4p or
 w4b), hol (CONFIG in or out), startup, npydir (CONFIG: a directory of .npy
 files, one sample each, read with np.load in every worker: the seed's case),
 resume (CONFIG: that directory; --position N: the batch to resume at,
-reached by restarting and skipping) and images (CONFIG: a folder of JPEGs in
+reached by restarting and skipping), images (CONFIG: a folder of JPEGs in
 ImageFolder's layout, written by the C side; --transform train or eval:
 torchvision's ImageNet transforms) and tokens (CONFIG: a directory of
 llm.c token shards, shard_*.bin, read the usual way: a numpy memmap of
-each, windows of 1025 tokens sliced and converted to int64 tensors).  Each workload mirrors the C side
-exactly: same sample count and size, batch size, workers, prefetch factor,
-persistence and per-sample delay.  The consumer reads the first value of
-every sample into a checksum, which is checked against its known value so
-that neither side can win by not touching the data (images: the labels'
-sum, the pixels being random).
+each, windows of 1025 tokens sliced and converted to int64 tensors).
+Each workload mirrors the C side exactly: same sample count and size,
+batch size, workers, prefetch factor, persistence and per-sample delay.
+The consumer reads the first value of every sample into a checksum, which
+is checked against its known value so that neither side can win by not
+touching the data (images: the labels' sum, the pixels being random;
+tokens: each window's first input and last target).
 
 The result is exactly one line of JSON on stdout; exit status 0.  On any
 failure a message goes to stderr and the exit status is 1.  --smoke shrinks
