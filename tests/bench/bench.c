@@ -1365,9 +1365,10 @@ main(int argc, char **argv)
            "3 x 224 x 224\n", wanted("bandwidth") || wanted("tutorial")
            ? "" : "\n", im.n, (double)im.bytes / im.n / 1e3, IMG_CLASSES);
   if (tk.windows > 0)
-    printf("tokens: %d shards, %zu windows of %d + 1 tokens (%.1fM tokens); "
-           "shuffled, 2 workers, batch 8, int32 inputs and targets (PyTorch:"
-           " int64)\n", TOK_SHARDS, tk.windows, TOK_T,
+    printf("%stokens: %d shards, %zu windows of %d + 1 tokens (%.1fM "
+           "tokens); shuffled, 2 workers, batch 8, int32 inputs and targets "
+           "(PyTorch: int64)\n", wanted("bandwidth") || wanted("tutorial") ||
+           im.n > 0 ? "" : "\n", TOK_SHARDS, tk.windows, TOK_T,
            (double)tk.windows * TOK_T / 1e6);
   return 0;
 }
