@@ -214,8 +214,9 @@ fl_dataset_tokens_sized(fl_dataset *out, size_t size,
     if (paths[f] == NULL)
       return fl__error_set(FL_EINVAL, "fl_dataset_tokens: paths[%zu] is "
                            "NULL", f);
-  /* A shard holds fewer than 2^31 tokens: a longer window fits none. */
-  if (seq_len == 0 || seq_len > INT32_MAX)
+  /* A shard holds fewer than 2^31 tokens: a longer window fits none;
+     and a sample's 8 x seq_len bytes must fit in a size_t. */
+  if (seq_len == 0 || seq_len > INT32_MAX || seq_len > SIZE_MAX / 8)
     return fl__error_set(FL_EINVAL, "%s: seq_len %zu: a window holds 1 "
                          "to %d tokens and the one after", paths[0],
                          seq_len, INT32_MAX);
