@@ -98,6 +98,9 @@ size_t synth_nfields(const struct synth *s);
 size_t synth_field_bytes(const struct synth *s, size_t f);
 /* Writes field f of sample index to dst. */
 void synth_fill(const struct synth *s, size_t index, size_t f, void *dst);
+/* Token g of the stream that `gen tokens` cuts into shards (GPT-2's
+   vocabulary, below 50257), keyed by the seed. */
+uint16_t synth_token(uint64_t seed, uint64_t g);
 /* "1024 bytes", or "21 bytes in 3 fields of 12,8,1", in buf. */
 const char *synth_sizes(const struct synth *s, char *buf, size_t len);
 void synth_worker_init(unsigned id, void *arg);
@@ -122,6 +125,8 @@ struct ref_epoch {
 struct verify {
   const struct synth *data;
   const fl_dataset *images; /* --dataset images: labels checked instead */
+  size_t tokens_seq;        /* --dataset tokens: its seq_len, windows
+                               checked instead; 0 otherwise */
   struct synth_span span;
   fl_options opt;       /* the order's options, without workers */
   const void *state;    /* --resume's state, until its epoch begins */
@@ -194,7 +199,8 @@ enum ds_kind {
   DS_NPY,
   DS_RAW,
   DS_NPY_ZIP,
-  DS_IMAGES
+  DS_IMAGES,
+  DS_TOKENS
 };
 
 struct dataset_spec {
@@ -202,8 +208,9 @@ struct dataset_spec {
   const char *spec; /* as given */
   char *path;       /* npy-zip: its paths, each ended by a '\0' */
   size_t record_bytes, header_bytes; /* raw only */
-  const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip only: in path */
+  const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip, tokens: in path */
   size_t npaths;
+  size_t seq_len; /* tokens only */
   const fl_image_options *io; /* images only: the --image-* flags */
 };
 

@@ -17,6 +17,7 @@ static const char *const kind_names[] = {
   [DS_RAW] = "raw",
   [DS_NPY_ZIP] = "npy-zip",
   [DS_IMAGES] = "images",
+  [DS_TOKENS] = "tokens",
 };
 
 #define NKINDS (sizeof kind_names / sizeof kind_names[0])
@@ -78,6 +79,19 @@ parse_raw(const char *s, struct dataset_spec *out)
   return out->record_bytes > 0 ? (size_t)(end - s) : 0;
 }
 
+/* tokens:PATH[,PATH...]:SEQ_LEN, from after "tokens:": the length of
+   the paths, or 0 when s is not of that form. */
+static size_t
+parse_tokens(const char *s, struct dataset_spec *out)
+{
+  const char *last = strrchr(s, ':');
+
+  if (last == NULL || !field_number(last + 1, &out->seq_len) ||
+      out->seq_len == 0)
+    return 0;
+  return (size_t)(last - s);
+}
+
 size_t
 dataset_split(char *list, const char **paths)
 {
@@ -106,13 +120,16 @@ dataset_parse(const char *spec, struct dataset_spec *out)
   *out = (struct dataset_spec){.kind = DS_SYNTHETIC};
   if (kind >= 0) {
     rest = colon + 1;
-    len = kind == DS_RAW ? parse_raw(rest, out) : strlen(rest);
+    len = kind == DS_RAW      ? parse_raw(rest, out)
+          : kind == DS_TOKENS ? parse_tokens(rest, out)
+                              : strlen(rest);
   }
   if (len == 0) {
     cli_error("--dataset: expected npy-dir:PATH, npy:PATH, "
               "npy-zip:PATH[,PATH...], "
-              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0) or "
-              "images:DIR, got '%s'", spec);
+              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0), "
+              "images:DIR or tokens:PATH[,PATH...]:SEQ_LEN (SEQ_LEN > 0), "
+              "got '%s'", spec);
     return -1;
   }
   out->path = strndup(rest, len);
@@ -120,10 +137,11 @@ dataset_parse(const char *spec, struct dataset_spec *out)
     cli_error("--dataset: %s", fl_strerror(FL_ENOMEM));
     return -1;
   }
-  if (kind == DS_NPY_ZIP &&
+  if ((kind == DS_NPY_ZIP || kind == DS_TOKENS) &&
       (out->npaths = dataset_split(out->path, out->paths)) == 0) {
-    cli_error("--dataset: npy-zip takes 1 to %d paths separated by commas, "
-              "none of them empty, got '%s'", SYNTH_MAX_FIELDS, spec);
+    cli_error("--dataset: %s takes 1 to %d paths separated by commas, "
+              "none of them empty, got '%s'", kind_names[kind],
+              SYNTH_MAX_FIELDS, spec);
     dataset_spec_free(out);
     return -1;
   }
@@ -153,6 +171,9 @@ dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
     break;
   case DS_IMAGES:
     rc = fl_dataset_image_folder(ds, spec->path, spec->io);
+    break;
+  case DS_TOKENS:
+    rc = fl_dataset_tokens(ds, spec->paths, spec->npaths, spec->seq_len);
     break;
   default:
     rc = FL_EINVAL;

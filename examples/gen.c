@@ -1,7 +1,8 @@
 /*
  * `forkload gen`: writes the synthetic dataset of `forkload run` to files
  * that the library's built-in datasets read (a directory of .npy files,
- * one .npy array, raw records, or one .npy array per field), so that
+ * one .npy array, raw records, or one .npy array per field), or llm.c
+ * token shards of a stream keyed by the seed, so that
  * `run --dataset ... --verify` can check every byte the library reads
  * back against its index.
  */
@@ -22,13 +23,15 @@
 struct gen_args {
   enum ds_kind kind;
   const char *path;
-  char *list;                          /* npy-zip: a copy of path, cut */
-  const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip: in list, one a field */
+  char *list;                          /* npy-zip, tokens: path, cut */
+  const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip: in list, one a field;
+                                          tokens: one a shard */
   size_t npaths;
   struct synth data;
   size_t header_bytes;
   int header_set, force;
   unsigned classes; /* images: class folders */
+  size_t seq_len;   /* tokens: the windows' */
 };
 
 /* What is written: the files' header, and which samples follow it, of
@@ -48,7 +51,8 @@ enum {
   OPT_GEN_SEED,
   OPT_HEADER_BYTES,
   OPT_FORCE,
-  OPT_CLASSES
+  OPT_CLASSES,
+  OPT_SEQ_LEN
 };
 
 /* gen takes none of the loader's options: it makes no loader. */
@@ -60,6 +64,8 @@ static const char help[] =
   "per size of --sample-bytes), which run --dataset reads and --verify\n"
   "checks.  images writes a folder of JPEGs for --dataset images:\n"
   "(PATH/class000/00000000.jpg, ...), sample i in class i %% K.\n"
+  "tokens writes llm.c token shards, one per PATH, of N windows of\n"
+  "T + 1 tokens in all (--dataset tokens:PATH,...:T).\n"
   "\n"
   "gen:\n"
   "  --samples N           samples to write (required)\n"
@@ -70,7 +76,8 @@ static const char help[] =
   "  --seed S              seed of the content (0)\n"
   "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
   "  --force               write over files, into a non-empty directory\n"
-  "  --classes K           images: class folders, at most N (10)\n";
+  "  --classes K           images: class folders, at most N (10)\n"
+  "  --seq-len T           tokens: the windows' length (required)\n";
 
 static const struct option options[] = {
   {"samples", required_argument, NULL, OPT_GEN_SAMPLES},
@@ -79,6 +86,7 @@ static const struct option options[] = {
   {"header-bytes", required_argument, NULL, OPT_HEADER_BYTES},
   {"force", no_argument, NULL, OPT_FORCE},
   {"classes", required_argument, NULL, OPT_CLASSES},
+  {"seq-len", required_argument, NULL, OPT_SEQ_LEN},
   {NULL, 0, NULL, 0}
 };
 
@@ -114,16 +122,22 @@ gen_option(int c, const char *arg, void *ctx)
     rc = cli_uint(c, arg, 1, 1000, &v);
     a->classes = (unsigned)v;
     break;
+  case OPT_SEQ_LEN:
+    /* A shard counts its tokens in an int32. */
+    rc = cli_uint(c, arg, 1, INT32_MAX - 1, &v);
+    a->seq_len = v;
+    break;
   }
   return rc;
 }
 
-/* npy-zip: the paths, one a field of --sample-bytes, each named once
-   (a path named twice would hold only the last field written). */
+/* npy-zip and tokens: the paths, each named once (a path named twice
+   would hold only the last field, or shard, written). */
 static int
-check_zip(struct gen_args *a)
+split_paths(struct gen_args *a)
 {
-  size_t f, g, nf = synth_nfields(&a->data);
+  const char *kind = dataset_kind_name(a->kind);
+  size_t f, g;
 
   if ((a->list = strdup(a->path)) == NULL) {
     cli_error("gen: %s", fl_strerror(FL_ENOMEM));
@@ -131,23 +145,65 @@ check_zip(struct gen_args *a)
   }
   a->npaths = dataset_split(a->list, a->paths);
   if (a->npaths == 0) {
-    cli_error("gen: npy-zip takes 1 to %d paths separated by commas, none "
-              "of them empty, got '%s'", SYNTH_MAX_FIELDS, a->path);
+    cli_error("gen: %s takes 1 to %d paths separated by commas, none "
+              "of them empty, got '%s'", kind, SYNTH_MAX_FIELDS, a->path);
     return -1;
   }
+  for (f = 1; f < a->npaths; f++)
+    for (g = 0; g < f; g++)
+      if (strcmp(a->paths[f], a->paths[g]) == 0) {
+        cli_error("gen: %s: %s is named twice: one file is written per %s",
+                  kind, a->paths[f], a->kind == DS_TOKENS ? "shard"
+                                                          : "field");
+        return -1;
+      }
+  return 0;
+}
+
+/* npy-zip: a path per field of --sample-bytes. */
+static int
+check_zip(struct gen_args *a)
+{
+  size_t nf = synth_nfields(&a->data);
+
+  if (split_paths(a) < 0)
+    return -1;
   if (a->npaths != nf) {
     cli_error("gen: npy-zip: %zu path(s) for %zu size(s) in "
               "--sample-bytes: one .npy is written per field", a->npaths,
               nf);
     return -1;
   }
-  for (f = 1; f < a->npaths; f++)
-    for (g = 0; g < f; g++)
-      if (strcmp(a->paths[f], a->paths[g]) == 0) {
-        cli_error("gen: npy-zip: %s is named twice: one .npy is written "
-                  "per field", a->paths[f]);
-        return -1;
-      }
+  return 0;
+}
+
+/* tokens: --samples windows of --seq-len, at least one per shard, and no
+   shard counting more tokens than its header's int32 holds. */
+static int
+check_tokens(struct gen_args *a)
+{
+  size_t most;
+
+  if (a->data.samples == 0 || a->seq_len == 0 || a->data.sample_bytes != 0 ||
+      a->header_set) {
+    cli_error("gen: tokens takes --samples and --seq-len (required), "
+              "--seed and --force");
+    return -1;
+  }
+  if (split_paths(a) < 0)
+    return -1;
+  if (a->data.samples < a->npaths) {
+    cli_error("gen: tokens: %zu windows for %zu shards: each shard needs "
+              "one", a->data.samples, a->npaths);
+    return -1;
+  }
+  most = (a->data.samples + a->npaths - 1) / a->npaths;
+  if (most > (INT32_MAX - 1) / a->seq_len) {
+    cli_error("gen: tokens: %zu windows of %zu tokens make a shard of "
+              "more than %d tokens, the most its header counts", most,
+              a->seq_len + 1, INT32_MAX);
+    return -1;
+  }
   return 0;
 }
 
@@ -162,11 +218,17 @@ check_args(int argc, char **argv, int first, struct gen_args *a)
     a->path = argv[first + 1];
   }
   if (kind < 0) {
-    cli_error("gen: expected npy-dir, npy, raw, npy-zip or images, then a "
-              "PATH");
+    cli_error("gen: expected npy-dir, npy, raw, npy-zip, images or tokens, "
+              "then a PATH");
     return -1;
   }
   a->kind = kind;
+  if (a->seq_len != 0 && kind != DS_TOKENS) {
+    cli_error("--seq-len: only token shards are cut into windows");
+    return -1;
+  }
+  if (kind == DS_TOKENS)
+    return check_tokens(a);
   if (a->classes != 0 && kind != DS_IMAGES) {
     cli_error("--classes: only images are written to class folders");
     return -1;
@@ -219,6 +281,25 @@ npy_descr(size_t sample_bytes, size_t *items)
   return __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? "<f4" : ">f4";
 }
 
+/* Creates path, or without --force refuses an existing file: the stream,
+   or NULL having said why.  *made says whether gen created the file. */
+static FILE *
+open_out(const struct gen_args *a, const char *path, int *made)
+{
+  FILE *out = fopen(path, "wx");
+
+  *made = out != NULL;
+  if (out == NULL && errno == EEXIST && a->force)
+    out = fopen(path, "w");
+  if (out == NULL) {
+    if (errno == EEXIST)
+      cli_error("gen: %s exists (--force writes over it)", path);
+    else
+      cli_error("gen: %s: %s", path, strerror(errno));
+  }
+  return out;
+}
+
 /* Writes f: its header, then its samples.  Without --force an existing
    file is refused.  Returns 0, or -1 having said why; a file gen made is
    then removed rather than left half-written (one it wrote over, which
@@ -227,20 +308,11 @@ static int
 write_file(const struct gen_args *a, struct gen_file *f, unsigned char *buf)
 {
   size_t i, sb = synth_field_bytes(&a->data, f->field);
-  FILE *out = fopen(f->path, "wx");
+  FILE *out = open_out(a, f->path, &f->made);
   int err = 0;
 
-  f->made = out != NULL;
-
-  if (out == NULL && errno == EEXIST && a->force)
-    out = fopen(f->path, "w");
-  if (out == NULL) {
-    if (errno == EEXIST)
-      cli_error("gen: %s exists (--force writes over it)", f->path);
-    else
-      cli_error("gen: %s: %s", f->path, strerror(errno));
+  if (out == NULL)
     return -1;
-  }
   if (fwrite(f->head, 1, f->head_bytes, out) != f->head_bytes)
     err = errno;
   for (i = f->first; err == 0 && i < f->first + f->count; i++) {
@@ -420,6 +492,73 @@ out:
   return rc;
 }
 
+/* Shard f of tokens: its header (llm.c's: magic, version 1, the count),
+   then tokens first .. first + count - 1 of the stream, little-endian. */
+static int
+write_shard(const struct gen_args *a, size_t f, uint64_t first,
+            size_t count, int *made)
+{
+  unsigned char head[1024] = {0}, buf[8192];
+  const uint32_t word[3] = {20240520, 1, (uint32_t)count};
+  FILE *out = open_out(a, a->paths[f], made);
+  size_t i, k, n = 0;
+  int err = 0;
+
+  if (out == NULL)
+    return -1;
+  for (i = 0; i < 12; i++)
+    head[i] = (unsigned char)(word[i / 4] >> (i % 4 * 8));
+  if (fwrite(head, 1, sizeof head, out) != sizeof head)
+    err = errno;
+  for (i = 0; err == 0 && i < count; i += n) {
+    n = count - i < sizeof buf / 2 ? count - i : sizeof buf / 2;
+    for (k = 0; k < n; k++) {
+      uint16_t t = synth_token(a->data.seed, first + i + k);
+
+      buf[2 * k] = (unsigned char)t;
+      buf[2 * k + 1] = (unsigned char)(t >> 8);
+    }
+    if (fwrite(buf, 2, n, out) != n)
+      err = errno;
+  }
+  if (fclose(out) != 0 && err == 0)
+    err = errno;
+  if (err == 0)
+    return 0;
+  cli_error("gen: %s: cannot write: %s", a->paths[f], strerror(err));
+  return -1;
+}
+
+/* tokens: the windows split among the shards in order, as evenly as can
+   be, each shard one token past its last window's start + seq_len.  The
+   next shard starts again at that token of the stream, so that window i
+   is tokens i*T .. i*T + T of it whatever its shard (what --verify
+   checks).  Should one fail, the shards made are removed. */
+static int
+write_tokens(const struct gen_args *a, char *what, size_t len,
+             uint64_t *bytes)
+{
+  int made[SYNTH_MAX_FIELDS];
+  size_t f, w, n = a->npaths, T = a->seq_len, first = 0;
+
+  for (f = 0; f < n; f++, first += w) {
+    w = a->data.samples / n + (f < a->data.samples % n);
+    if (write_shard(a, f, (uint64_t)first * T, w * T + 1, &made[f]) < 0)
+      break;
+    *bytes += 1024 + 2 * ((uint64_t)w * T + 1);
+  }
+  if (f == n) {
+    snprintf(what, len, "%zu windows of %zu + 1 tokens in %zu shard%s, "
+             "%" PRIu64 " tokens", a->data.samples, T, n, n > 1 ? "s" : "",
+             (uint64_t)a->data.samples * T + n);
+    return 0;
+  }
+  for (f++; f-- > 0;)
+    if (made[f])
+      unlink(a->paths[f]);
+  return -1;
+}
+
 static int
 gen_main(int argc, char **argv)
 {
@@ -439,6 +578,14 @@ gen_main(int argc, char **argv)
       goto out;
     printf("wrote %s to %s, seed %" PRIu64 ": %" PRIu64 " bytes\n", what,
            a.path, a.data.seed, bytes);
+    status = 0;
+    goto out;
+  }
+  if (a.kind == DS_TOKENS) {
+    if (write_tokens(&a, what, sizeof what, &bytes) < 0)
+      goto out;
+    printf("wrote %s, seed %" PRIu64 ", to tokens %s; %" PRIu64 " bytes\n",
+           what, a.data.seed, a.path, bytes);
     status = 0;
     goto out;
   }
@@ -474,6 +621,8 @@ const struct cli_command cli_gen = {
   "         [--seed S] [--header-bytes H] [--force]\n"
   "forkload gen npy-zip PATH,PATH... --samples N --sample-bytes B,B...\n"
   "         [--seed S] [--force]\n"
-  "forkload gen images DIR --samples N [--classes K] [--seed S] [--force]",
+  "forkload gen images DIR --samples N [--classes K] [--seed S] [--force]\n"
+  "forkload gen tokens PATH[,PATH...] --samples N --seq-len T [--seed S]\n"
+  "         [--force]",
   help, options, gen_main
 };

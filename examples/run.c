@@ -484,6 +484,8 @@ run_main(int argc, char **argv)
   }
   if (a.load.file.kind == DS_IMAGES)
     check.images = &a.load.ds;
+  if (a.load.file.kind == DS_TOKENS)
+    check.tokens_seq = a.load.file.seq_len;
   /* Interrupted, it still reports what it did, then exits 128 + the
      signal. */
   status = consume(l, &a, a.verify ? &check : NULL, &t, &secs);

@@ -71,6 +71,12 @@ synth_nfields(const struct synth *s)
   return s->nfields > 0 ? s->nfields : 1;
 }
 
+uint16_t
+synth_token(uint64_t seed, uint64_t g)
+{
+  return (uint16_t)(synth_mix64(g + seed * GOLDEN) % 50257);
+}
+
 size_t
 synth_field_bytes(const struct synth *s, size_t f)
 {

@@ -438,6 +438,20 @@ FL_EXTERN int fl_dataset_decode_images_sized(fl_dataset *out, size_t size,
                                  sizeof(fl_dataset), (field), (io),          \
                                  sizeof(fl_image_options))
 
+/*
+ * Since 0.7: llm.c's token shards (fl_dataset_tokens(3)), in the order
+ * given.  Sample i is the i-th window of seq_len + 1 tokens, each shard's
+ * windows starting every seq_len tokens, as llm.c's DataLoader reads them.
+ * Two fields of seq_len int32: the inputs (tokens 0 .. seq_len - 1 of the
+ * window), then the targets (tokens 1 .. seq_len).
+ */
+FL_EXTERN int fl_dataset_tokens_sized(fl_dataset *out, size_t size,
+                                      const char *const *paths, size_t n,
+                                      size_t seq_len);
+#define fl_dataset_tokens(out, paths, n, seq_len)                            \
+  fl_dataset_tokens_sized((out), sizeof(fl_dataset), (paths), (n),           \
+                          (seq_len))
+
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a
    negative code.  fl_loader_create does this on its own.  A name made in

@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..176"
+echo "1..189"
 
 pass() {
   ok "$1"
@@ -736,13 +736,46 @@ forkload gen npy-zip "$tmp/new.npy,$tmp/zy.npy" --samples 5 \
   [ ! -e "$tmp/new.npy" ]
 check $? "gen npy-zip refused at its second file removes the first it made"
 
+# llm.c token shards (issue 18): 100 windows of 64 + 1 tokens split 34,
+# 33, 33 among 3 shards cut from one stream, every window verified.
+tok="$tmp/t0.bin,$tmp/t1.bin,$tmp/t2.bin"
+gen_ok "gen tokens of 3 shards" \
+  "^wrote 100 windows of 64 + 1 tokens in 3 shards, 6403 tokens, seed 5, \
+to tokens .*; 15878 bytes\$" \
+  tokens "$tok" --samples 100 --seq-len 64 --seed 5
+[ "$(od -An -t d4 -N 12 "$tmp/t0.bin" | tr -s ' ')" = " 20240520 1 2177" ] &&
+  [ "$(wc -c <"$tmp/t0.bin")" = 5378 ] && [ "$(wc -c <"$tmp/t2.bin")" = 5250 ]
+check $? "gen tokens writes llm.c's header, magic, version and count"
+counts_ok "tokens of 3 shards, shuffled in 2 workers, 2 epochs" 26 200 \
+  --dataset "tokens:$tok:64" --seed 5 --shuffle --epochs 2 --batch-size 8
+forkload run --quiet --dataset "tokens:$tok:64" --verify
+[ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+  grep -q "^forkload: verify: .*index 0 has input token 0 .*--seed" "$tmp/err"
+check $? "--verify of token shards gen wrote with another seed fails, exit 1"
+forkload run --quiet --dataset "tokens:$tmp/t0.bin,$tmp/a.npy:64"
+[ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+  grep -q "^forkload: .*a\.npy: magic .*not a token shard" "$tmp/err"
+check $? "a file that is no token shard exits 1 naming it"
+forkload gen tokens "$tmp/t3.bin,$tmp/t0.bin" --samples 4 --seq-len 8
+[ $? = 1 ] && grep -q "^forkload: gen: .*t0.bin exists (--force" "$tmp/err" &&
+  [ ! -e "$tmp/t3.bin" ]
+check $? "gen tokens refused at its second shard removes the first it made"
+bad "gen tokens without --seq-len" \
+  "^forkload: gen: tokens takes --samples and --seq-len (required)" \
+  gen tokens "$tmp/t9.bin" --samples 4
+bad "gen tokens of fewer windows than shards" \
+  "^forkload: gen: tokens: 1 windows for 2 shards: each shard needs one$" \
+  gen tokens "$tmp/t8.bin,$tmp/t9.bin" --samples 1 --seq-len 8
+bad "gen npy --seq-len" "^forkload: --seq-len: only token shards" \
+  gen npy "$tmp/x.npy" --samples 1 --sample-bytes 4 --seq-len 8
+
 forkload run --quiet --dataset "npy:$tmp/missing.npy"
 [ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
   grep -q "^forkload: .*missing\.npy" "$tmp/err"
 check $? "a dataset that cannot be opened exits 1 naming the file"
 
 for spec in npy-dir: npy tar:x raw:x raw:x:0 raw:x:0:16 raw::64 raw:x:64: \
-  raw:x:abc; do
+  raw:x:abc tokens:x tokens:x:0 tokens::8 tokens:a,,b:8; do
   bad "--dataset $spec" "^forkload: --dataset: .*'$spec'" run --dataset "$spec"
 done
 bad "--samples with --dataset" "^forkload: --samples: .*--dataset" \
@@ -752,7 +785,7 @@ bad "--delay-us with --dataset" "^forkload: --delay-us: .*--dataset" \
 bad "gen without --samples" "^forkload: gen: --samples" \
   gen raw "$tmp/x.raw" --sample-bytes 4
 bad "gen of an unknown kind" \
-  "^forkload: gen: expected npy-dir, npy, raw, npy-zip or images" \
+  "^forkload: gen: expected npy-dir, npy, raw, npy-zip, images or tokens" \
   gen tar "$tmp/x.tar" --samples 1 --sample-bytes 4
 bad "gen npy --header-bytes" "^forkload: --header-bytes: " \
   gen npy "$tmp/x.npy" --samples 1 --sample-bytes 4 --header-bytes 8

@@ -71,4 +71,12 @@ struct fl__npy;
 int fl__npy_map_array(const char *path, void **map, size_t *bytes,
                       struct fl__npy *h);
 
+/* tokens.c: an llm.c token shard's header, of the file_bytes mapped at
+   head, as untrusted bytes: 0 and the windows of seq_len + 1 tokens
+   (seq_len > 0) it holds, or FL_EINVAL with why in err. */
+#define FL__TOKENS_MAGIC 20240520
+#define FL__TOKENS_HEADER 1024 /* 256 int32 */
+int fl__tokens_check(const void *head, size_t file_bytes, size_t seq_len,
+                     size_t *windows, char *err, size_t errlen);
+
 #endif /* FL_DATASET_H */

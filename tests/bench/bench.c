@@ -6,7 +6,8 @@
  * performance issue.  The machine's warm memset bandwidth is measured in
  * the same run, to put forkload's MB/s in proportion; the image rows'
  * folder of JPEGs is written by `forkload gen images`, and libjpeg's
- * decoding speed measured beside them.  --smoke runs tiny sizes and no PyTorch, so that CI can
+ * decoding speed measured beside them; the token rows write llm.c shards
+ * of their own.  --smoke runs tiny sizes and no PyTorch, so that CI can
  * keep this program from rotting.
  */
 #include "config.h"
@@ -382,9 +383,11 @@ fl_startup(struct result *r)
   fl_loader_destroy(l);
 }
 
-/* Write one NPY 1.0 file of float32 data with the given shape. */
+/* Write one NPY 1.0 file of 4-byte items (descr '<f4' or '<i4') with the
+   given shape. */
 static void
-write_npy(const char *path, size_t rows, size_t cols, const float *data)
+write_npy(const char *path, const char *descr, size_t rows, size_t cols,
+          const void *data)
 {
   char dict[128], head[128];
   size_t n, pad;
@@ -396,12 +399,12 @@ write_npy(const char *path, size_t rows, size_t cols, const float *data)
   }
   if (rows == 0)
     snprintf(dict, sizeof(dict),
-             "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu,), }",
-             cols);
+             "{'descr': '%s', 'fortran_order': False, 'shape': (%zu,), }",
+             descr, cols);
   else
     snprintf(dict, sizeof(dict),
-             "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }",
-             rows, cols);
+             "{'descr': '%s', 'fortran_order': False, 'shape': (%zu, %zu), }",
+             descr, rows, cols);
   n = strlen(dict);
   pad = 128 - 10 - n - 1; /* data from byte 128: a multiple of 64 */
   memcpy(head, "\x93NUMPY\x01\x00", 8);
@@ -409,7 +412,7 @@ write_npy(const char *path, size_t rows, size_t cols, const float *data)
   head[9] = 0;
   fwrite(head, 1, 10, f);
   fprintf(f, "%s%*s\n", dict, (int)pad, "");
-  fwrite(data, sizeof(float), (rows ? rows : 1) * cols, f);
+  fwrite(data, 4, (rows ? rows : 1) * cols, f);
   fclose(f);
 }
 
@@ -433,10 +436,10 @@ npy_make(char *dir, size_t n, size_t cols, char *array)
       v[i * cols + k] = (float)i;
   for (i = 0; i < n; i++) {
     snprintf(path, sizeof(path), "%s/%08zu.npy", dir, i);
-    write_npy(path, 0, cols, v + i * cols);
+    write_npy(path, "<f4", 0, cols, v + i * cols);
   }
   snprintf(array, 512, "%s.npy", dir);
-  write_npy(array, n, cols, v);
+  write_npy(array, "<f4", n, cols, v);
   free(v);
 }
 
@@ -560,6 +563,145 @@ fl_resume(const char *dir, size_t pos)
     ms[i] = resume_once(&ds, &opt, state, (size_t)n, pos);
   fl_dataset_close(&ds);
   return save + median(ms, RESUMES);
+}
+
+/*
+ * llm.c's token shards: TOK_SHARDS shards of tokens that make the same
+ * number of windows of TOK_T + 1, ~20M tokens in all, written to a
+ * temporary directory with the same windows as two .npy int32 arrays
+ * (inputs, targets) beside them.  Each side reads one warm epoch,
+ * shuffled, 2 workers, batch 8, and sums each window's first input and
+ * last target, which must come to the sum taken when writing.
+ */
+#define TOK_SHARDS 4
+#define TOK_T 1024
+
+struct tokens {
+  char dir[64];
+  char shard[TOK_SHARDS][96];
+  char npy[2][96]; /* inputs, targets */
+  size_t windows;  /* in all */
+  double sum;      /* of each window's first input and last target */
+};
+
+static uint16_t
+tok_value(size_t s, size_t p)
+{
+  uint32_t x = (uint32_t)(s + 1) * 2654435761u ^ (uint32_t)p * 40503u;
+
+  return (uint16_t)((x ^ x >> 15) % 50257);
+}
+
+static void
+tok_make(struct tokens *tk)
+{
+  size_t per = smoke ? 8 : 4882, ntok = per * TOK_T + 1, s, p, k;
+  uint16_t *t = malloc(ntok * sizeof(*t));
+  int32_t *arr[2];
+  unsigned char head[1024] = {0};
+  const int32_t word[3] = {20240520, 1, (int32_t)ntok};
+  FILE *f;
+
+  snprintf(tk->dir, sizeof(tk->dir), "/tmp/forkload-bench-tok-XXXXXX");
+  tk->windows = TOK_SHARDS * per;
+  arr[0] = malloc(tk->windows * TOK_T * sizeof(int32_t));
+  arr[1] = malloc(tk->windows * TOK_T * sizeof(int32_t));
+  if (t == NULL || arr[0] == NULL || arr[1] == NULL ||
+      mkdtemp(tk->dir) == NULL) {
+    perror("bench: tokens");
+    exit(1);
+  }
+  memcpy(head, word, sizeof(word)); /* little-endian, as the bench */
+  tk->sum = 0;
+  for (s = 0; s < TOK_SHARDS; s++) {
+    for (p = 0; p < ntok; p++)
+      t[p] = tok_value(s, p);
+    for (k = 0; k < per; k++) {
+      for (p = 0; p < TOK_T; p++) {
+        arr[0][((s * per + k) * TOK_T) + p] = t[k * TOK_T + p];
+        arr[1][((s * per + k) * TOK_T) + p] = t[k * TOK_T + p + 1];
+      }
+      tk->sum += t[k * TOK_T] + t[k * TOK_T + TOK_T];
+    }
+    snprintf(tk->shard[s], sizeof(tk->shard[s]), "%s/shard_%03zu.bin",
+             tk->dir, s);
+    if ((f = fopen(tk->shard[s], "wb")) == NULL ||
+        fwrite(head, 1, sizeof(head), f) != sizeof(head) ||
+        fwrite(t, sizeof(*t), ntok, f) != ntok || fclose(f) != 0) {
+      perror(tk->shard[s]);
+      exit(1);
+    }
+  }
+  for (k = 0; k < 2; k++) {
+    snprintf(tk->npy[k], sizeof(tk->npy[k]), "%s/%s.npy", tk->dir,
+             k == 0 ? "inputs" : "targets");
+    write_npy(tk->npy[k], "<i4", tk->windows, TOK_T, arr[k]);
+    free(arr[k]);
+  }
+  free(t);
+}
+
+static void
+tok_remove(const struct tokens *tk)
+{
+  size_t k;
+
+  for (k = 0; k < TOK_SHARDS; k++)
+    unlink(tk->shard[k]);
+  unlink(tk->npy[0]);
+  unlink(tk->npy[1]);
+  rmdir(tk->dir);
+}
+
+/* Samples/s of one warm shuffled epoch of the shards (npy 0) or of the
+   two arrays (npy 1), each window's sum checked. */
+static double
+fl_tokens(const struct tokens *tk, int npy)
+{
+  const char *paths[TOK_SHARDS], *arrays[2] = {tk->npy[0], tk->npy[1]};
+  const int32_t *in, *tg;
+  fl_dataset ds;
+  fl_options opt;
+  fl_loader *l = NULL;
+  fl_batch *b;
+  double sum = 0, t0 = 0;
+  size_t i, e;
+  int rc;
+
+  for (i = 0; i < TOK_SHARDS; i++)
+    paths[i] = tk->shard[i];
+  rc = npy ? fl_dataset_npy_zip(&ds, arrays, 2)
+           : fl_dataset_tokens(&ds, paths, TOK_SHARDS, TOK_T);
+  if (rc != 0)
+    die("tokens dataset", NULL, rc);
+  default_opt(&opt, 8, 2);
+  opt.shuffle = 1;
+  if ((rc = fl_loader_create(&l, &ds, &opt)) != 0)
+    die("create", NULL, rc);
+  for (e = 0; e < 2; e++) { /* a warm-up epoch, then the timed one */
+    t0 = now();
+    sum = 0;
+    if ((rc = fl_loader_begin(l)) != 0)
+      die("begin", l, rc);
+    while ((rc = fl_loader_next(l, &b)) > 0) {
+      in = fl_batch_field(b, 0);
+      tg = fl_batch_field(b, 1);
+      for (i = 0; i < fl_batch_count(b); i++)
+        sum += in[i * TOK_T] + tg[i * TOK_T + TOK_T - 1];
+      fl_batch_release(b);
+    }
+    if (rc < 0)
+      die("next", l, rc);
+    t0 = now() - t0;
+  }
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  if (sum != tk->sum) {
+    fprintf(stderr, "bench: tokens: the windows sum to %.0f, not %.0f\n",
+            sum, tk->sum);
+    exit(1);
+  }
+  return (double)tk->windows / t0;
 }
 
 /*
@@ -873,7 +1015,7 @@ print_row(struct row *w, const char *target, int pass)
 /* The workloads, by the names torch_side.py knows them by. */
 static const char *const workloads[] = {
     "overhead", "bandwidth", "tutorial", "hol", "startup", "npydir", "resume",
-    "images"};
+    "images", "tokens"};
 static const char *only; /* --only's list, comma-separated; NULL: all */
 
 static int
@@ -934,6 +1076,12 @@ main(int argc, char **argv)
       {.name = "images eval (center)", .metric = "images/s"}};
   struct row dec = {.name = "  jpeg decode, 1 core", .metric = "images/s"};
   struct images im = {.n = 0};
+  /* llm.c's shards beside the same windows as .npy, and PyTorch's
+     memmap of the shards. */
+  struct row tkr[2] = {
+      {.name = "tokens (llm.c shards)", .metric = "samples/s"},
+      {.name = "  tokens as npy zip", .metric = "samples/s"}};
+  struct tokens tk = {.windows = 0};
   size_t at[2];
   char npdir[] = "/tmp/forkload-bench-XXXXXX", nparray[512];
   int npy = 0;
@@ -966,7 +1114,7 @@ main(int argc, char **argv)
     fprintf(stderr, "usage: bench [--smoke] [--rounds N] "
                     "[--torch-script PATH] [--forkload PATH] [--only W,...]\n"
                     "W: overhead, bandwidth, tutorial, hol, startup, "
-                    "npydir, resume, images\n");
+                    "npydir, resume, images, tokens\n");
     return 2;
   }
   if (rounds < 1 || rounds > MAX_ROUNDS)
@@ -998,6 +1146,8 @@ main(int argc, char **argv)
   if (wanted("images"))
     img_make(&im, smoke ? 16 : 320); /* outside the timings, once */
 #endif
+  if (wanted("tokens"))
+    tok_make(&tk); /* outside the timings, once */
   at[0] = (npn + 63) / 64 * 9 / 10;
   at[1] = 0;
   for (i = 0; i < rounds; i++) {
@@ -1076,7 +1226,15 @@ main(int argc, char **argv)
     if (im.n > 0)
       dec.fl[dec.nfl++] = decode_per_s(&im);
 #endif
+    for (k = 0; k < 2 && tk.windows > 0; k++) {
+      tkr[k].fl[tkr[k].nfl++] = fl_tokens(&tk, k);
+      snprintf(args, sizeof(args), "tokens %s", tk.dir);
+      if (k == 0 && have_torch && torch_run(args, nk, 1, &r) == 0)
+        tkr[k].pt[tkr[k].npt++] = r.v[0];
+    }
   }
+  if (tk.windows > 0)
+    tok_remove(&tk);
   if (npy)
     npy_remove(npdir, npn, nparray);
 #ifdef BENCH_IMAGES
@@ -1184,6 +1342,8 @@ main(int argc, char **argv)
     printf("images: skipped, this forkload was built without libjpeg-turbo "
            "or libspng (sh tools/setup.sh, then configure)\n");
   }
+  print_row(&tkr[0], "", -1);
+  print_row(&tkr[1], "", -1);
   if (wanted("bandwidth")) {
     snprintf(target, sizeof(target), "<= %.1f (5 batches)", bound / 1e6);
     print_cells("memory peak", "MB", 1, peak / 1e6, "-", "-", target,
@@ -1204,5 +1364,11 @@ main(int argc, char **argv)
            "each on average, in %d classes; 2 workers, batch 32, float32 "
            "3 x 224 x 224\n", wanted("bandwidth") || wanted("tutorial")
            ? "" : "\n", im.n, (double)im.bytes / im.n / 1e3, IMG_CLASSES);
+  if (tk.windows > 0)
+    printf("%stokens: %d shards, %zu windows of %d + 1 tokens (%.1fM "
+           "tokens); shuffled, 2 workers, batch 8, int32 inputs and targets "
+           "(PyTorch: int64)\n", wanted("bandwidth") || wanted("tutorial") ||
+           im.n > 0 ? "" : "\n", TOK_SHARDS, tk.windows, TOK_T,
+           (double)tk.windows * TOK_T / 1e6);
   return 0;
 }

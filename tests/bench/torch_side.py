@@ -8,14 +8,17 @@ WORKLOAD is one of overhead, bandwidth, tutorial (CONFIG w0, w4, w4p or
 w4b), hol (CONFIG in or out), startup, npydir (CONFIG: a directory of .npy
 files, one sample each, read with np.load in every worker: the seed's case),
 resume (CONFIG: that directory; --position N: the batch to resume at,
-reached by restarting and skipping) and images (CONFIG: a folder of JPEGs in
+reached by restarting and skipping), images (CONFIG: a folder of JPEGs in
 ImageFolder's layout, written by the C side; --transform train or eval:
-torchvision's ImageNet transforms).  Each workload mirrors the C side
-exactly: same sample count and size, batch size, workers, prefetch factor,
-persistence and per-sample delay.  The consumer reads the first value of
-every sample into a checksum, which is checked against its known value so
-that neither side can win by not touching the data (images: the labels'
-sum, the pixels being random).
+torchvision's ImageNet transforms) and tokens (CONFIG: a directory of
+llm.c token shards, shard_*.bin, read the usual way: a numpy memmap of
+each, windows of 1025 tokens sliced and converted to int64 tensors).
+Each workload mirrors the C side exactly: same sample count and size,
+batch size, workers, prefetch factor, persistence and per-sample delay.
+The consumer reads the first value of every sample into a checksum, which
+is checked against its known value so that neither side can win by not
+touching the data (images: the labels' sum, the pixels being random;
+tokens: each window's first input and last target).
 
 The result is exactly one line of JSON on stdout; exit status 0.  On any
 failure a message goes to stderr and the exit status is 1.  --smoke shrinks
@@ -440,6 +443,74 @@ def bench_images(smoke, config, transform="train"):
             "images_per_s": round(samples / seconds, 1), "images": samples}
 
 
+TOKENS_T = 1024
+
+
+class TokenShardsDataset(Dataset):
+    """llm.c's shards as nanoGPT reads them: a uint16 memmap per shard
+    (after its 256-int32 header), window k of a shard the tokens from
+    k*T, T + 1 of them, as int64 inputs and targets."""
+
+    def __init__(self, directory, seq_len):
+        import bisect
+        import glob
+        import os
+
+        import numpy as np
+
+        self.bisect = bisect.bisect_right
+        self.seq_len = seq_len
+        self.shards, self.first = [], []
+        total = 0
+        for path in sorted(glob.glob(os.path.join(directory,
+                                                  "shard_*.bin"))):
+            header = np.fromfile(path, dtype="<i4", count=256)
+            if header[0] != 20240520 or header[1] != 1:
+                raise ValueError("%s: not an llm.c token shard" % path)
+            tokens = np.memmap(path, dtype="<u2", mode="r", offset=1024,
+                               shape=(int(header[2]),))
+            self.shards.append(tokens)
+            self.first.append(total)
+            total += (len(tokens) - 1) // seq_len
+        self.len = total
+
+    def __len__(self):
+        return self.len
+
+    def __getitem__(self, i):
+        import numpy as np
+
+        s = self.bisect(self.first, i) - 1
+        at = (i - self.first[s]) * self.seq_len
+        chunk = torch.from_numpy(
+            self.shards[s][at:at + self.seq_len + 1].astype(np.int64))
+        return chunk[:-1], chunk[1:]
+
+
+def bench_tokens(smoke, config):
+    """llm.c token shards: samples/s of one warm shuffled epoch."""
+    if config is None:
+        raise ValueError("needs the shards' directory as its config argument")
+    dataset = TokenShardsDataset(config, TOKENS_T)
+    want = 0.0
+    for tokens in dataset.shards:
+        n = (len(tokens) - 1) // TOKENS_T
+        starts = tokens[0:n * TOKENS_T:TOKENS_T].astype("f8")
+        want += starts.sum() + tokens[TOKENS_T:(n + 1) * TOKENS_T:
+                                      TOKENS_T].astype("f8").sum()
+    loader = make_loader(dataset, 8, 2, persistent=True, shuffle=True)
+    for timed in (False, True):
+        start = time.perf_counter()
+        samples, checksum = 0, 0.0
+        for x, y in loader:
+            checksum += (x[:, 0].sum() + y[:, -1].sum()).item()
+            samples += x.shape[0]
+        seconds = time.perf_counter() - start
+        check("timed" if timed else "warm-up", checksum, want)
+    del loader
+    return {"workload": "tokens", "samples_per_s": round(samples / seconds, 1)}
+
+
 WORKLOADS = {
     "overhead": bench_overhead,
     "bandwidth": bench_bandwidth,
@@ -449,6 +520,7 @@ WORKLOADS = {
     "npydir": bench_npydir,
     "resume": bench_resume,
     "images": bench_images,
+    "tokens": bench_tokens,
 }
 
 
@@ -468,7 +540,8 @@ def parse_args(argv):
     parser.add_argument("workload", choices=sorted(WORKLOADS))
     parser.add_argument("config", nargs="?", default=None,
                         help="tutorial: w0, w4, w4p, w4b; hol: in, out; "
-                        "npydir, resume: the directory; images: the folder")
+                        "npydir, resume: the directory; images: the folder; "
+                        "tokens: the shards' directory")
     parser.add_argument("--position", type=int, default=None,
                         help="resume: the batch to resume at")
     parser.add_argument("--transform", choices=("train", "eval"),
@@ -489,7 +562,8 @@ def main(argv):
                                                              "hol",
                                                              "npydir",
                                                              "resume",
-                                                             "images"):
+                                                             "images",
+                                                             "tokens"):
             raise ValueError("takes no config argument")
         options = {}
         if args.position is not None:
