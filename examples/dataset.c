@@ -17,6 +17,7 @@ static const char *const kind_names[] = {
   [DS_RAW] = "raw",
   [DS_NPY_ZIP] = "npy-zip",
   [DS_IMAGES] = "images",
+  [DS_LMDB] = "lmdb",
 };
 
 #define NKINDS (sizeof kind_names / sizeof kind_names[0])
@@ -78,6 +79,20 @@ parse_raw(const char *s, struct dataset_spec *out)
   return out->record_bytes > 0 ? (size_t)(end - s) : 0;
 }
 
+/* lmdb:PATH:MAX_BYTES, from after "lmdb:": the last field a number above
+   0, PATH what comes before it (colons and all).  Returns PATH's length,
+   or 0 when s is not of that form. */
+static size_t
+parse_lmdb(const char *s, struct dataset_spec *out)
+{
+  const char *last = strrchr(s, ':');
+
+  if (last == NULL || last == s || !field_number(last + 1, &out->max_bytes) ||
+      out->max_bytes == 0)
+    return 0;
+  return (size_t)(last - s);
+}
+
 size_t
 dataset_split(char *list, const char **paths)
 {
@@ -106,13 +121,16 @@ dataset_parse(const char *spec, struct dataset_spec *out)
   *out = (struct dataset_spec){.kind = DS_SYNTHETIC};
   if (kind >= 0) {
     rest = colon + 1;
-    len = kind == DS_RAW ? parse_raw(rest, out) : strlen(rest);
+    len = kind == DS_RAW    ? parse_raw(rest, out)
+          : kind == DS_LMDB ? parse_lmdb(rest, out)
+                            : strlen(rest);
   }
   if (len == 0) {
     cli_error("--dataset: expected npy-dir:PATH, npy:PATH, "
               "npy-zip:PATH[,PATH...], "
-              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0) or "
-              "images:DIR, got '%s'", spec);
+              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0), "
+              "images:DIR or lmdb:PATH:MAX_BYTES (MAX_BYTES > 0), got '%s'",
+              spec);
     return -1;
   }
   out->path = strndup(rest, len);
@@ -153,6 +171,9 @@ dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
     break;
   case DS_IMAGES:
     rc = fl_dataset_image_folder(ds, spec->path, spec->io);
+    break;
+  case DS_LMDB:
+    rc = fl_dataset_lmdb(ds, spec->path, spec->max_bytes);
     break;
   default:
     rc = FL_EINVAL;
