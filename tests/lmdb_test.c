@@ -3,7 +3,8 @@
  * by tools/golden_lmdb.py, with the order its cursor walks in
  * tests/golden/lmdb.txt) read in that order with every byte; databases
  * written here with liblmdb for the rest: sizes, a value too large for
- * its room, bad paths, worker counts, ranks and a resumed epoch.  Each
+ * its room, bad paths, a 0.1-sized fl_dataset, worker counts, ranks and
+ * a resumed epoch.  Each
  * case's database goes to a fresh folder under /tmp, removed at its end.
  * Without liblmdb the program checks that the dataset says FL_ENOTSUP,
  * naming the package, and skips the rest.
@@ -27,6 +28,7 @@
 #endif
 
 #include "common.h"
+#include "internal.h"
 
 #ifdef HAVE_LMDB
 /* Byte j of the value put with `seed`, here as in tools/golden_lmdb.py. */
@@ -318,6 +320,32 @@ value_over_max_bytes_is_its_batchs_error_naming_key_and_sizes(void **state)
   flt_assert_clean(&base);
 }
 
+/* The ABI rule: a program built against 0.1's smaller fl_dataset gets
+   one filled, and cleared at close, no further than its size. */
+static void
+a_0_1_sized_dataset_is_filled_and_cleared_no_further(void **state)
+{
+  const size_t size = FL__DATASET_SIZE_0_1;
+  unsigned char buf[sizeof(fl_dataset) + 16];
+  fl_dataset *ds = (fl_dataset *)buf;
+  char path[PATH_MAX];
+  const char *dir = getenv("srcdir");
+  flt_baseline base;
+  size_t i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  snprintf(path, sizeof(path), "%s/tests/golden/lmdb.mdb", dir ? dir : ".");
+  memset(buf, 0xa5, sizeof(buf));
+  assert_int_equal(fl_dataset_lmdb_sized(ds, size, path, 64), 0);
+  assert_int_equal(ds->len, 12);
+  fl_dataset_close_sized(ds, size);
+  assert_null(ds->ctx);
+  for (i = size; i < sizeof(buf); i++)
+    assert_int_equal(buf[i], 0xa5);
+  flt_assert_clean(&base);
+}
+
 /* The create fails with FL_EINVAL, ds zeroed, the error naming `what`. */
 static void
 refused(const char *path, size_t max_bytes, const char *what)
@@ -564,6 +592,7 @@ main(void)
       CASE(values_come_in_key_order_not_put_order_sized_in_batch_sizes),
       CASE(value_over_max_bytes_is_its_batchs_error_naming_key_and_sizes),
       CASE(missing_path_other_files_and_empty_database_are_refused),
+      CASE(a_0_1_sized_dataset_is_filled_and_cleared_no_further),
       CASE(workers_0_2_and_3_give_the_same_batches),
       CASE(ranks_of_worlds_of_2_and_3_see_every_sample_once),
       CASE(resumed_epoch_gives_the_rest_in_the_same_order),

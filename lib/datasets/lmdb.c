@@ -82,8 +82,7 @@ env_open(const char *path, unsigned flags, MDB_env **env, MDB_txn **txn,
   /* MDB_NORDAHEAD: samples are read at random, as python3-lmdb users
      open with readahead=False. */
   if ((rc = mdb_env_open(*env, path,
-                         flags | MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS |
-                             MDB_NORDAHEAD,
+                         flags | MDB_RDONLY | MDB_NOLOCK | MDB_NORDAHEAD,
                          0)) != 0 ||
       (rc = mdb_txn_begin(*env, NULL, MDB_RDONLY, txn)) != 0 ||
       (rc = mdb_dbi_open(*txn, NULL, 0, dbi)) != 0) {
