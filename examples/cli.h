@@ -200,7 +200,8 @@ enum ds_kind {
   DS_RAW,
   DS_NPY_ZIP,
   DS_IMAGES,
-  DS_TOKENS
+  DS_TOKENS,
+  DS_LMDB
 };
 
 struct dataset_spec {
@@ -208,6 +209,7 @@ struct dataset_spec {
   const char *spec; /* as given */
   char *path;       /* npy-zip: its paths, each ended by a '\0' */
   size_t record_bytes, header_bytes; /* raw only */
+  size_t max_bytes;                  /* lmdb only */
   const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip, tokens: in path */
   size_t npaths;
   size_t seq_len; /* tokens only */
@@ -230,6 +232,9 @@ int gen_images(const char *dir, size_t samples, unsigned classes,
                uint64_t seed, int force, char *what, size_t len,
                uint64_t *bytes);
 void dataset_spec_free(struct dataset_spec *spec);
+/* gen_lmdb.c: `forkload gen lmdb`: 0, or -1 having said why not. */
+int gen_lmdb(const char *dir, const struct synth *data, int force,
+             unsigned char *buf, char *what, size_t len, uint64_t *bytes);
 
 /* options.c: the options of the dataset and the loader, which run,
    doctor and exhaust share, take the values below OPT_OWN. */

@@ -18,6 +18,7 @@ static const char *const kind_names[] = {
   [DS_NPY_ZIP] = "npy-zip",
   [DS_IMAGES] = "images",
   [DS_TOKENS] = "tokens",
+  [DS_LMDB] = "lmdb",
 };
 
 #define NKINDS (sizeof kind_names / sizeof kind_names[0])
@@ -79,15 +80,16 @@ parse_raw(const char *s, struct dataset_spec *out)
   return out->record_bytes > 0 ? (size_t)(end - s) : 0;
 }
 
-/* tokens:PATH[,PATH...]:SEQ_LEN, from after "tokens:": the length of
-   the paths, or 0 when s is not of that form. */
+/* tokens:PATH[,PATH...]:SEQ_LEN and lmdb:PATH:MAX_BYTES, from after the
+   kind: the last field a number above 0 into *n.  Returns the length of
+   what comes before it (colons and all), or 0 when s is not of that
+   form. */
 static size_t
-parse_tokens(const char *s, struct dataset_spec *out)
+parse_last_number(const char *s, size_t *n)
 {
   const char *last = strrchr(s, ':');
 
-  if (last == NULL || !field_number(last + 1, &out->seq_len) ||
-      out->seq_len == 0)
+  if (last == NULL || last == s || !field_number(last + 1, n) || *n == 0)
     return 0;
   return (size_t)(last - s);
 }
@@ -121,15 +123,16 @@ dataset_parse(const char *spec, struct dataset_spec *out)
   if (kind >= 0) {
     rest = colon + 1;
     len = kind == DS_RAW      ? parse_raw(rest, out)
-          : kind == DS_TOKENS ? parse_tokens(rest, out)
+          : kind == DS_TOKENS ? parse_last_number(rest, &out->seq_len)
+          : kind == DS_LMDB   ? parse_last_number(rest, &out->max_bytes)
                               : strlen(rest);
   }
   if (len == 0) {
     cli_error("--dataset: expected npy-dir:PATH, npy:PATH, "
               "npy-zip:PATH[,PATH...], "
               "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0), "
-              "images:DIR or tokens:PATH[,PATH...]:SEQ_LEN (SEQ_LEN > 0), "
-              "got '%s'", spec);
+              "images:DIR, tokens:PATH[,PATH...]:SEQ_LEN (SEQ_LEN > 0) or "
+              "lmdb:PATH:MAX_BYTES (MAX_BYTES > 0), got '%s'", spec);
     return -1;
   }
   out->path = strndup(rest, len);
@@ -174,6 +177,9 @@ dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
     break;
   case DS_TOKENS:
     rc = fl_dataset_tokens(ds, spec->paths, spec->npaths, spec->seq_len);
+    break;
+  case DS_LMDB:
+    rc = fl_dataset_lmdb(ds, spec->path, spec->max_bytes);
     break;
   default:
     rc = FL_EINVAL;

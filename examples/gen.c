@@ -1,10 +1,10 @@
 /*
  * `forkload gen`: writes the synthetic dataset of `forkload run` to files
  * that the library's built-in datasets read (a directory of .npy files,
- * one .npy array, raw records, or one .npy array per field), or llm.c
- * token shards of a stream keyed by the seed, so that
- * `run --dataset ... --verify` can check every byte the library reads
- * back against its index.
+ * one .npy array, raw records, one .npy array per field, an LMDB
+ * environment (gen_lmdb.c), or llm.c token shards of a stream keyed by
+ * the seed, so that `run --dataset ... --verify` can check every byte the
+ * library reads back against its index.
  */
 #include "config.h"
 
@@ -63,7 +63,9 @@ static const char help[] =
   "or samples of fields to one .npy array per field (npy-zip, one PATH\n"
   "per size of --sample-bytes), which run --dataset reads and --verify\n"
   "checks.  images writes a folder of JPEGs for --dataset images:\n"
-  "(PATH/class000/00000000.jpg, ...), sample i in class i %% K.\n"
+  "(PATH/class000/00000000.jpg, ...), sample i in class i %% K.  lmdb\n"
+  "writes an LMDB environment in the directory PATH, sample i the value\n"
+  "of the key %%08zu of i, for --dataset lmdb:PATH:B.\n"
   "tokens writes llm.c token shards, one per PATH, of N windows of\n"
   "T + 1 tokens in all (--dataset tokens:PATH,...:T).\n"
   "\n"
@@ -76,6 +78,7 @@ static const char help[] =
   "  --seed S              seed of the content (0)\n"
   "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
   "  --force               write over files, into a non-empty directory\n"
+  "                        (lmdb: over the environment there)\n"
   "  --classes K           images: class folders, at most N (10)\n"
   "  --seq-len T           tokens: the windows' length (required)\n";
 
@@ -218,8 +221,8 @@ check_args(int argc, char **argv, int first, struct gen_args *a)
     a->path = argv[first + 1];
   }
   if (kind < 0) {
-    cli_error("gen: expected npy-dir, npy, raw, npy-zip, images or tokens, "
-              "then a PATH");
+    cli_error("gen: expected npy-dir, npy, raw, npy-zip, images, lmdb or "
+              "tokens, then a PATH");
     return -1;
   }
   a->kind = kind;
@@ -600,6 +603,8 @@ gen_main(int argc, char **argv)
     rc = write_npy(&a, buf, what, sizeof what, &bytes);
   else if (a.kind == DS_NPY_ZIP)
     rc = write_npy_zip(&a, buf, what, sizeof what, &bytes);
+  else if (a.kind == DS_LMDB)
+    rc = gen_lmdb(a.path, &a.data, a.force, buf, what, sizeof what, &bytes);
   else
     rc = write_raw(&a, buf, what, sizeof what, &bytes);
   if (rc < 0)
@@ -622,6 +627,7 @@ const struct cli_command cli_gen = {
   "forkload gen npy-zip PATH,PATH... --samples N --sample-bytes B,B...\n"
   "         [--seed S] [--force]\n"
   "forkload gen images DIR --samples N [--classes K] [--seed S] [--force]\n"
+  "forkload gen lmdb DIR --samples N --sample-bytes B [--seed S] [--force]\n"
   "forkload gen tokens PATH[,PATH...] --samples N --seq-len T [--seed S]\n"
   "         [--force]",
   help, options, gen_main

@@ -452,6 +452,17 @@ FL_EXTERN int fl_dataset_tokens_sized(fl_dataset *out, size_t size,
   fl_dataset_tokens_sized((out), sizeof(fl_dataset), (paths), (n),           \
                           (seq_len))
 
+/*
+ * Since 0.7: an LMDB environment (a directory holding data.mdb, or the
+ * file itself), read-only: sample i is the value of the i-th key in key
+ * order, one field of max_bytes, each value's size in fl_batch_sizes
+ * (fl_dataset_lmdb(3)).  FL_ENOTSUP in a build without liblmdb.
+ */
+FL_EXTERN int fl_dataset_lmdb_sized(fl_dataset *out, size_t size,
+                                    const char *path, size_t max_bytes);
+#define fl_dataset_lmdb(out, path, max_bytes)                                \
+  fl_dataset_lmdb_sized((out), sizeof(fl_dataset), (path), (max_bytes))
+
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a
    negative code.  fl_loader_create does this on its own.  A name made in

@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..189"
+echo "1..195"
 
 pass() {
   ok "$1"
@@ -775,7 +775,7 @@ forkload run --quiet --dataset "npy:$tmp/missing.npy"
 check $? "a dataset that cannot be opened exits 1 naming the file"
 
 for spec in npy-dir: npy tar:x raw:x raw:x:0 raw:x:0:16 raw::64 raw:x:64: \
-  raw:x:abc tokens:x tokens:x:0 tokens::8 tokens:a,,b:8; do
+  raw:x:abc tokens:x tokens:x:0 tokens::8 tokens:a,,b:8 lmdb:x lmdb:x:0; do
   bad "--dataset $spec" "^forkload: --dataset: .*'$spec'" run --dataset "$spec"
 done
 bad "--samples with --dataset" "^forkload: --samples: .*--dataset" \
@@ -785,7 +785,7 @@ bad "--delay-us with --dataset" "^forkload: --delay-us: .*--dataset" \
 bad "gen without --samples" "^forkload: gen: --samples" \
   gen raw "$tmp/x.raw" --sample-bytes 4
 bad "gen of an unknown kind" \
-  "^forkload: gen: expected npy-dir, npy, raw, npy-zip, images or tokens" \
+  "^forkload: gen: expected npy-dir, npy, raw, npy-zip, images, lmdb or tokens" \
   gen tar "$tmp/x.tar" --samples 1 --sample-bytes 4
 bad "gen npy --header-bytes" "^forkload: --header-bytes: " \
   gen npy "$tmp/x.npy" --samples 1 --sample-bytes 4 --header-bytes 8
@@ -859,6 +859,27 @@ else
   forkload run --dataset "images:$tmp/img" --image-size 32 --quiet
   [ $? = 1 ] && grep -q "zz.jpg: not an image" "$tmp/err"
   check $? "a file that is not an image ends the run, named"
+fi
+
+# LMDB: gen writes the samples as values under %08zu keys, run reads them
+# back verified; a value over MAX_BYTES ends the run naming its key.
+forkload gen lmdb "$tmp/db" --samples 500 --sample-bytes 1000 --seed 4
+if grep -q "built without liblmdb" "$tmp/err"; then
+  check 0 "gen lmdb: this build lacks liblmdb, and says so"
+  for n in 1 2 3; do check 0 "lmdb: not built, case $n skipped"; done
+else
+  grep -q "^wrote 500 samples of 1000 bytes, seed 4, to lmdb .*: 500 values \
+under keys 00000000 to 00000499 in data.mdb; [0-9]* bytes$" "$tmp/out"
+  check $? "gen lmdb writes 500 values under keys 00000000 to 00000499"
+  counts_ok "lmdb, 2 workers, shuffled, verified" 8 500 \
+    --dataset "lmdb:$tmp/db:1000" --seed 4 --shuffle --workers 2
+  forkload run --dataset "lmdb:$tmp/db:999" --seed 4 --quiet
+  [ $? = 1 ] && grep -q "key '00000000' (sample 0) holds 1000 bytes, more \
+than max_bytes 999" "$tmp/err"
+  check $? "a value over lmdb's MAX_BYTES ends the run, its key named"
+  forkload gen lmdb "$tmp/db" --samples 5 --sample-bytes 8
+  [ $? = 1 ] && grep -q "exists (--force writes over" "$tmp/err"
+  check $? "gen lmdb over an existing environment needs --force"
 fi
 
 # No name a run made outlived it: comm lists those new since the start.

@@ -6,9 +6,10 @@
  * performance issue.  The machine's warm memset bandwidth is measured in
  * the same run, to put forkload's MB/s in proportion; the image rows'
  * folder of JPEGs is written by `forkload gen images`, and libjpeg's
- * decoding speed measured beside them; the token rows write llm.c shards
- * of their own.  --smoke runs tiny sizes and no PyTorch, so that CI can
- * keep this program from rotting.
+ * decoding speed measured beside them; the LMDB rows' environment is
+ * written here with liblmdb, and the token rows write llm.c shards of
+ * their own.  --smoke runs tiny sizes and no PyTorch, so that CI can keep
+ * this program from rotting.
  */
 #include "config.h"
 
@@ -26,6 +27,11 @@
 #if defined(HAVE_LIBJPEG) && defined(HAVE_SPNG)
 #define BENCH_IMAGES 1
 #include <jpeglib.h>
+#endif
+
+/* The LMDB rows write their environment with liblmdb. */
+#ifdef HAVE_LMDB
+#include <lmdb.h>
 #endif
 
 #include "forkload.h"
@@ -457,9 +463,12 @@ npy_remove(const char *dir, size_t n, const char *array)
   unlink(array);
 }
 
-/* Samples/s of one warm epoch, 2 workers, batch 64, from a file dataset. */
+enum file_kind { FILE_NPY_ARRAY, FILE_NPY_DIR, FILE_LMDB };
+
+/* Samples/s of one warm epoch, 2 workers, batch 64, from a file dataset
+   of float32 samples (LMDB: values of 3072 of them, 12 KiB). */
 static double
-fl_npy(const char *path, int dir)
+fl_file(const char *path, enum file_kind kind)
 {
   fl_dataset ds;
   fl_options opt;
@@ -469,7 +478,9 @@ fl_npy(const char *path, int dir)
   size_t n;
   int rc;
 
-  rc = dir ? fl_dataset_npy_dir(&ds, path) : fl_dataset_npy_array(&ds, path);
+  rc = kind == FILE_NPY_DIR     ? fl_dataset_npy_dir(&ds, path)
+       : kind == FILE_NPY_ARRAY ? fl_dataset_npy_array(&ds, path)
+                                : fl_dataset_lmdb(&ds, path, 3072 * 4);
   if (rc != 0)
     die("dataset", NULL, rc);
   default_opt(&opt, 64, 2);
@@ -484,6 +495,80 @@ fl_npy(const char *path, int dir)
   fl_dataset_close(&ds);
   return (double)n / t0;
 }
+
+#ifdef HAVE_LMDB
+/* The LMDB rows' environment in a new directory dir: n values of cols
+   float32, value i under the key %08zu of i holding i, as npy_make's.
+   Returns n (0: a build without liblmdb, which writes none). */
+static size_t
+lmdb_make(char *dir, size_t n, size_t cols)
+{
+  float *v = malloc(cols * sizeof(float));
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_val key, val = {cols * sizeof(float), v};
+  char k[16];
+  size_t i, c;
+  int rc;
+
+  if (v == NULL || mkdtemp(dir) == NULL) {
+    perror("lmdb_make");
+    exit(1);
+  }
+  if ((rc = mdb_env_create(&env)) != 0 ||
+      (rc = mdb_env_set_mapsize(env, n * (cols * 4 + 8192) + (64 << 20))) !=
+          0 ||
+      (rc = mdb_env_open(env, dir, MDB_NOSYNC, 0644)) != 0 ||
+      (rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0 ||
+      (rc = mdb_dbi_open(txn, NULL, 0, &dbi)) != 0) {
+    fprintf(stderr, "bench: %s: %s\n", dir, mdb_strerror(rc));
+    exit(1);
+  }
+  for (i = 0; i < n && rc == 0; i++) {
+    for (c = 0; c < cols; c++)
+      v[c] = (float)i;
+    key.mv_size = (size_t)snprintf(k, sizeof(k), "%08zu", i);
+    key.mv_data = k;
+    rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);
+  }
+  if (rc != 0 || (rc = mdb_txn_commit(txn)) != 0 ||
+      (rc = mdb_env_sync(env, 1)) != 0) {
+    fprintf(stderr, "bench: %s: %s\n", dir, mdb_strerror(rc));
+    exit(1);
+  }
+  mdb_env_close(env);
+  free(v);
+  return n;
+}
+
+static void
+lmdb_remove(const char *dir)
+{
+  char path[512];
+
+  snprintf(path, sizeof(path), "%s/data.mdb", dir);
+  unlink(path);
+  snprintf(path, sizeof(path), "%s/lock.mdb", dir);
+  unlink(path);
+  rmdir(dir);
+}
+#else
+static size_t
+lmdb_make(char *dir, size_t n, size_t cols)
+{
+  (void)dir;
+  (void)n;
+  (void)cols;
+  return 0;
+}
+
+static void
+lmdb_remove(const char *dir)
+{
+  (void)dir;
+}
+#endif
 
 /*
  * A restarted run's side of a resume: a new loader over the open dataset
@@ -1015,7 +1100,7 @@ print_row(struct row *w, const char *target, int pass)
 /* The workloads, by the names torch_side.py knows them by. */
 static const char *const workloads[] = {
     "overhead", "bandwidth", "tutorial", "hol", "startup", "npydir", "resume",
-    "images", "tokens"};
+    "images", "lmdb", "tokens"};
 static const char *only; /* --only's list, comma-separated; NULL: all */
 
 static int
@@ -1075,6 +1160,14 @@ main(int argc, char **argv)
       {.name = "images train (RRC)", .metric = "images/s"},
       {.name = "images eval (center)", .metric = "images/s"}};
   struct row dec = {.name = "  jpeg decode, 1 core", .metric = "images/s"};
+  /* An LMDB environment of 12 KiB values (python3-lmdb on PyTorch's
+     side), and the same samples as a directory of .npy files. */
+  struct row ldb[2] = {
+      {.name = "lmdb (python3-lmdb)", .metric = "samples/s"},
+      {.name = "  same as npy dir", .metric = "samples/s"}};
+  char lmdir[] = "/tmp/forkload-bench-lmdb-XXXXXX";
+  char lmnpy[] = "/tmp/forkload-bench-lmnpy-XXXXXX", lmarray[512];
+  size_t lmn = 0;
   struct images im = {.n = 0};
   /* llm.c's shards beside the same windows as .npy, and PyTorch's
      memmap of the shards. */
@@ -1114,7 +1207,7 @@ main(int argc, char **argv)
     fprintf(stderr, "usage: bench [--smoke] [--rounds N] "
                     "[--torch-script PATH] [--forkload PATH] [--only W,...]\n"
                     "W: overhead, bandwidth, tutorial, hol, startup, "
-                    "npydir, resume, images, tokens\n");
+                    "npydir, resume, images, lmdb, tokens\n");
     return 2;
   }
   if (rounds < 1 || rounds > MAX_ROUNDS)
@@ -1148,6 +1241,8 @@ main(int argc, char **argv)
 #endif
   if (wanted("tokens"))
     tok_make(&tk); /* outside the timings, once */
+  if (wanted("lmdb") && (lmn = lmdb_make(lmdir, smoke ? 200 : 20000, 3072)))
+    npy_make(lmnpy, lmn, 3072, lmarray);
   at[0] = (npn + 63) / 64 * 9 / 10;
   at[1] = 0;
   for (i = 0; i < rounds; i++) {
@@ -1201,8 +1296,8 @@ main(int argc, char **argv)
         start.pt[start.npt++] = r.v[0];
     }
     if (wanted("npydir")) {
-      npd.fl[npd.nfl++] = fl_npy(npdir, 1);
-      npa.fl[npa.nfl++] = fl_npy(nparray, 0);
+      npd.fl[npd.nfl++] = fl_file(npdir, FILE_NPY_DIR);
+      npa.fl[npa.nfl++] = fl_file(nparray, FILE_NPY_ARRAY);
       snprintf(args, sizeof(args), "npydir %s", npdir);
       if (have_torch && torch_run(args, nk, 1, &r) == 0)
         npd.pt[npd.npt++] = r.v[0];
@@ -1212,6 +1307,14 @@ main(int argc, char **argv)
       snprintf(args, sizeof(args), "resume %s --position %zu", npdir, at[k]);
       if (have_torch && torch_run(args, rk, 1, &r) == 0)
         res[k].pt[res[k].npt++] = r.v[0];
+    }
+    for (k = 0; k < 2 && lmn > 0; k++) {
+      ldb[k].fl[ldb[k].nfl++] = fl_file(k == 0 ? lmdir : lmnpy,
+                                        k == 0 ? FILE_LMDB : FILE_NPY_DIR);
+      snprintf(args, sizeof(args), "%s %s", k == 0 ? "lmdb" : "npydir",
+               k == 0 ? lmdir : lmnpy);
+      if (have_torch && torch_run(args, nk, 1, &r) == 0)
+        ldb[k].pt[ldb[k].npt++] = r.v[0];
     }
 #ifdef BENCH_IMAGES
     for (k = 0; k < 2 && im.n > 0; k++) {
@@ -1237,6 +1340,10 @@ main(int argc, char **argv)
     tok_remove(&tk);
   if (npy)
     npy_remove(npdir, npn, nparray);
+  if (lmn > 0) {
+    lmdb_remove(lmdir);
+    npy_remove(lmnpy, lmn, lmarray);
+  }
 #ifdef BENCH_IMAGES
   if (im.n > 0)
     img_remove(&im);
@@ -1344,6 +1451,15 @@ main(int argc, char **argv)
   }
   print_row(&tkr[0], "", -1);
   print_row(&tkr[1], "", -1);
+  if (lmn > 0) {
+    print_row(&ldb[0], "", -1);
+    print_row(&ldb[1], "", -1);
+    printf("lmdb: %zu values of 12 KiB (float32), keys %%08zu; 2 workers, "
+           "batch 64, one warm epoch\n", lmn);
+  } else if (wanted("lmdb")) {
+    printf("lmdb: skipped, this forkload was built without liblmdb (sh "
+           "tools/setup.sh, then configure)\n");
+  }
   if (wanted("bandwidth")) {
     snprintf(target, sizeof(target), "<= %.1f (5 batches)", bound / 1e6);
     print_cells("memory peak", "MB", 1, peak / 1e6, "-", "-", target,

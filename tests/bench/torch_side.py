@@ -8,17 +8,19 @@ WORKLOAD is one of overhead, bandwidth, tutorial (CONFIG w0, w4, w4p or
 w4b), hol (CONFIG in or out), startup, npydir (CONFIG: a directory of .npy
 files, one sample each, read with np.load in every worker: the seed's case),
 resume (CONFIG: that directory; --position N: the batch to resume at,
-reached by restarting and skipping), images (CONFIG: a folder of JPEGs in
-ImageFolder's layout, written by the C side; --transform train or eval:
-torchvision's ImageNet transforms) and tokens (CONFIG: a directory of
-llm.c token shards, shard_*.bin, read the usual way: a numpy memmap of
-each, windows of 1025 tokens sliced and converted to int64 tensors).
-Each workload mirrors the C side exactly: same sample count and size,
-batch size, workers, prefetch factor, persistence and per-sample delay.
-The consumer reads the first value of every sample into a checksum, which
-is checked against its known value so that neither side can win by not
-touching the data (images: the labels' sum, the pixels being random;
-tokens: each window's first input and last target).
+reached by restarting and skipping), lmdb (CONFIG: an LMDB environment
+read with python3-lmdb, opened in each worker), images (CONFIG: a folder
+of JPEGs in ImageFolder's layout, written by the C side; --transform
+train or eval: torchvision's ImageNet transforms) and tokens (CONFIG: a
+directory of llm.c token shards, shard_*.bin, read the usual way: a numpy
+memmap of each, windows of 1025 tokens sliced and converted to int64
+tensors).  Each workload mirrors the C side exactly: same sample count
+and size, batch size, workers, prefetch factor, persistence and
+per-sample delay.  The consumer reads the first value of every sample
+into a checksum, which is checked against its known value so that
+neither side can win by not touching the data (images: the labels' sum,
+the pixels being random; tokens: each window's first input and last
+target).
 
 The result is exactly one line of JSON on stdout; exit status 0.  On any
 failure a message goes to stderr and the exit status is 1.  --smoke shrinks
@@ -358,6 +360,54 @@ def bench_npydir(smoke, config):
     return {"workload": "npydir", "samples_per_s": round(samples / seconds, 1)}
 
 
+class LmdbDataset(Dataset):
+    """The values of an LMDB environment in key order, as PyTorch users
+    write one: the keys listed once, the environment opened lazily in each
+    worker (LMDB's handles must not cross fork), txn.get per index."""
+
+    def __init__(self, path):
+        import lmdb
+
+        env = lmdb.open(path, readonly=True, lock=False)
+        with env.begin() as txn:
+            self.keys = list(txn.cursor().iternext(values=False))
+        env.close()
+        self.path = path
+        self.env = None
+
+    def __len__(self):
+        return len(self.keys)
+
+    def __getitem__(self, i):
+        import lmdb
+        import numpy as np
+
+        if self.env is None:
+            self.env = lmdb.open(self.path, readonly=True, lock=False,
+                                 readahead=False, meminit=False)
+        with self.env.begin() as txn:
+            return torch.from_numpy(np.frombuffer(txn.get(self.keys[i]),
+                                                  dtype=np.float32))
+
+
+def bench_lmdb(smoke, config):
+    """An LMDB environment of 12 KiB float32 values: samples/s, one warm
+    epoch, 2 workers, batch 64."""
+    if config is None:
+        raise ValueError("needs the environment as its config argument")
+    # np.frombuffer of the bytes txn.get returns is read-only: the usual
+    # code, and torch says so once per worker.
+    warnings.filterwarnings("ignore", message="The given NumPy array")
+    dataset = LmdbDataset(config)
+    loader = make_loader(dataset, 64, 2, persistent=True)
+    n = len(dataset)
+    check("warm-up", run_epoch(loader)[2], float(sum(range(n))))
+    seconds, _, samples, checksum = timed_epochs(loader, 1)
+    check("timed", checksum, float(sum(range(n))))
+    del loader
+    return {"workload": "lmdb", "samples_per_s": round(samples / seconds, 1)}
+
+
 def bench_resume(smoke, config, position=0):
     """Restart and skip: the first batch at a position of the epoch.
 
@@ -519,6 +569,7 @@ WORKLOADS = {
     "startup": bench_startup,
     "npydir": bench_npydir,
     "resume": bench_resume,
+    "lmdb": bench_lmdb,
     "images": bench_images,
     "tokens": bench_tokens,
 }
@@ -540,8 +591,9 @@ def parse_args(argv):
     parser.add_argument("workload", choices=sorted(WORKLOADS))
     parser.add_argument("config", nargs="?", default=None,
                         help="tutorial: w0, w4, w4p, w4b; hol: in, out; "
-                        "npydir, resume: the directory; images: the folder; "
-                        "tokens: the shards' directory")
+                        "npydir, resume: the directory; lmdb: the "
+                        "environment; images: the folder; tokens: the "
+                        "shards' directory")
     parser.add_argument("--position", type=int, default=None,
                         help="resume: the batch to resume at")
     parser.add_argument("--transform", choices=("train", "eval"),
@@ -562,6 +614,7 @@ def main(argv):
                                                              "hol",
                                                              "npydir",
                                                              "resume",
+                                                             "lmdb",
                                                              "images",
                                                              "tokens"):
             raise ValueError("takes no config argument")
