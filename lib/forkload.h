@@ -125,6 +125,14 @@ typedef struct fl_iterable {
   /* Since 0.3, optional: skip n samples right after open, as n calls of
      next would (a resumed epoch); 0, or <0 on error.  NULL: next n times. */
   int (*skip)(void *ctx, uint64_t n);
+  /* Since 0.7: samples of several fields, each batched into an array of
+     its own, as fl_dataset's (field_bytes copied at create; sample_bytes
+     0 or their sum).  next_fields writes field f to dst[f] (room:
+     field_bytes[f], the size written in nbytes[f]) and returns as next
+     does; it is used instead of next when nfields > 0. */
+  size_t nfields;
+  const size_t *field_bytes;
+  int (*next_fields)(void *ctx, void *const *dst, size_t *nbytes);
 } fl_iterable;
 
 typedef enum { FL_SHARE_FILE_DESCRIPTOR, FL_SHARE_FILE_SYSTEM } fl_sharing;
