@@ -433,6 +433,26 @@ FL_EXTERN const char *fl_image_folder_sample(const fl_dataset *ds,
 FL_EXTERN const char *fl_image_folder_class(const fl_dataset *ds,
                                             size_t label);
 
+/*
+ * Since 0.7: WebDataset tar shards, an iterable dataset
+ * (fl_dataset_webdataset(3)).  A sample is a run of members sharing a key;
+ * field f holds the member of extension exts[f] ("__key__": the key
+ * itself), up to max_bytes[f].  Shards are split across ranks, then
+ * across each rank's workers, as webdataset's split_by_node and
+ * split_by_worker.  FL_ENOTSUP in a build without libarchive.  Close it
+ * with fl_iterable_close after the loaders that use it are destroyed.
+ */
+FL_EXTERN int fl_dataset_webdataset_sized(fl_iterable *it, size_t size,
+                                          const char *const *shards,
+                                          size_t n, const char *const *exts,
+                                          const size_t *max_bytes,
+                                          size_t nexts);
+#define fl_dataset_webdataset(it, shards, n, exts, max_bytes, nexts)         \
+  fl_dataset_webdataset_sized((it), sizeof(fl_iterable), (shards), (n),      \
+                              (exts), (max_bytes), (nexts))
+FL_EXTERN void fl_iterable_close_sized(fl_iterable *it, size_t size);
+#define fl_iterable_close(it) fl_iterable_close_sized((it), sizeof(fl_iterable))
+
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a
    negative code.  fl_loader_create does this on its own.  A name made in
