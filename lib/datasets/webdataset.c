@@ -158,7 +158,8 @@ next_member(struct wds *w, const char *where, const char *key)
       wds_close(w);
       return 0;
     }
-    if (rc < ARCHIVE_WARN)
+    /* ARCHIVE_RETRY is a damaged header, which tarfile refuses too. */
+    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
       return archive_failed(w, where, key);
     p = archive_entry_pathname(e);
     if (p == NULL || archive_entry_filetype(e) != AE_IFREG || is_meta(p) ||
@@ -202,7 +203,7 @@ read_member(struct wds *w, void *dst)
   while (done < w->size) {
     n = archive_read_data(w->ar, p + done, (size_t)(w->size - done));
     if (n <= 0)
-      return archive_failed(w, n == 0 ? "truncated in " : "in ", w->key.s);
+      return archive_failed(w, "in ", w->key.s);
     done += n;
   }
   return 0;
