@@ -17,6 +17,7 @@ static const char *const kind_names[] = {
   [DS_RAW] = "raw",
   [DS_NPY_ZIP] = "npy-zip",
   [DS_IMAGES] = "images",
+  [DS_WEBDATASET] = "webdataset",
 };
 
 #define NKINDS (sizeof kind_names / sizeof kind_names[0])
@@ -96,6 +97,48 @@ dataset_split(char *list, const char **paths)
   }
 }
 
+/*
+ * webdataset:SHARD[,SHARD...]:EXT=MAX[,EXT=MAX...], from after the kind,
+ * already copied to out->path: the extensions follow the last colon (a
+ * shard may hold colons).  0, or -1 when it is not of that form.
+ */
+static int
+parse_webdataset(struct dataset_spec *out)
+{
+  char *colon = strrchr(out->path, ':'), *p, *eq, *end;
+  const char *exts[SYNTH_MAX_FIELDS + 1];
+  size_t n = 1, f;
+  uint64_t v;
+
+  if (colon == NULL)
+    return -1;
+  *colon = '\0';
+  for (p = out->path; *p != '\0'; p++)
+    n += *p == ',';
+  out->shards = calloc(n, sizeof(*out->shards));
+  if (out->shards == NULL)
+    return -1;
+  for (p = out->path; p != NULL; p = end != NULL ? end + 1 : NULL) {
+    end = strchr(p, ',');
+    if (end != NULL)
+      *end = '\0';
+    if (*p == '\0')
+      return -1;
+    out->shards[out->nshards++] = p;
+  }
+  out->nexts = dataset_split(colon + 1, exts);
+  for (f = 0; f < out->nexts; f++) {
+    eq = strrchr(exts[f], '=');
+    if (eq == NULL || eq == exts[f] || cli_scan_uint(eq + 1, &end, &v) != 0 ||
+        *end != '\0' || v == 0 || v >= SIZE_MAX)
+      return -1;
+    *eq = '\0';
+    out->exts[f] = exts[f];
+    out->max_bytes[f] = (size_t)v;
+  }
+  return out->nexts > 0 ? 0 : -1;
+}
+
 int
 dataset_parse(const char *spec, struct dataset_spec *out)
 {
@@ -111,8 +154,9 @@ dataset_parse(const char *spec, struct dataset_spec *out)
   if (len == 0) {
     cli_error("--dataset: expected npy-dir:PATH, npy:PATH, "
               "npy-zip:PATH[,PATH...], "
-              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0) or "
-              "images:DIR, got '%s'", spec);
+              "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0), "
+              "images:DIR or webdataset:SHARD[,SHARD...]:EXT=MAX[,...], "
+              "got '%s'", spec);
     return -1;
   }
   out->path = strndup(rest, len);
@@ -124,6 +168,14 @@ dataset_parse(const char *spec, struct dataset_spec *out)
       (out->npaths = dataset_split(out->path, out->paths)) == 0) {
     cli_error("--dataset: npy-zip takes 1 to %d paths separated by commas, "
               "none of them empty, got '%s'", SYNTH_MAX_FIELDS, spec);
+    dataset_spec_free(out);
+    return -1;
+  }
+  if (kind == DS_WEBDATASET && parse_webdataset(out) < 0) {
+    cli_error("--dataset: webdataset takes SHARD[,SHARD...]:EXT=MAX"
+              "[,EXT=MAX...], shards and extensions not empty, each MAX a "
+              "number of bytes above 0, at most %d extensions, got '%s'",
+              SYNTH_MAX_FIELDS, spec);
     dataset_spec_free(out);
     return -1;
   }
@@ -162,9 +214,21 @@ dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
   return rc < 0 ? -1 : 0;
 }
 
+int
+dataset_open_iterable(const struct dataset_spec *spec, fl_iterable *it)
+{
+  int rc = fl_dataset_webdataset(it, spec->shards, spec->nshards,
+                                 spec->exts, spec->max_bytes, spec->nexts);
+
+  if (rc < 0)
+    cli_error("%s", cli_loader_error(NULL, rc));
+  return rc < 0 ? -1 : 0;
+}
+
 void
 dataset_spec_free(struct dataset_spec *spec)
 {
+  free(spec->shards);
   free(spec->path);
   *spec = (struct dataset_spec){.kind = DS_SYNTHETIC};
 }

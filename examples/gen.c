@@ -29,6 +29,7 @@ struct gen_args {
   size_t header_bytes;
   int header_set, force;
   unsigned classes; /* images: class folders */
+  unsigned shards;  /* webdataset: tar files */
 };
 
 /* What is written: the files' header, and which samples follow it, of
@@ -48,7 +49,8 @@ enum {
   OPT_GEN_SEED,
   OPT_HEADER_BYTES,
   OPT_FORCE,
-  OPT_CLASSES
+  OPT_CLASSES,
+  OPT_SHARDS
 };
 
 /* gen takes none of the loader's options: it makes no loader. */
@@ -60,6 +62,9 @@ static const char help[] =
   "per size of --sample-bytes), which run --dataset reads and --verify\n"
   "checks.  images writes a folder of JPEGs for --dataset images:\n"
   "(PATH/class000/00000000.jpg, ...), sample i in class i %% K.\n"
+  "webdataset writes K tar shards (PATH/shard-00000.tar, ...) of\n"
+  "samples NNNNNNNN.bin (the content) and NNNNNNNN.cls (i %% 10) for\n"
+  "--dataset webdataset:.\n"
   "\n"
   "gen:\n"
   "  --samples N           samples to write (required)\n"
@@ -70,7 +75,8 @@ static const char help[] =
   "  --seed S              seed of the content (0)\n"
   "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
   "  --force               write over files, into a non-empty directory\n"
-  "  --classes K           images: class folders, at most N (10)\n";
+  "  --classes K           images: class folders, at most N (10)\n"
+  "  --shards K            webdataset: tar files, at most N (required)\n";
 
 static const struct option options[] = {
   {"samples", required_argument, NULL, OPT_GEN_SAMPLES},
@@ -79,6 +85,7 @@ static const struct option options[] = {
   {"header-bytes", required_argument, NULL, OPT_HEADER_BYTES},
   {"force", no_argument, NULL, OPT_FORCE},
   {"classes", required_argument, NULL, OPT_CLASSES},
+  {"shards", required_argument, NULL, OPT_SHARDS},
   {NULL, 0, NULL, 0}
 };
 
@@ -113,6 +120,10 @@ gen_option(int c, const char *arg, void *ctx)
   case OPT_CLASSES:
     rc = cli_uint(c, arg, 1, 1000, &v);
     a->classes = (unsigned)v;
+    break;
+  case OPT_SHARDS:
+    rc = cli_uint(c, arg, 1, 100000, &v);
+    a->shards = (unsigned)v;
     break;
   }
   return rc;
@@ -162,14 +173,30 @@ check_args(int argc, char **argv, int first, struct gen_args *a)
     a->path = argv[first + 1];
   }
   if (kind < 0) {
-    cli_error("gen: expected npy-dir, npy, raw, npy-zip or images, then a "
-              "PATH");
+    cli_error("gen: expected npy-dir, npy, raw, npy-zip, images or "
+              "webdataset, then a PATH");
     return -1;
   }
   a->kind = kind;
   if (a->classes != 0 && kind != DS_IMAGES) {
     cli_error("--classes: only images are written to class folders");
     return -1;
+  }
+  if ((a->shards != 0) != (kind == DS_WEBDATASET)) {
+    cli_error("--shards: webdataset needs it, and only it takes it");
+    return -1;
+  }
+  if (kind == DS_WEBDATASET) {
+    if (a->data.sample_bytes == 0)
+      a->data.sample_bytes = 256;
+    if (a->data.samples == 0 || a->data.nfields > 0 || a->header_set ||
+        a->shards > a->data.samples) {
+      cli_error("gen: webdataset takes --samples N and --shards K (K at "
+                "most N), --sample-bytes B (one size, 256), --seed and "
+                "--force");
+      return -1;
+    }
+    return 0;
   }
   if (kind == DS_IMAGES) {
     if (a->data.samples == 0 || a->data.sample_bytes != 0 ||
@@ -447,7 +474,10 @@ gen_main(int argc, char **argv)
     cli_error("gen: %s", fl_strerror(FL_ENOMEM));
     goto out;
   }
-  if (a.kind == DS_NPY_DIR)
+  if (a.kind == DS_WEBDATASET)
+    rc = gen_webdataset(a.path, &a.data, a.shards, a.force, what,
+                        sizeof what, &bytes);
+  else if (a.kind == DS_NPY_DIR)
     rc = write_npy_dir(&a, buf, what, sizeof what, &bytes);
   else if (a.kind == DS_NPY)
     rc = write_npy(&a, buf, what, sizeof what, &bytes);
@@ -474,6 +504,8 @@ const struct cli_command cli_gen = {
   "         [--seed S] [--header-bytes H] [--force]\n"
   "forkload gen npy-zip PATH,PATH... --samples N --sample-bytes B,B...\n"
   "         [--seed S] [--force]\n"
-  "forkload gen images DIR --samples N [--classes K] [--seed S] [--force]",
+  "forkload gen images DIR --samples N [--classes K] [--seed S] [--force]\n"
+  "forkload gen webdataset DIR --samples N --shards K [--sample-bytes B]\n"
+  "         [--seed S] [--force]",
   help, options, gen_main
 };
