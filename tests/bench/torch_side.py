@@ -8,7 +8,8 @@ WORKLOAD is one of overhead, bandwidth, tutorial (CONFIG w0, w4, w4p or
 w4b), hol (CONFIG in or out), startup, npydir (CONFIG: a directory of .npy
 files, one sample each, read with np.load in every worker: the seed's case),
 resume (CONFIG: that directory; --position N: the batch to resume at,
-reached by restarting and skipping) and images (CONFIG: a folder of JPEGs in
+reached by restarting and skipping), webdataset (CONFIG: tar shards,
+comma-separated, read with tarfile in an IterableDataset) and images (CONFIG: a folder of JPEGs in
 ImageFolder's layout, written by the C side; --transform train or eval:
 torchvision's ImageNet transforms).  Each workload mirrors the C side
 exactly: same sample count and size, batch size, workers, prefetch factor,
@@ -32,7 +33,8 @@ import time
 import warnings
 
 import torch
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import (DataLoader, Dataset, IterableDataset,
+                              get_worker_info)
 from torch.utils.data._utils import fetch
 
 SAMPLE_3x224 = 3 * 224 * 224 * 4  # bytes in one bandwidth sample
@@ -355,6 +357,54 @@ def bench_npydir(smoke, config):
     return {"workload": "npydir", "samples_per_s": round(samples / seconds, 1)}
 
 
+class TarShards(IterableDataset):
+    """WebDataset's reading of tar shards with tarfile: shard k to worker
+    k % num_workers (split_by_worker), members grouped by the key before
+    the first dot of the file name; each sample its .bin's floats."""
+
+    def __init__(self, shards):
+        self.shards = shards
+
+    def __iter__(self):
+        import tarfile
+
+        info = get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info else (0, 1)
+        for shard in self.shards[wid::nw]:
+            key, sample = None, {}
+            with tarfile.open(shard, mode="r|") as tar:
+                for member in tar:
+                    if not member.isreg():
+                        continue
+                    name = member.name.rsplit("/", 1)[-1]
+                    k, ext = name.split(".", 1)
+                    if k != key and sample:
+                        yield sample_tensor(sample)
+                        sample = {}
+                    key = k
+                    sample[ext] = tar.extractfile(member).read()
+            if sample:
+                yield sample_tensor(sample)
+
+
+def sample_tensor(sample):
+    return torch.frombuffer(bytearray(sample["bin"]), dtype=torch.float32)
+
+
+def bench_webdataset(smoke, config):
+    """Tar shards (CONFIG: comma-separated), 2 workers: samples/s."""
+    if config is None:
+        raise ValueError("needs the shards as its config argument")
+    loader = make_loader(TarShards(config.split(",")), 64, 2,
+                         persistent=True)
+    _, n, _ = run_epoch(loader)
+    seconds, _, samples, checksum = timed_epochs(loader, 1)
+    check("timed", checksum, float(sum(range(n))))
+    del loader
+    return {"workload": "webdataset",
+            "samples_per_s": round(samples / seconds, 1)}
+
+
 def bench_resume(smoke, config, position=0):
     """Restart and skip: the first batch at a position of the epoch.
 
@@ -449,6 +499,7 @@ WORKLOADS = {
     "npydir": bench_npydir,
     "resume": bench_resume,
     "images": bench_images,
+    "webdataset": bench_webdataset,
 }
 
 
@@ -489,7 +540,8 @@ def main(argv):
                                                              "hol",
                                                              "npydir",
                                                              "resume",
-                                                             "images"):
+                                                             "images",
+                                                             "webdataset"):
             raise ValueError("takes no config argument")
         options = {}
         if args.position is not None:
