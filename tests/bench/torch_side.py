@@ -9,9 +9,9 @@ w4b), hol (CONFIG in or out), startup, npydir (CONFIG: a directory of .npy
 files, one sample each, read with np.load in every worker: the seed's case),
 resume (CONFIG: that directory; --position N: the batch to resume at,
 reached by restarting and skipping), webdataset (CONFIG: tar shards,
-comma-separated, read with tarfile in an IterableDataset) and images (CONFIG: a folder of JPEGs in
-ImageFolder's layout, written by the C side; --transform train or eval:
-torchvision's ImageNet transforms).  Each workload mirrors the C side
+comma-separated, read with tarfile in an IterableDataset) and images
+(CONFIG: a folder of JPEGs in ImageFolder's layout, written by the C
+side; --transform train or eval: torchvision's ImageNet transforms).  Each workload mirrors the C side
 exactly: same sample count and size, batch size, workers, prefetch factor,
 persistence and per-sample delay.  The consumer reads the first value of
 every sample into a checksum, which is checked against its known value so
