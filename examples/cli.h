@@ -201,7 +201,8 @@ enum ds_kind {
   DS_NPY_ZIP,
   DS_IMAGES,
   DS_TOKENS,
-  DS_LMDB
+  DS_LMDB,
+  DS_WEBDATASET
 };
 
 struct dataset_spec {
@@ -209,11 +210,17 @@ struct dataset_spec {
   const char *spec; /* as given */
   char *path;       /* npy-zip: its paths, each ended by a '\0' */
   size_t record_bytes, header_bytes; /* raw only */
-  size_t max_bytes;                  /* lmdb only */
+  size_t lmdb_max;                   /* lmdb only: MAX_BYTES */
   const char *paths[SYNTH_MAX_FIELDS]; /* npy-zip, tokens: in path */
   size_t npaths;
   size_t seq_len; /* tokens only */
   const fl_image_options *io; /* images only: the --image-* flags */
+  /* webdataset only: its shards (in path), its extensions and their
+     maxima (in path too) */
+  const char **shards;
+  size_t nshards, nexts;
+  const char *exts[SYNTH_MAX_FIELDS];
+  size_t max_bytes[SYNTH_MAX_FIELDS];
 };
 
 /* The kind named by the len bytes at name, or -1. */
@@ -227,6 +234,13 @@ size_t dataset_split(char *list, const char **paths);
 int dataset_parse(const char *spec, struct dataset_spec *out);
 /* 0, or -1 having printed why the library could not open it. */
 int dataset_open(const struct dataset_spec *spec, fl_dataset *ds);
+/* The same for an iterable kind (webdataset). */
+int dataset_open_iterable(const struct dataset_spec *spec, fl_iterable *it);
+/* gen_webdataset.c: `forkload gen webdataset`: 0, or -1 having said why
+   not; adds the bytes written to *bytes. */
+int gen_webdataset(const char *dir, const struct synth *data,
+                   unsigned shards, int force, char *what, size_t len,
+                   uint64_t *bytes);
 /* gen_images.c: `forkload gen images`: 0, or -1 having said why not. */
 int gen_images(const char *dir, size_t samples, unsigned classes,
                uint64_t seed, int force, char *what, size_t len,
@@ -286,7 +300,9 @@ struct load_args {
   int sharing_set;        /* --sharing (or --strategy) was given */
   struct dataset_spec file; /* --dataset, or kind DS_SYNTHETIC */
   fl_dataset ds;          /* made by load_dataset */
-  int ds_open;            /* ds is a file dataset, to be closed */
+  int ds_open;            /* ds (or it) is a file dataset, to be closed */
+  fl_iterable it;         /* made by load_dataset when iterable */
+  int iterable;           /* --dataset webdataset: */
   size_t *index_list;     /* the span as opt.indices, made by load_dataset */
 };
 
@@ -317,8 +333,10 @@ const char *cli_shard_mode_name(fl_shard_mode mode);
    library names the fields of fl_options and fl_dataset they set; returns
    the exit status, 2 for options the library refuses. */
 int cli_create_error(int rc);
-/* Makes a->ds: 0, or the exit status having said why not. */
+/* Makes a->ds (or a->it): 0, or the exit status having said why not. */
 int load_dataset(struct load_args *a);
+/* fl_loader_create, or fl_loader_create_iterable for an iterable. */
+int load_create(struct load_args *a, fl_loader **l);
 /* Frees what parsing and load_dataset made, closing a file dataset: call
    it after the loaders that use a->ds are destroyed. */
 void load_args_free(struct load_args *a);

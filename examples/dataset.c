@@ -19,6 +19,7 @@ static const char *const kind_names[] = {
   [DS_IMAGES] = "images",
   [DS_TOKENS] = "tokens",
   [DS_LMDB] = "lmdb",
+  [DS_WEBDATASET] = "webdataset",
 };
 
 #define NKINDS (sizeof kind_names / sizeof kind_names[0])
@@ -112,6 +113,48 @@ dataset_split(char *list, const char **paths)
   }
 }
 
+/*
+ * webdataset:SHARD[,SHARD...]:EXT=MAX[,EXT=MAX...], from after the kind,
+ * already copied to out->path: the extensions follow the last colon (a
+ * shard may hold colons).  0, or -1 when it is not of that form.
+ */
+static int
+parse_webdataset(struct dataset_spec *out)
+{
+  char *colon = strrchr(out->path, ':'), *p, *eq, *end;
+  const char *exts[SYNTH_MAX_FIELDS + 1];
+  size_t n = 1, f;
+  uint64_t v;
+
+  if (colon == NULL)
+    return -1;
+  *colon = '\0';
+  for (p = out->path; *p != '\0'; p++)
+    n += *p == ',';
+  out->shards = calloc(n, sizeof(*out->shards));
+  if (out->shards == NULL)
+    return -1;
+  for (p = out->path; p != NULL; p = end != NULL ? end + 1 : NULL) {
+    end = strchr(p, ',');
+    if (end != NULL)
+      *end = '\0';
+    if (*p == '\0')
+      return -1;
+    out->shards[out->nshards++] = p;
+  }
+  out->nexts = dataset_split(colon + 1, exts);
+  for (f = 0; f < out->nexts; f++) {
+    eq = strrchr(exts[f], '=');
+    if (eq == NULL || eq == exts[f] || cli_scan_uint(eq + 1, &end, &v) != 0 ||
+        *end != '\0' || v == 0 || v >= SIZE_MAX)
+      return -1;
+    *eq = '\0';
+    out->exts[f] = exts[f];
+    out->max_bytes[f] = (size_t)v;
+  }
+  return out->nexts > 0 ? 0 : -1;
+}
+
 int
 dataset_parse(const char *spec, struct dataset_spec *out)
 {
@@ -124,15 +167,16 @@ dataset_parse(const char *spec, struct dataset_spec *out)
     rest = colon + 1;
     len = kind == DS_RAW      ? parse_raw(rest, out)
           : kind == DS_TOKENS ? parse_last_number(rest, &out->seq_len)
-          : kind == DS_LMDB   ? parse_last_number(rest, &out->max_bytes)
+          : kind == DS_LMDB   ? parse_last_number(rest, &out->lmdb_max)
                               : strlen(rest);
   }
   if (len == 0) {
     cli_error("--dataset: expected npy-dir:PATH, npy:PATH, "
               "npy-zip:PATH[,PATH...], "
               "raw:PATH:RECORD_BYTES[:HEADER_BYTES] (RECORD_BYTES > 0), "
-              "images:DIR, tokens:PATH[,PATH...]:SEQ_LEN (SEQ_LEN > 0) or "
-              "lmdb:PATH:MAX_BYTES (MAX_BYTES > 0), got '%s'", spec);
+              "images:DIR, tokens:PATH[,PATH...]:SEQ_LEN (SEQ_LEN > 0), "
+              "lmdb:PATH:MAX_BYTES (MAX_BYTES > 0) or "
+              "webdataset:SHARD[,SHARD...]:EXT=MAX[,...], got '%s'", spec);
     return -1;
   }
   out->path = strndup(rest, len);
@@ -144,6 +188,14 @@ dataset_parse(const char *spec, struct dataset_spec *out)
       (out->npaths = dataset_split(out->path, out->paths)) == 0) {
     cli_error("--dataset: %s takes 1 to %d paths separated by commas, "
               "none of them empty, got '%s'", kind_names[kind],
+              SYNTH_MAX_FIELDS, spec);
+    dataset_spec_free(out);
+    return -1;
+  }
+  if (kind == DS_WEBDATASET && parse_webdataset(out) < 0) {
+    cli_error("--dataset: webdataset takes SHARD[,SHARD...]:EXT=MAX"
+              "[,EXT=MAX...], shards and extensions not empty, each MAX a "
+              "number of bytes above 0, at most %d extensions, got '%s'",
               SYNTH_MAX_FIELDS, spec);
     dataset_spec_free(out);
     return -1;
@@ -179,7 +231,7 @@ dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
     rc = fl_dataset_tokens(ds, spec->paths, spec->npaths, spec->seq_len);
     break;
   case DS_LMDB:
-    rc = fl_dataset_lmdb(ds, spec->path, spec->max_bytes);
+    rc = fl_dataset_lmdb(ds, spec->path, spec->lmdb_max);
     break;
   default:
     rc = FL_EINVAL;
@@ -189,9 +241,21 @@ dataset_open(const struct dataset_spec *spec, fl_dataset *ds)
   return rc < 0 ? -1 : 0;
 }
 
+int
+dataset_open_iterable(const struct dataset_spec *spec, fl_iterable *it)
+{
+  int rc = fl_dataset_webdataset(it, spec->shards, spec->nshards,
+                                 spec->exts, spec->max_bytes, spec->nexts);
+
+  if (rc < 0)
+    cli_error("%s", cli_loader_error(NULL, rc));
+  return rc < 0 ? -1 : 0;
+}
+
 void
 dataset_spec_free(struct dataset_spec *spec)
 {
+  free(spec->shards);
   free(spec->path);
   *spec = (struct dataset_spec){.kind = DS_SYNTHETIC};
 }

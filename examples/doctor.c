@@ -259,7 +259,7 @@ doctor_main(int argc, char **argv)
       goto out;
     status = 1;
   }
-  if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
+  if ((rc = load_create(&a.load, &l)) < 0) {
     status = cli_create_error(rc);
     goto out;
   }

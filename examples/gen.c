@@ -32,6 +32,7 @@ struct gen_args {
   int header_set, force;
   unsigned classes; /* images: class folders */
   size_t seq_len;   /* tokens: the windows' */
+  unsigned shards;  /* webdataset: tar files */
 };
 
 /* What is written: the files' header, and which samples follow it, of
@@ -52,7 +53,8 @@ enum {
   OPT_HEADER_BYTES,
   OPT_FORCE,
   OPT_CLASSES,
-  OPT_SEQ_LEN
+  OPT_SEQ_LEN,
+  OPT_SHARDS
 };
 
 /* gen takes none of the loader's options: it makes no loader. */
@@ -68,6 +70,9 @@ static const char help[] =
   "of the key %%08zu of i, for --dataset lmdb:PATH:B.\n"
   "tokens writes llm.c token shards, one per PATH, of N windows of\n"
   "T + 1 tokens in all (--dataset tokens:PATH,...:T).\n"
+  "webdataset writes K tar shards (PATH/shard-00000.tar, ...) of\n"
+  "samples NNNNNNNN.bin (the content) and NNNNNNNN.cls (i %% 10) for\n"
+  "--dataset webdataset:.\n"
   "\n"
   "gen:\n"
   "  --samples N           samples to write (required)\n"
@@ -80,7 +85,8 @@ static const char help[] =
   "  --force               write over files, into a non-empty directory\n"
   "                        (lmdb: over the environment there)\n"
   "  --classes K           images: class folders, at most N (10)\n"
-  "  --seq-len T           tokens: the windows' length (required)\n";
+  "  --seq-len T           tokens: the windows' length (required)\n"
+  "  --shards K            webdataset: tar files, at most N (required)\n";
 
 static const struct option options[] = {
   {"samples", required_argument, NULL, OPT_GEN_SAMPLES},
@@ -90,6 +96,7 @@ static const struct option options[] = {
   {"force", no_argument, NULL, OPT_FORCE},
   {"classes", required_argument, NULL, OPT_CLASSES},
   {"seq-len", required_argument, NULL, OPT_SEQ_LEN},
+  {"shards", required_argument, NULL, OPT_SHARDS},
   {NULL, 0, NULL, 0}
 };
 
@@ -129,6 +136,10 @@ gen_option(int c, const char *arg, void *ctx)
     /* A shard counts its tokens in an int32. */
     rc = cli_uint(c, arg, 1, INT32_MAX - 1, &v);
     a->seq_len = v;
+    break;
+  case OPT_SHARDS:
+    rc = cli_uint(c, arg, 1, 100000, &v);
+    a->shards = (unsigned)v;
     break;
   }
   return rc;
@@ -221,8 +232,8 @@ check_args(int argc, char **argv, int first, struct gen_args *a)
     a->path = argv[first + 1];
   }
   if (kind < 0) {
-    cli_error("gen: expected npy-dir, npy, raw, npy-zip, images, lmdb or "
-              "tokens, then a PATH");
+    cli_error("gen: expected npy-dir, npy, raw, npy-zip, images, lmdb, "
+              "tokens or webdataset, then a PATH");
     return -1;
   }
   a->kind = kind;
@@ -235,6 +246,22 @@ check_args(int argc, char **argv, int first, struct gen_args *a)
   if (a->classes != 0 && kind != DS_IMAGES) {
     cli_error("--classes: only images are written to class folders");
     return -1;
+  }
+  if ((a->shards != 0) != (kind == DS_WEBDATASET)) {
+    cli_error("--shards: webdataset needs it, and only it takes it");
+    return -1;
+  }
+  if (kind == DS_WEBDATASET) {
+    if (a->data.sample_bytes == 0)
+      a->data.sample_bytes = 256;
+    if (a->data.samples == 0 || a->data.nfields > 0 || a->header_set ||
+        a->shards > a->data.samples) {
+      cli_error("gen: webdataset takes --samples N and --shards K (K at "
+                "most N), --sample-bytes B (one size, 256), --seed and "
+                "--force");
+      return -1;
+    }
+    return 0;
   }
   if (kind == DS_IMAGES) {
     if (a->data.samples == 0 || a->data.sample_bytes != 0 ||
@@ -597,7 +624,10 @@ gen_main(int argc, char **argv)
     cli_error("gen: %s", fl_strerror(FL_ENOMEM));
     goto out;
   }
-  if (a.kind == DS_NPY_DIR)
+  if (a.kind == DS_WEBDATASET)
+    rc = gen_webdataset(a.path, &a.data, a.shards, a.force, what,
+                        sizeof what, &bytes);
+  else if (a.kind == DS_NPY_DIR)
     rc = write_npy_dir(&a, buf, what, sizeof what, &bytes);
   else if (a.kind == DS_NPY)
     rc = write_npy(&a, buf, what, sizeof what, &bytes);
@@ -629,6 +659,8 @@ const struct cli_command cli_gen = {
   "forkload gen images DIR --samples N [--classes K] [--seed S] [--force]\n"
   "forkload gen lmdb DIR --samples N --sample-bytes B [--seed S] [--force]\n"
   "forkload gen tokens PATH[,PATH...] --samples N --seq-len T [--seed S]\n"
-  "         [--force]",
+  "         [--force]\n"
+  "forkload gen webdataset DIR --samples N --shards K [--sample-bytes B]\n"
+  "         [--seed S] [--force]",
   help, options, gen_main
 };

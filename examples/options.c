@@ -97,8 +97,10 @@ static const char load_help[] =
   "                        npy-zip:FILE,FILE... (a field per file),\n"
   "                        raw:FILE:RECORD_BYTES[:HEADER_BYTES],\n"
   "                        images:DIR (torchvision's ImageFolder),\n"
-  "                        tokens:FILE[,FILE...]:SEQ_LEN (llm.c's shards)\n"
-  "                        or lmdb:PATH:MAX_BYTES (the values in key order)\n"
+  "                        tokens:FILE[,FILE...]:SEQ_LEN (llm.c's shards),\n"
+  "                        lmdb:PATH:MAX_BYTES (the values in key order)\n"
+  "                        or webdataset:SHARD[,SHARD...]:EXT=MAX[,...]\n"
+  "                        (tar shards, a stream: a field per EXT)\n"
   "  --samples N           samples in the dataset (50000)\n"
   "  --sample-bytes B[,B...]\n"
   "                        bytes per sample (12288: 3x32x32 float32); a\n"
@@ -605,6 +607,25 @@ fail:
 
 /* The synthetic dataset, or the one --dataset names, whose size is then
    what the library found in the files. */
+/* An iterable's samples are not counted: its fields are its sizes. */
+static int
+open_iterable(struct load_args *a)
+{
+  size_t f;
+
+  if (dataset_open_iterable(&a->file, &a->it) < 0)
+    return -1;
+  a->ds_open = a->iterable = 1;
+  a->data.samples = 0;
+  a->data.nfields = a->it.nfields;
+  a->data.sample_bytes = 0;
+  for (f = 0; f < a->it.nfields; f++) {
+    a->data.field_bytes[f] = a->it.field_bytes[f];
+    a->data.sample_bytes += a->it.field_bytes[f];
+  }
+  return 0;
+}
+
 static int
 open_dataset(struct load_args *a)
 {
@@ -615,6 +636,8 @@ open_dataset(struct load_args *a)
   if (a->image.hflip < 0)
     a->image.hflip = a->image.crop == FL_CROP_RANDOM_RESIZED ? 0.5 : 0;
   a->file.io = &a->image;
+  if (a->file.kind == DS_WEBDATASET)
+    return open_iterable(a);
   if (dataset_open(&a->file, &a->ds) < 0)
     return -1;
   a->ds_open = 1;
@@ -658,14 +681,23 @@ load_dataset(struct load_args *a)
   return 0;
 }
 
+int
+load_create(struct load_args *a, fl_loader **l)
+{
+  return a->iterable ? fl_loader_create_iterable(l, &a->it, &a->opt)
+                     : fl_loader_create(l, &a->ds, &a->opt);
+}
+
 void
 load_args_free(struct load_args *a)
 {
   free(a->index_list);
   a->index_list = NULL;
-  if (a->ds_open)
+  if (a->ds_open && a->iterable)
+    fl_iterable_close(&a->it);
+  else if (a->ds_open)
     fl_dataset_close(&a->ds);
-  a->ds_open = 0;
+  a->ds_open = a->iterable = 0;
   dataset_spec_free(&a->file);
 }
 

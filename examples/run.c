@@ -334,9 +334,15 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
     printf("%ux%u %s crop, hflip %g, %s, ", d->image.height, d->image.width,
            d->image.crop == FL_CROP_CENTER ? "center" : "random",
            d->image.hflip, d->image.chw_float ? "float CHW" : "uint8 HWC");
-  printf("%zu samples of %s, %u epoch(s), %u worker(s), "
+  /* A stream's samples are counted as they come. */
+  if (d->iterable)
+    printf("streams of samples of %s",
+           synth_sizes(&d->data, sizes, sizeof sizes));
+  else
+    printf("%zu samples of %s", d->data.samples,
+           synth_sizes(&d->data, sizes, sizeof sizes));
+  printf(", %u epoch(s), %u worker(s), "
          "batch_size %zu, prefetch %u, sharing %s, %s, seed %" PRIu64,
-         d->data.samples, synth_sizes(&d->data, sizes, sizeof sizes),
          a->epochs, o->num_workers, o->batch_size, o->prefetch_factor,
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs" : "fd",
          o->in_order ? "in order" : "out of order", o->seed);
@@ -467,8 +473,14 @@ run_main(int argc, char **argv)
   if (a.save_state != NULL && state_dir_ok(a.save_state) < 0)
     goto out;
   status = 1;
+  if (a.verify && a.load.iterable) {
+    cli_error("--verify: run checks map-style datasets; %s is a stream",
+              a.load.file.spec);
+    status = 2;
+    goto out;
+  }
   cli_catch_signals();
-  if ((rc = fl_loader_create(&l, &a.load.ds, &a.load.opt)) < 0) {
+  if ((rc = load_create(&a.load, &l)) < 0) {
     status = cli_create_error(rc);
     goto out;
   }

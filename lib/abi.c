@@ -24,7 +24,7 @@
 FL__ENDS_AT(fl_options, faults);
 FL__ENDS_AT(fl_stats, faults_injected);
 FL__ENDS_AT(fl_dataset, get_fields);
-FL__ENDS_AT(fl_iterable, skip);
+FL__ENDS_AT(fl_iterable, next_fields);
 FL__ENDS_AT(fl_budget_item, max_held);
 FL__ENDS_AT(fl_budget, binding);
 

@@ -125,6 +125,14 @@ typedef struct fl_iterable {
   /* Since 0.3, optional: skip n samples right after open, as n calls of
      next would (a resumed epoch); 0, or <0 on error.  NULL: next n times. */
   int (*skip)(void *ctx, uint64_t n);
+  /* Since 0.7: samples of several fields, each batched into an array of
+     its own, as fl_dataset's (field_bytes copied at create; sample_bytes
+     0 or their sum).  next_fields writes field f to dst[f] (room:
+     field_bytes[f], the size written in nbytes[f]) and returns as next
+     does; it is used instead of next when nfields > 0. */
+  size_t nfields;
+  const size_t *field_bytes;
+  int (*next_fields)(void *ctx, void *const *dst, size_t *nbytes);
 } fl_iterable;
 
 typedef enum { FL_SHARE_FILE_DESCRIPTOR, FL_SHARE_FILE_SYSTEM } fl_sharing;
@@ -462,6 +470,26 @@ FL_EXTERN int fl_dataset_lmdb_sized(fl_dataset *out, size_t size,
                                     const char *path, size_t max_bytes);
 #define fl_dataset_lmdb(out, path, max_bytes)                                \
   fl_dataset_lmdb_sized((out), sizeof(fl_dataset), (path), (max_bytes))
+
+/*
+ * Since 0.7: WebDataset tar shards, an iterable dataset
+ * (fl_dataset_webdataset(3)).  A sample is a run of members sharing a key;
+ * field f holds the member of extension exts[f] ("__key__": the key
+ * itself), up to max_bytes[f].  Shards are split across ranks, then
+ * across each rank's workers, as webdataset's split_by_node and
+ * split_by_worker.  FL_ENOTSUP in a build without libarchive.  Close it
+ * with fl_iterable_close after the loaders that use it are destroyed.
+ */
+FL_EXTERN int fl_dataset_webdataset_sized(fl_iterable *it, size_t size,
+                                          const char *const *shards,
+                                          size_t n, const char *const *exts,
+                                          const size_t *max_bytes,
+                                          size_t nexts);
+#define fl_dataset_webdataset(it, shards, n, exts, max_bytes, nexts)         \
+  fl_dataset_webdataset_sized((it), sizeof(fl_iterable), (shards), (n),      \
+                              (exts), (max_bytes), (nexts))
+FL_EXTERN void fl_iterable_close_sized(fl_iterable *it, size_t size);
+#define fl_iterable_close(it) fl_iterable_close_sized((it), sizeof(fl_iterable))
 
 /* Remove (dry_run: only list) forkload segments in /dev/shm whose owner
    process is gone; cb, if set, hears of each.  Returns how many, or a

@@ -282,7 +282,9 @@ int fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
 int fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
              uint64_t seq, size_t offset, size_t count, char *err,
              size_t errlen);
-int fl__fetch_stream(const fl_iterable *it, size_t bs, void *data,
+int fl__stream_next(const fl_iterable *it, void *const *dst,
+                    size_t *nbytes);
+int fl__fetch_stream(const fl_iterable *it, size_t bs, void *const *fields,
                      size_t *sizes, size_t *count, int *over, char *err,
                      size_t errlen);
 int fl__fill_stream(const fl_loader *l, void *base, unsigned worker,

@@ -229,7 +229,7 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   l->layout = p->layout;
   /* The caller's array may go once create returns: the layout has it. */
   if (ds->nfields > 0)
-    l->ds.field_bytes = l->layout.field_bytes;
+    l->ds.field_bytes = l->it.field_bytes = l->layout.field_bytes;
   l->window = p->window;
   /*
    * Shared, and made before any fork: every worker reads the same order.
@@ -278,6 +278,26 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   return 0;
 }
 
+/* An iterable's fields come with next_fields, and only with it. */
+static int
+iterable_check(const fl_iterable *it, char *err, size_t errlen)
+{
+  if (it->nfields == 0 && it->next == NULL) {
+    snprintf(err, errlen, "iterable: next is NULL");
+    return FL_EINVAL;
+  }
+  if (it->nfields > 0 && it->next_fields == NULL) {
+    snprintf(err, errlen, "iterable: next_fields is NULL but nfields is %zu",
+             it->nfields);
+    return FL_EINVAL;
+  }
+  if (it->nfields == 0 && it->next_fields != NULL) {
+    snprintf(err, errlen, "iterable: next_fields is set but nfields is 0");
+    return FL_EINVAL;
+  }
+  return 0;
+}
+
 /*
  * Both kinds of dataset (it is NULL for a map-style one), read from the
  * caller's structs of the sizes given, over the defaults.
@@ -307,13 +327,14 @@ create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
   if (rc == 0 && opt_in != NULL)
     rc = fl__struct_in(&opt, sizeof(opt), opt_in, opt_size,
                        FL__OPTIONS_SIZE_0_1, "fl_options", err, sizeof(err));
-  if (rc == 0 && iterable && it.next == NULL) {
-    snprintf(err, sizeof(err), "iterable: next is NULL");
-    rc = FL_EINVAL;
-  }
+  if (rc == 0 && iterable)
+    rc = iterable_check(&it, err, sizeof(err));
+  /* Its fields are checked, laid out and copied as a dataset's. */
   if (iterable) {
     ds.ctx = it.ctx;
     ds.sample_bytes = it.sample_bytes;
+    ds.nfields = it.nfields;
+    ds.field_bytes = it.field_bytes;
   }
   /* Nothing is reserved before the options and the memory are checked. */
   if (rc == 0)

@@ -37,7 +37,7 @@ fl_options_init_sized(fl_options *opt, size_t size)
 
 /* A dataset's fields: their sizes, and a call that fills them. */
 static int
-check_fields(const fl_dataset *ds, char *err, size_t errlen)
+check_fields(const fl_dataset *ds, int iterable, char *err, size_t errlen)
 {
   size_t f, sum = 0;
 
@@ -76,7 +76,8 @@ check_fields(const fl_dataset *ds, char *err, size_t errlen)
              "add up to %zu", ds->sample_bytes, ds->nfields, sum);
     return FL_EINVAL;
   }
-  if (ds->get_fields == NULL && ds->get_batch == NULL) {
+  /* An iterable's next_fields is checked where it is read. */
+  if (!iterable && ds->get_fields == NULL && ds->get_batch == NULL) {
     snprintf(err, errlen, "dataset: with nfields, get_fields or get_batch "
                           "must fill the fields (get writes one whole "
                           "sample)");
@@ -189,7 +190,7 @@ fl__options_check(const fl_dataset *ds, const fl_options *opt, int iterable,
                           "NULL");
     return FL_EINVAL;
   }
-  if (!iterable && (rc = check_fields(ds, err, errlen)) != 0)
+  if ((rc = check_fields(ds, iterable, err, errlen)) != 0)
     return rc;
   if (ds->sample_bytes == 0 && ds->nfields == 0) {
     snprintf(err, errlen, "dataset: sample_bytes is 0");

@@ -31,6 +31,7 @@ struct streams {
   long slow_value;       /* this value's next sleeps slow_us */
   unsigned slow_us;
   long fail_value;       /* next fails at this value */
+  long overrun_value, oversize_value; /* s_next_fields's faults */
   int fail_open_worker;  /* open fails in this worker, -1: none */
   volatile uint64_t *opens; /* shared, per worker (4 for num_workers 0) */
   size_t next_value, end;   /* the stream, in this process */
@@ -70,11 +71,46 @@ s_next(void *ctx, void *dst, size_t *nbytes)
   return 1;
 }
 
+/*
+ * The same streams as samples of two fields: value v, (v % 3 + 1) times
+ * in field 0 (room 24), and v * 7 as a uint32 in field 1 (room 4), of
+ * which an odd v writes only 2 bytes.  At overrun_value field 1 writes 5
+ * bytes; at oversize_value it reports 5.
+ */
+static const size_t two_fields[2] = {24, 4};
+
+static int
+s_next_fields(void *ctx, void *const *dst, size_t *nbytes)
+{
+  struct streams *s = ctx;
+  uint64_t v;
+  uint32_t label;
+  unsigned char *f0 = dst[0];
+  size_t k;
+  int rc = s_next(ctx, f0, &nbytes[0]);
+
+  if (rc <= 0)
+    return rc;
+  memcpy(&v, f0, sizeof(v));
+  for (k = 1; k <= v % 3; k++)
+    memcpy(f0 + 8 * k, &v, sizeof(v));
+  nbytes[0] = 8 * (v % 3 + 1);
+  label = (uint32_t)(v * 7);
+  memcpy(dst[1], &label, sizeof(label));
+  nbytes[1] = v % 2 ? 2 : 4;
+  if ((long)v == s->overrun_value)
+    ((unsigned char *)dst[1])[4] = 0xee;
+  if ((long)v == s->oversize_value)
+    nbytes[1] = 5;
+  return 1;
+}
+
 static void
 s_init(struct streams *s, fl_iterable *it)
 {
   memset(s, 0, sizeof(*s));
   s->slow_value = s->fail_value = -1;
+  s->overrun_value = s->oversize_value = -1;
   s->fail_open_worker = -1;
   s->opens = mmap(NULL, 5 * sizeof(uint64_t), PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -473,6 +509,254 @@ shuffle_and_indices_do_not_apply(void **state)
 }
 
 static void
+fields_init(struct streams *s, fl_iterable *it)
+{
+  s_init(s, it);
+  it->sample_bytes = 0;
+  it->next = NULL;
+  it->nfields = 2;
+  it->field_bytes = two_fields;
+  it->next_fields = s_next_fields;
+}
+
+/* Every value of a fielded epoch's batches, checked field by field. */
+static size_t
+fielded_epoch(fl_loader *l, uint64_t *values, size_t *errors)
+{
+  const unsigned char *f0, *f1;
+  const size_t *sizes;
+  size_t n = 0, i, k;
+  uint64_t v, again;
+  uint32_t label;
+  fl_batch *b;
+  int rc;
+
+  *errors = 0;
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    if (rc < 0) {
+      assert_int_equal(rc, FL_EDATASET);
+      ++*errors;
+      continue;
+    }
+    assert_int_equal(fl_batch_stride(b, 0), 24);
+    assert_int_equal(fl_batch_stride(b, 1), 4);
+    assert_null(fl_batch_field(b, 2));
+    assert_ptr_equal(fl_batch_field(b, 0), fl_batch_data(b));
+    f0 = fl_batch_field(b, 0);
+    f1 = fl_batch_field(b, 1);
+    sizes = fl_batch_sizes(b);
+    for (i = 0; i < fl_batch_count(b); i++) {
+      memcpy(&v, f0 + 24 * i, sizeof(v));
+      assert_int_equal(sizes[2 * i], 8 * (v % 3 + 1));
+      for (k = 1; k <= v % 3; k++) {
+        memcpy(&again, f0 + 24 * i + 8 * k, sizeof(again));
+        assert_int_equal(again, v);
+      }
+      assert_int_equal(sizes[2 * i + 1], v % 2 ? 2 : 4);
+      memcpy(&label, f1 + 4 * i, sizeof(label));
+      if (v % 2)
+        assert_int_equal(label & 0xffff, (uint32_t)(v * 7) & 0xffff);
+      else
+        assert_int_equal(label, (uint32_t)(v * 7));
+      values[n++] = v;
+    }
+    fl_batch_release(b);
+  }
+  return n;
+}
+
+/*
+ * Since 0.7 an iterable's samples may have fields, each batched into its
+ * own array exactly as a map-style dataset's, with each field's size per
+ * sample; in workers and in the caller.
+ */
+static void
+iterable_fields_batch_each_into_its_own_array(void **state)
+{
+  uint64_t values[64];
+  struct streams s;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  size_t n, errors, i;
+  unsigned nw;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (nw = 0; nw <= 2; nw += 2) {
+    fields_init(&s, &it);
+    s.counts[0] = s.counts[1] = 11;
+    s.first[1] = 11;
+    l = make(&it, nw, 4, 1, 0, 0);
+    assert_int_equal(fl_loader_begin(l), 0);
+    n = fielded_epoch(l, values, &errors);
+    assert_int_equal(errors, 0);
+    assert_int_equal(n, nw ? 22 : 11);
+    for (i = 0; i < n; i++) /* each value once, streams interleaved */
+      assert_true(values[i] < 22);
+    fl_loader_destroy(l);
+    s_free(&s);
+  }
+  flt_assert_clean(&base);
+}
+
+/*
+ * A field written past its room, or said to be larger than it, is that
+ * batch's error naming the field; the epoch goes on.  An iterable whose
+ * fields have no next_fields, or whose next_fields has no fields, is
+ * refused at create.
+ */
+static void
+iterable_field_overrun_is_refused(void **state)
+{
+  uint64_t values[64];
+  struct streams s;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l = NULL;
+  size_t n, errors, fault;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (fault = 0; fault < 2; fault++) {
+    fields_init(&s, &it);
+    s.counts[0] = 12;
+    if (fault)
+      s.oversize_value = 5;
+    else
+      s.overrun_value = 5;
+    l = make(&it, 1, 4, 1, 0, 0);
+    assert_int_equal(fl_loader_begin(l), 0);
+    n = fielded_epoch(l, values, &errors);
+    assert_int_equal(errors, 1);
+    assert_int_equal(n, 10); /* 4 and 5 are lost with their batch */
+    assert_non_null(strstr(fl_loader_error(l),
+                           fault ? "reported 5 bytes for field 1"
+                                 : "wrote past field 1's room of 4"));
+    assert_non_null(strstr(fl_loader_error(l), "next_fields"));
+    fl_loader_destroy(l);
+    s_free(&s);
+  }
+  fields_init(&s, &it);
+  it.next_fields = NULL;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, NULL), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "next_fields is NULL"));
+  it.next_fields = s_next_fields;
+  it.nfields = 0;
+  it.field_bytes = NULL;
+  it.next = s_next;
+  it.sample_bytes = 8;
+  assert_int_equal(fl_loader_create_iterable(&l, &it, NULL), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "nfields is 0"));
+  assert_null(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+/*
+ * The ABI rule: a program built before 0.7 passes a shorter fl_iterable,
+ * and whatever lies past it (here: garbage where nfields would be) is
+ * never read.  The field sizes are copied at create: the caller's array
+ * may go.
+ */
+static void
+an_iterable_of_an_older_size_still_works(void **state)
+{
+  size_t old = offsetof(fl_iterable, nfields), fb[2], n, errors;
+  uint64_t values[64];
+  unsigned char *raw;
+  struct streams s;
+  struct seen got;
+  flt_baseline base;
+  fl_iterable it;
+  fl_options opt;
+  fl_loader *l = NULL;
+
+  (void)state;
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  s.counts[0] = 5;
+  raw = malloc(sizeof(it));
+  assert_non_null(raw);
+  memset(raw, 0xa5, sizeof(it));
+  memcpy(raw, &it, old);
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  assert_int_equal(fl_loader_create_iterable_sized(
+                       &l, (const fl_iterable *)raw, old, &opt,
+                       sizeof(opt)), 0);
+  free(raw);
+  one_epoch(l, &got);
+  assert_int_equal(got.nvalues, 5);
+  assert_int_equal(got.values[4], 4);
+  fl_loader_destroy(l);
+  s_free(&s);
+
+  fields_init(&s, &it);
+  s.counts[0] = 5;
+  memcpy(fb, two_fields, sizeof(fb));
+  it.field_bytes = fb;
+  l = make(&it, 1, 2, 1, 0, 0);
+  memset(fb, 0, sizeof(fb));
+  assert_int_equal(fl_loader_begin(l), 0);
+  n = fielded_epoch(l, values, &errors);
+  assert_int_equal(n, 5);
+  assert_int_equal(errors, 0);
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+/*
+ * A resumed epoch of a fielded iterable without skip: next_fields reads
+ * the samples handed out before into the batch's room, and the rest come
+ * as the uninterrupted run gave them.
+ */
+static void
+iterable_fields_resume_without_skip(void **state)
+{
+  uint64_t whole[64], rest[64];
+  unsigned char buf[4096];
+  struct streams s;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  fl_batch *b;
+  size_t n, m, errors;
+  int len;
+
+  (void)state;
+  flt_baseline_take(&base);
+  fields_init(&s, &it);
+  s.counts[0] = s.counts[1] = 9;
+  s.first[1] = 9;
+  l = make(&it, 2, 2, 1, 0, 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  n = fielded_epoch(l, whole, &errors);
+  assert_int_equal(n, 18);
+  fl_loader_destroy(l);
+  l = make(&it, 2, 2, 1, 0, 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(fl_loader_next(l, &b), 1);
+  fl_batch_release(b);
+  assert_int_equal(fl_loader_next(l, &b), 1);
+  fl_batch_release(b);
+  len = fl_loader_state_save(l, buf, sizeof(buf));
+  assert_true(len > 0);
+  fl_loader_destroy(l);
+  l = make(&it, 2, 2, 1, 0, 0);
+  assert_int_equal(fl_loader_state_load(l, buf, (size_t)len), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  m = fielded_epoch(l, rest, &errors);
+  assert_int_equal(errors, 0);
+  assert_int_equal(m, n - 4);
+  assert_memory_equal(rest, whole + 4, m * sizeof(*rest));
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+static void
 destroy_mid_epoch_leaves_nothing(void **state)
 {
   struct streams s;
@@ -516,6 +800,10 @@ main(void)
       cmocka_unit_test(one_stream_left_takes_the_whole_window),
       cmocka_unit_test(shuffle_and_indices_do_not_apply),
       cmocka_unit_test(destroy_mid_epoch_leaves_nothing),
+      cmocka_unit_test(iterable_fields_batch_each_into_its_own_array),
+      cmocka_unit_test(iterable_field_overrun_is_refused),
+      cmocka_unit_test(an_iterable_of_an_older_size_still_works),
+      cmocka_unit_test(iterable_fields_resume_without_skip),
   };
 
   flt_fd_limit_save();

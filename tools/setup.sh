@@ -29,9 +29,10 @@ update() {
   updated=1
 }
 # libjpeg-turbo and libspng: the decoders of fl_dataset_image_folder;
-# liblmdb: fl_dataset_lmdb.
+# liblmdb: fl_dataset_lmdb; libarchive: fl_dataset_webdataset's tar reader.
 pkgs="gcc make autoconf automake libtool pkg-config libuv1-dev libcmocka-dev
-mandoc libopenmpi-dev openmpi-bin libjpeg-dev libspng-dev liblmdb-dev"
+mandoc libopenmpi-dev openmpi-bin libjpeg-dev libspng-dev liblmdb-dev
+libarchive-dev"
 # make fuzz (CI) needs clang and libFuzzer's runtime: its own package in
 # Debian 12, which clang only recommends; older releases ship it in clang.
 # A fresh machine may have no package lists yet to tell which it is.

@@ -11,10 +11,20 @@
 
 #include "internal.h"
 
+/* Where each field's array starts in a segment. */
+static void
+fields_of(const fl_loader *l, void *base, void **fields)
+{
+  size_t f;
+
+  for (f = 0; f < l->layout.nfields; f++)
+    fields[f] = (unsigned char *)base + l->layout.field_offset[f];
+}
+
 static void
 collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
-            uint64_t seq, const size_t *indices, size_t n, size_t **sizes,
-            void **data)
+        uint64_t seq, const size_t *indices, size_t n, size_t **sizes,
+        void **fields)
 {
   struct fl__segment_header *h = base;
   size_t *idx = (size_t *)(h + 1);
@@ -30,7 +40,7 @@ collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
   if (n > 0)
     memcpy(idx, indices, n * sizeof(*idx));
   *sizes = (size_t *)((unsigned char *)base + l->layout.sizes_offset);
-  *data = (unsigned char *)base + l->layout.field_offset[0];
+  fields_of(l, base, fields);
 }
 
 int
@@ -38,14 +48,11 @@ fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
          uint64_t seq, size_t offset, size_t count, char *err, size_t errlen)
 {
   void *fields[FL__MAX_FIELDS];
-  size_t *sizes, f;
-  void *data;
+  size_t *sizes;
 
   fl__fill_context(l->opt.seed, epoch);
   collate(base, l, worker, epoch, seq, l->order + offset, count, &sizes,
-          &data);
-  for (f = 0; f < l->layout.nfields; f++)
-    fields[f] = (unsigned char *)base + l->layout.field_offset[f];
+          fields);
   return fl__fetch(&l->ds, l->order + offset, count, fields, sizes, err,
                    errlen);
 }
@@ -61,14 +68,15 @@ fl__fill_stream(const fl_loader *l, void *base, unsigned worker,
 {
   struct fl__segment_header *h = base;
   size_t bs = l->layout.cap, *idx, *sizes, i;
-  void *data;
+  void *fields[FL__MAX_FIELDS];
   int rc;
 
-  collate(base, l, worker, epoch, seq, NULL, 0, &sizes, &data);
+  collate(base, l, worker, epoch, seq, NULL, 0, &sizes, fields);
   idx = (size_t *)(h + 1);
   for (i = 0; i < bs; i++)
     idx[i] = first + i;
-  rc = fl__fetch_stream(&l->it, bs, data, sizes, count, over, err, errlen);
+  rc = fl__fetch_stream(&l->it, bs, fields, sizes, count, over, err,
+                        errlen);
   h->count = *count;
   return rc;
 }
@@ -88,11 +96,12 @@ fl__stream_close(const fl_loader *l, struct fl__stream *st)
  * is over, and so is one that cannot skip.
  */
 static int
-skip_stream(const fl_loader *l, struct fl__stream *st, void *scratch,
+skip_stream(const fl_loader *l, struct fl__stream *st, void *base,
             char *err, size_t errlen)
 {
+  void *scratch[FL__MAX_FIELDS];
+  size_t nbytes[FL__MAX_FIELDS];
   uint64_t done = 0, failures = 0;
-  size_t nbytes;
   int rc;
 
   fl__worker_error_clear();
@@ -109,9 +118,11 @@ skip_stream(const fl_loader *l, struct fl__stream *st, void *scratch,
     st->pos = (size_t)st->skip;
     return 0;
   }
+  fields_of(l, base, scratch);
   while (done < st->skip) {
-    nbytes = l->it.sample_bytes;
-    rc = l->it.next(l->it.ctx, scratch, &nbytes);
+    memcpy(nbytes, l->layout.field_bytes,
+           l->layout.nfields * sizeof(*nbytes));
+    rc = fl__stream_next(&l->it, scratch, nbytes);
     if (rc == 0) {
       st->over = 1;
       break;
@@ -163,10 +174,7 @@ fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
                fl__worker_error_text());
       return FL_EDATASET;
     }
-    if (st->skip > 0 &&
-        (rc = skip_stream(l, st, (unsigned char *)base +
-                                     l->layout.field_offset[0],
-                          err, errlen)) != 0)
+    if (st->skip > 0 && (rc = skip_stream(l, st, base, err, errlen)) != 0)
       return rc;
   }
   if (st->over) {

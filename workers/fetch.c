@@ -83,6 +83,27 @@ field_oversized(char *err, size_t errlen, const char *what, size_t index,
   return FL_EDATASET;
 }
 
+/* Sample i, which the call `what` wrote for index: each field within its
+   room (fielded: the dataset has fields), and the canary after it whole. */
+static int
+check_sample(unsigned char *const *arr, size_t i, size_t nf,
+             const size_t *fb, const size_t *sizes, int fielded,
+             const char *what, size_t index, char *err, size_t errlen)
+{
+  size_t f;
+
+  for (f = 0; f < nf; f++) {
+    if (trampled(arr[f] + (i + 1) * fb[f]))
+      return fielded ? field_overran(err, errlen, what, index, f, fb[f])
+                     : overran(err, errlen, what, index, fb[f]);
+    if (sizes[i * nf + f] > fb[f])
+      return fielded ? field_oversized(err, errlen, what, index, f,
+                                       sizes[i * nf + f], fb[f])
+                     : oversized(err, errlen, what, index, sizes[i], fb[f]);
+  }
+  return 0;
+}
+
 /* The batched call: one array per field (one field: the samples). */
 static int
 fetch_batch(const fl_dataset *ds, const size_t *indices, size_t n,
@@ -136,14 +157,10 @@ fetch_fields(const fl_dataset *ds, const size_t *indices, size_t n,
     rc = ds->get_fields(ds->ctx, indices[i], dst, &sizes[i * nf]);
     if (rc != 0)
       return failed(err, errlen, "get_fields", indices[i], rc);
-    for (f = 0; f < nf; f++) {
-      if (trampled(arr[f] + (i + 1) * fb[f]))
-        return field_overran(err, errlen, "get_fields", indices[i], f,
-                             fb[f]);
-      if (sizes[i * nf + f] > fb[f])
-        return field_oversized(err, errlen, "get_fields", indices[i], f,
-                               sizes[i * nf + f], fb[f]);
-    }
+    rc = check_sample(arr, i, nf, fb, sizes, 1, "get_fields", indices[i],
+                      err, errlen);
+    if (rc != 0)
+      return rc;
   }
   return 0;
 }
@@ -152,7 +169,7 @@ int
 fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
           void *const *fields, size_t *sizes, char *err, size_t errlen)
 {
-  unsigned char *dst = fields[0];
+  unsigned char *const *arr = (unsigned char *const *)fields;
   size_t nf = ds->nfields > 0 ? ds->nfields : 1;
   const size_t *fb = ds->nfields > 0 ? ds->field_bytes : &ds->sample_bytes;
   size_t i, sb = ds->sample_bytes;
@@ -166,38 +183,54 @@ fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
   if (ds->nfields > 0)
     return fetch_fields(ds, indices, n, fields, nf, fb, sizes, err, errlen);
   for (i = 0; i < n; i++) {
-    plant(dst + (i + 1) * sb);
-    rc = ds->get(ds->ctx, indices[i], dst + i * sb, &sizes[i]);
+    plant(arr[0] + (i + 1) * sb);
+    rc = ds->get(ds->ctx, indices[i], arr[0] + i * sb, &sizes[i]);
     if (rc != 0)
       return failed(err, errlen, "get", indices[i], rc);
-    if (trampled(dst + (i + 1) * sb))
-      return overran(err, errlen, "get", indices[i], sb);
-    if (sizes[i] > sb)
-      return oversized(err, errlen, "get", indices[i], sizes[i], sb);
+    rc = check_sample(arr, i, 1, &sb, sizes, 0, "get", indices[i], err,
+                      errlen);
+    if (rc != 0)
+      return rc;
   }
   return 0;
 }
 
+/* One sample of an iterable's stream, as its next returns. */
+int
+fl__stream_next(const fl_iterable *it, void *const *dst, size_t *nbytes)
+{
+  return it->nfields > 0 ? it->next_fields(it->ctx, dst, nbytes)
+                         : it->next(it->ctx, dst[0], nbytes);
+}
+
 /*
- * Up to bs samples from the worker's stream.  *count: how many were
- * written; *over: the stream said it is over.  A failing next is the
- * batch's error; what was read before it is lost with it, as in PyTorch.
+ * Up to bs samples from the worker's stream, each field into its own
+ * array as a dataset's.  *count: how many were written; *over: the stream
+ * said it is over.  A failing next is the batch's error; what was read
+ * before it is lost with it, as in PyTorch.
  */
 int
-fl__fetch_stream(const fl_iterable *it, size_t bs, void *data,
+fl__fetch_stream(const fl_iterable *it, size_t bs, void *const *fields,
                  size_t *sizes, size_t *count, int *over, char *err,
                  size_t errlen)
 {
-  unsigned char *dst = data;
-  size_t i, sb = it->sample_bytes;
+  unsigned char *const *arr = (unsigned char *const *)fields;
+  size_t nf = it->nfields > 0 ? it->nfields : 1;
+  const size_t *fb = it->nfields > 0 ? it->field_bytes : &it->sample_bytes;
+  const char *what = it->nfields > 0 ? "next_fields" : "next";
+  void *dst[FL__MAX_FIELDS];
+  size_t i, f;
   int rc;
 
   fl__worker_error_clear();
   *over = 0;
   for (i = 0; i < bs; i++) {
-    sizes[i] = sb;
-    plant(dst + (i + 1) * sb);
-    rc = it->next(it->ctx, dst + i * sb, &sizes[i]);
+    for (f = 0; f < nf; f++) {
+      sizes[i * nf + f] = fb[f];
+      dst[f] = arr[f] + i * fb[f];
+      plant(arr[f] + (i + 1) * fb[f]);
+    }
+    rc = fl__stream_next(it, dst, &sizes[i * nf]);
     if (rc == 0) {
       *over = 1;
       break;
@@ -205,11 +238,11 @@ fl__fetch_stream(const fl_iterable *it, size_t bs, void *data,
     /* What next consumed counts, so that the stream's position holds. */
     *count = i + (rc > 0);
     if (rc < 0)
-      return failed(err, errlen, "next", i, rc);
-    if (trampled(dst + (i + 1) * sb))
-      return overran(err, errlen, "next", i, sb);
-    if (sizes[i] > sb)
-      return oversized(err, errlen, "next", i, sizes[i], sb);
+      return failed(err, errlen, what, i, rc);
+    rc = check_sample(arr, i, nf, fb, sizes, it->nfields > 0, what, i, err,
+                      errlen);
+    if (rc != 0)
+      return rc;
   }
   *count = i;
   return 0;

@@ -33,6 +33,10 @@
 #ifdef HAVE_LMDB
 #include <lmdb.h>
 #endif
+#ifdef HAVE_LIBARCHIVE
+#include <archive.h>
+#include <archive_entry.h>
+#endif
 
 #include "forkload.h"
 
@@ -1064,6 +1068,97 @@ struct row {
   int decimals; /* of the figures; 0 means 1 */
 };
 
+#ifdef HAVE_LIBARCHIVE
+/*
+ * The same samples as WebDataset tar shards, written with libarchive:
+ * sample i of `nshards` runs is %08zu.bin (its floats) and %08zu.cls.
+ */
+static void
+tar_make(const char *base, size_t n, size_t cols, int nshards, char *list,
+         size_t len)
+{
+  struct archive_entry *e = archive_entry_new();
+  char path[512], name[32], cls[8];
+  size_t i, k, at = 0;
+  int s, m;
+
+  list[0] = '\0';
+  for (s = 0; s < nshards; s++) {
+    struct archive *ar = archive_write_new();
+    float *v = malloc(cols * sizeof(float));
+
+    snprintf(path, sizeof(path), "%s.wds-%d.tar", base, s);
+    at += (size_t)snprintf(list + at, len - at, "%s%s", s ? "," : "", path);
+    if (archive_write_set_format_ustar(ar) != ARCHIVE_OK ||
+        archive_write_open_filename(ar, path) != ARCHIVE_OK || v == NULL) {
+      fprintf(stderr, "bench: %s: cannot write it\n", path);
+      exit(1);
+    }
+    for (i = n * (size_t)s / (size_t)nshards;
+         i < n * (size_t)(s + 1) / (size_t)nshards; i++) {
+      for (k = 0; k < cols; k++)
+        v[k] = (float)i;
+      snprintf(cls, sizeof(cls), "%zu", i % 10);
+      for (m = 0; m < 2; m++) {
+        snprintf(name, sizeof(name), "%08zu.%s", i, m ? "cls" : "bin");
+        archive_entry_clear(e);
+        archive_entry_set_pathname(e, name);
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, 0644);
+        archive_entry_set_size(e, m ? (la_int64_t)strlen(cls)
+                                    : (la_int64_t)(cols * sizeof(float)));
+        archive_write_header(ar, e);
+        archive_write_data(ar, m ? (const void *)cls : (const void *)v,
+                           m ? strlen(cls) : cols * sizeof(float));
+      }
+    }
+    archive_write_close(ar);
+    archive_write_free(ar);
+    free(v);
+  }
+  archive_entry_free(e);
+}
+
+/* Samples/s of one warm epoch of the tar shards (list: comma-separated),
+   2 workers, batch 64, as fl_npy. */
+static double
+fl_wds(const char *list, size_t n, size_t cols)
+{
+  const char *shards[16], *exts[] = {"bin", "cls"};
+  const size_t max[] = {cols * sizeof(float), 8};
+  char copy[8192], *p, *save = NULL;
+  fl_iterable it;
+  fl_options opt;
+  fl_loader *l = NULL;
+  uint64_t bytes = 0;
+  double sum = 0, t0;
+  size_t ns = 0;
+  int rc;
+
+  snprintf(copy, sizeof(copy), "%s", list);
+  for (p = strtok_r(copy, ",", &save); p != NULL && ns < 16;
+       p = strtok_r(NULL, ",", &save))
+    shards[ns++] = p;
+  if ((rc = fl_dataset_webdataset(&it, shards, ns, exts, max, 2)) != 0)
+    die("webdataset", NULL, rc);
+  default_opt(&opt, 64, 2);
+  if ((rc = fl_loader_create_iterable(&l, &it, &opt)) != 0)
+    die("create", NULL, rc);
+  epoch(l, cols, 0, NULL, NULL, &sum, &bytes);
+  sum = 0;
+  t0 = now();
+  epoch(l, cols, 0, NULL, NULL, &sum, &bytes);
+  t0 = now() - t0;
+  if (sum != (double)n * (double)(n - 1) / 2) {
+    fprintf(stderr, "bench: webdataset: the samples sum to %g\n", sum);
+    exit(1);
+  }
+  fl_loader_destroy(l);
+  fl_iterable_close(&it);
+  return (double)n / t0;
+}
+#endif /* HAVE_LIBARCHIVE */
+
 /* One line of the table; pass < 0: no verdict. */
 static void
 print_cells(const char *name, const char *metric, int decimals, double f,
@@ -1100,7 +1195,7 @@ print_row(struct row *w, const char *target, int pass)
 /* The workloads, by the names torch_side.py knows them by. */
 static const char *const workloads[] = {
     "overhead", "bandwidth", "tutorial", "hol", "startup", "npydir", "resume",
-    "images", "lmdb", "tokens"};
+    "images", "lmdb", "tokens", "webdataset"};
 static const char *only; /* --only's list, comma-separated; NULL: all */
 
 static int
@@ -1175,6 +1270,11 @@ main(int argc, char **argv)
       {.name = "tokens (llm.c shards)", .metric = "samples/s"},
       {.name = "  tokens as npy zip", .metric = "samples/s"}};
   struct tokens tk = {.windows = 0};
+  /* Tar shards of the npy samples, beside those npy samples and PyTorch
+     reading the tars with tarfile in an IterableDataset. */
+  struct row wds = {.name = "webdataset (4 tars)", .metric = "samples/s"},
+             wnpy = {.name = "  same samples, .npy", .metric = "samples/s"};
+  char shards[8192] = "";
   size_t at[2];
   char npdir[] = "/tmp/forkload-bench-XXXXXX", nparray[512];
   int npy = 0;
@@ -1184,7 +1284,7 @@ main(int argc, char **argv)
   /* The tutorial's memory, per config: the most mapped, in segments. */
   double tpeak[4] = {0}, tsegs[4] = {0}, tbound = 0;
   double mem, ideal[4], fast_alone, f, p, slower, worst;
-  char args[128], target[64], pt[32];
+  char args[8300], target[64], pt[32];
   int i, k, pass;
 
   for (i = 1; i < argc; i++) {
@@ -1207,7 +1307,7 @@ main(int argc, char **argv)
     fprintf(stderr, "usage: bench [--smoke] [--rounds N] "
                     "[--torch-script PATH] [--forkload PATH] [--only W,...]\n"
                     "W: overhead, bandwidth, tutorial, hol, startup, "
-                    "npydir, resume, images, lmdb, tokens\n");
+                    "npydir, resume, images, lmdb, tokens, webdataset\n");
     return 2;
   }
   if (rounds < 1 || rounds > MAX_ROUNDS)
@@ -1231,10 +1331,14 @@ main(int argc, char **argv)
           have_torch ? "found" : "not found: forkload only");
   mem = memset_mb_per_s();
   npn = smoke ? 200 : 10000; /* once --smoke is known */
-  if (wanted("npydir") || wanted("resume")) {
+  if (wanted("npydir") || wanted("resume") || wanted("webdataset")) {
     npy_make(npdir, npn, 3072, nparray); /* 12 KiB samples */
     npy = 1;
   }
+#ifdef HAVE_LIBARCHIVE
+  if (wanted("webdataset"))
+    tar_make(npdir, npn, 3072, 4, shards, sizeof(shards));
+#endif
 #ifdef BENCH_IMAGES
   if (wanted("images"))
     img_make(&im, smoke ? 16 : 320); /* outside the timings, once */
@@ -1302,6 +1406,15 @@ main(int argc, char **argv)
       if (have_torch && torch_run(args, nk, 1, &r) == 0)
         npd.pt[npd.npt++] = r.v[0];
     }
+#ifdef HAVE_LIBARCHIVE
+    if (wanted("webdataset")) {
+      wds.fl[wds.nfl++] = fl_wds(shards, npn, 3072);
+      wnpy.fl[wnpy.nfl++] = fl_npy(nparray, 0);
+      snprintf(args, sizeof(args), "webdataset %s", shards);
+      if (have_torch && torch_run(args, nk, 1, &r) == 0)
+        wds.pt[wds.npt++] = r.v[0];
+    }
+#endif
     for (k = 0; k < 2 && wanted("resume"); k++) {
       res[k].fl[res[k].nfl++] = fl_resume(npdir, at[k]);
       snprintf(args, sizeof(args), "resume %s --position %zu", npdir, at[k]);
@@ -1343,6 +1456,10 @@ main(int argc, char **argv)
   if (lmn > 0) {
     lmdb_remove(lmdir);
     npy_remove(lmnpy, lmn, lmarray);
+  }
+  for (k = 0; k < 4 && shards[0] != '\0'; k++) {
+    snprintf(args, sizeof(args), "%s.wds-%d.tar", npdir, k);
+    unlink(args);
   }
 #ifdef BENCH_IMAGES
   if (im.n > 0)
@@ -1418,6 +1535,8 @@ main(int argc, char **argv)
   print_row(&start, "", -1);
   print_row(&npd, "", -1);
   print_row(&npa, "", -1);
+  print_row(&wds, "", -1);
+  print_row(&wnpy, "", -1);
   if (wanted("resume")) {
     /* Flat in the position: a restart that loaded the batches before it
        would cost their loading, 141 batches, tens of ms even for

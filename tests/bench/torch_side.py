@@ -11,16 +11,17 @@ resume (CONFIG: that directory; --position N: the batch to resume at,
 reached by restarting and skipping), lmdb (CONFIG: an LMDB environment
 read with python3-lmdb, opened in each worker), images (CONFIG: a folder
 of JPEGs in ImageFolder's layout, written by the C side; --transform
-train or eval: torchvision's ImageNet transforms) and tokens (CONFIG: a
+train or eval: torchvision's ImageNet transforms), tokens (CONFIG: a
 directory of llm.c token shards, shard_*.bin, read the usual way: a numpy
 memmap of each, windows of 1025 tokens sliced and converted to int64
-tensors).  Each workload mirrors the C side exactly: same sample count
-and size, batch size, workers, prefetch factor, persistence and
-per-sample delay.  The consumer reads the first value of every sample
-into a checksum, which is checked against its known value so that
-neither side can win by not touching the data (images: the labels' sum,
-the pixels being random; tokens: each window's first input and last
-target).
+tensors) and webdataset (CONFIG: tar shards, comma-separated, read with
+tarfile in an IterableDataset).  Each workload mirrors the C side
+exactly: same sample count and size, batch size, workers, prefetch
+factor, persistence and per-sample delay.  The consumer reads the first
+value of every sample into a checksum, which is checked against its
+known value so that neither side can win by not touching the data
+(images: the labels' sum, the pixels being random; tokens: each window's
+first input and last target).
 
 The result is exactly one line of JSON on stdout; exit status 0.  On any
 failure a message goes to stderr and the exit status is 1.  --smoke shrinks
@@ -37,7 +38,8 @@ import time
 import warnings
 
 import torch
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import (DataLoader, Dataset, IterableDataset,
+                              get_worker_info)
 from torch.utils.data._utils import fetch
 
 SAMPLE_3x224 = 3 * 224 * 224 * 4  # bytes in one bandwidth sample
@@ -406,6 +408,52 @@ def bench_lmdb(smoke, config):
     check("timed", checksum, float(sum(range(n))))
     del loader
     return {"workload": "lmdb", "samples_per_s": round(samples / seconds, 1)}
+class TarShards(IterableDataset):
+    """WebDataset's reading of tar shards with tarfile: shard k to worker
+    k % num_workers (split_by_worker), members grouped by the key before
+    the first dot of the file name; each sample its .bin's floats."""
+
+    def __init__(self, shards):
+        self.shards = shards
+
+    def __iter__(self):
+        import tarfile
+
+        info = get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info else (0, 1)
+        for shard in self.shards[wid::nw]:
+            key, sample = None, {}
+            with tarfile.open(shard, mode="r|") as tar:
+                for member in tar:
+                    if not member.isreg():
+                        continue
+                    name = member.name.rsplit("/", 1)[-1]
+                    k, ext = name.split(".", 1)
+                    if k != key and sample:
+                        yield sample_tensor(sample)
+                        sample = {}
+                    key = k
+                    sample[ext] = tar.extractfile(member).read()
+            if sample:
+                yield sample_tensor(sample)
+
+
+def sample_tensor(sample):
+    return torch.frombuffer(bytearray(sample["bin"]), dtype=torch.float32)
+
+
+def bench_webdataset(smoke, config):
+    """Tar shards (CONFIG: comma-separated), 2 workers: samples/s."""
+    if config is None:
+        raise ValueError("needs the shards as its config argument")
+    loader = make_loader(TarShards(config.split(",")), 64, 2,
+                         persistent=True)
+    _, n, _ = run_epoch(loader)
+    seconds, _, samples, checksum = timed_epochs(loader, 1)
+    check("timed", checksum, float(sum(range(n))))
+    del loader
+    return {"workload": "webdataset",
+            "samples_per_s": round(samples / seconds, 1)}
 
 
 def bench_resume(smoke, config, position=0):
@@ -572,6 +620,7 @@ WORKLOADS = {
     "lmdb": bench_lmdb,
     "images": bench_images,
     "tokens": bench_tokens,
+    "webdataset": bench_webdataset,
 }
 
 
@@ -616,7 +665,8 @@ def main(argv):
                                                              "resume",
                                                              "lmdb",
                                                              "images",
-                                                             "tokens"):
+                                                             "tokens",
+                                                             "webdataset"):
             raise ValueError("takes no config argument")
         options = {}
         if args.position is not None:

@@ -1,0 +1,495 @@
+/*
+ * fl_dataset_webdataset: WebDataset tar shards as an iterable dataset.  A
+ * sample is a run of consecutive members that share a key, as webdataset's
+ * tar grouping makes it (base_plus_ext: the member's path up to the first
+ * dot of its file name; the extension, lowercased, is the rest); each
+ * requested extension is a field.  Shards go to ranks as split_by_node
+ * (shard s to rank s % world_size), then to that rank's workers as
+ * split_by_worker (its k-th shard to worker k % num_workers).  Each worker
+ * reads its shards with libarchive, one after the other, straight into the
+ * batch.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_LIBARCHIVE
+#include <archive.h>
+#include <archive_entry.h>
+#endif
+
+#include "dataset.h"
+#include "internal.h"
+
+#define FN "fl_dataset_webdataset"
+
+#ifdef HAVE_LIBARCHIVE
+
+/* Room for a path (a key, a member's name) that grows as needed. */
+struct text {
+  char *s;
+  size_t len, cap;
+};
+
+static int
+text_set(struct text *t, const char *s, size_t len)
+{
+  char *p;
+
+  if (len + 1 > t->cap) {
+    p = realloc(t->s, len + 1);
+    if (p == NULL)
+      return FL_ENOMEM;
+    t->s = p;
+    t->cap = len + 1;
+  }
+  memcpy(t->s, s, len);
+  t->s[len] = '\0';
+  t->len = len;
+  return 0;
+}
+
+struct wds {
+  struct fl__ds_base base;
+  char **shards;
+  size_t nshards, nexts;
+  char **exts;
+  size_t field_bytes[FL__MAX_FIELDS];
+  /* This process's stream: its shards, and where it stands. */
+  size_t *mine, nmine, at;
+  struct archive *ar;
+  const char *shard;   /* the one ar reads */
+  int member;          /* a member's header is read, its data not yet */
+  struct text path;    /* that member's */
+  size_t keylen;       /* its key: path up to keylen */
+  const char *ext;     /* its extension, lowercased, within path */
+  int64_t size;
+  struct text key;     /* the sample being read */
+};
+
+/*
+ * webdataset's base_plus_ext, the regular expression
+ * ^((?:.*\/|)[^.]+)[.]([^/]*)$: the key runs to the first dot of the file
+ * name; a file name that starts with a dot takes its folder, slash
+ * included, as the key when that folder's name has no dot.  0 when the
+ * path has no key (webdataset skips it).
+ */
+static int
+base_plus_ext(const char *path, size_t *keylen)
+{
+  const char *name = strrchr(path, '/'), *dot, *folder;
+
+  name = name != NULL ? name + 1 : path;
+  dot = strchr(name, '.');
+  if (dot == NULL)
+    return 0;
+  if (dot > name) {
+    *keylen = (size_t)(dot - path);
+    return 1;
+  }
+  if (name == path)
+    return 0;
+  for (folder = name - 1; folder > path && folder[-1] != '/'; folder--)
+    if (folder[-1] == '.')
+      return 0;
+  *keylen = (size_t)(name - path);
+  return 1;
+}
+
+/* Members webdataset's tar_file_iterator passes over: __meta__ files. */
+static int
+is_meta(const char *path)
+{
+  size_t len = strlen(path);
+  const char *end;
+
+  if (strchr(path, '/') == NULL && len >= 2 && strncmp(path, "__", 2) == 0 &&
+      strcmp(path + len - 2, "__") == 0)
+    return 1;
+  if (strncmp(path, "__", 2) != 0)
+    return 0;
+  for (end = path + 2; *end != '\0' && *end != '/'; end++)
+    if (end[0] == '_' && end[1] == '_' && (end[2] == '\0' || end[2] == '/'))
+      return 1;
+  return 0;
+}
+
+static void
+wds_close(void *ctx)
+{
+  struct wds *w = ctx;
+
+  if (w->ar != NULL)
+    archive_read_free(w->ar);
+  w->ar = NULL;
+  w->member = 0;
+}
+
+/* The shard cannot be read on (where: which sample): libarchive says
+   why. */
+static int
+archive_failed(struct wds *w, const char *where, const char *key)
+{
+  const char *why = archive_error_string(w->ar);
+
+  fl_worker_error("%s: %s%s: %s", w->shard, where, key,
+                  why != NULL ? why : "unknown libarchive error");
+  wds_close(w);
+  return FL_EDATASET;
+}
+
+/*
+ * The next member that has a key, in this shard: 1, 0 at its end (the
+ * shard is closed), <0 when the tar is truncated or corrupt (closed too:
+ * nothing after it can be trusted).
+ */
+static int
+next_member(struct wds *w, const char *where, const char *key)
+{
+  struct archive_entry *e;
+  const char *p;
+  char *c;
+  int rc;
+
+  for (;;) {
+    rc = archive_read_next_header(w->ar, &e);
+    if (rc == ARCHIVE_EOF) {
+      wds_close(w);
+      return 0;
+    }
+    /* ARCHIVE_RETRY is a damaged header, which tarfile refuses too. */
+    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+      return archive_failed(w, where, key);
+    p = archive_entry_pathname(e);
+    if (p == NULL || archive_entry_filetype(e) != AE_IFREG || is_meta(p) ||
+        !base_plus_ext(p, &w->keylen))
+      continue;
+    if (text_set(&w->path, p, strlen(p)) != 0)
+      return FL_ENOMEM;
+    w->ext = w->path.s + w->keylen + 1;
+    for (c = w->path.s + w->keylen + 1; *c != '\0'; c++)
+      if (*c >= 'A' && *c <= 'Z')
+        *c = (char)(*c - 'A' + 'a');
+    w->size = archive_entry_size(e);
+    w->member = 1;
+    return 1;
+  }
+}
+
+/* The next of this stream's shards, opened: 1, 0 when none is left. */
+static int
+next_shard(struct wds *w)
+{
+  if (w->at == w->nmine)
+    return 0;
+  w->shard = w->shards[w->mine[w->at++]];
+  w->ar = archive_read_new();
+  if (w->ar == NULL)
+    return FL_ENOMEM;
+  archive_read_support_format_tar(w->ar);
+  if (archive_read_open_filename(w->ar, w->shard, 1 << 16) != ARCHIVE_OK)
+    return archive_failed(w, "cannot open it", "");
+  return 1;
+}
+
+static int
+read_member(struct wds *w, void *dst)
+{
+  unsigned char *p = dst;
+  int64_t done = 0;
+  la_ssize_t n;
+
+  while (done < w->size) {
+    n = archive_read_data(w->ar, p + done, (size_t)(w->size - done));
+    if (n <= 0)
+      return archive_failed(w, "in ", w->key.s);
+    done += n;
+  }
+  return 0;
+}
+
+/* Which field the member is, or nexts when none. */
+static size_t
+field_of(const struct wds *w, const char *ext)
+{
+  size_t f;
+
+  for (f = 0; f < w->nexts; f++)
+    if (strcmp(w->exts[f], ext) == 0 && strcmp(ext, "__key__") != 0)
+      return f;
+  return w->nexts;
+}
+
+/*
+ * One sample into dst (NULL: passed over, as skip does): 1, 0 at the end
+ * of the stream, <0 with fl_worker_error saying why.  A sample in error
+ * is read to its end, so that the stream goes on after it.
+ */
+static int
+read_sample(struct wds *w, void *const *dst, size_t *nbytes)
+{
+  unsigned char seen[FL__MAX_FIELDS] = {0};
+  size_t f, keyf = w->nexts;
+  int rc, bad = 0;
+
+  for (;;) {
+    if (w->ar == NULL && (rc = next_shard(w)) <= 0)
+      return rc;
+    if (w->member || (rc = next_member(w, "before the first sample", "")) > 0)
+      break;
+    if (rc < 0)
+      return rc;
+  }
+  if (text_set(&w->key, w->path.s, w->keylen) != 0)
+    return FL_ENOMEM;
+  do {
+    f = field_of(w, w->ext);
+    w->member = 0;
+    if (bad || f == w->nexts)
+      continue;
+    bad = seen[f] || (uint64_t)w->size > w->field_bytes[f];
+    if (seen[f])
+      fl_worker_error("%s: %s: a second member %s.%s", w->shard, w->key.s,
+                      w->key.s, w->ext);
+    else if (bad)
+      fl_worker_error("%s: %s: member %s.%s is %lld bytes, more than its "
+                      "max of %zu", w->shard, w->key.s, w->key.s, w->ext,
+                      (long long)w->size, w->field_bytes[f]);
+    else if (dst != NULL && (rc = read_member(w, dst[f])) != 0)
+      return rc;
+    seen[f] = 1;
+    if (nbytes != NULL)
+      nbytes[f] = (size_t)w->size;
+  } while ((rc = next_member(w, "after ", w->key.s)) > 0 &&
+           w->keylen == w->key.len &&
+           memcmp(w->path.s, w->key.s, w->keylen) == 0);
+  if (rc < 0)
+    return rc;
+  if (bad)
+    return FL_EDATASET;
+  for (f = 0; f < w->nexts; f++) {
+    if (strcmp(w->exts[f], "__key__") == 0)
+      keyf = f;
+    else if (!seen[f]) {
+      fl_worker_error("%s: %s: no member %s.%s", w->shard, w->key.s,
+                      w->key.s, w->exts[f]);
+      return FL_EDATASET;
+    }
+  }
+  if (keyf == w->nexts)
+    return 1;
+  if (w->key.len > w->field_bytes[keyf]) {
+    fl_worker_error("%s: %s: the key is %zu bytes, more than __key__'s max "
+                    "of %zu", w->shard, w->key.s, w->key.len,
+                    w->field_bytes[keyf]);
+    return FL_EDATASET;
+  }
+  if (dst != NULL)
+    memcpy(dst[keyf], w->key.s, w->key.len);
+  if (nbytes != NULL)
+    nbytes[keyf] = w->key.len;
+  return 1;
+}
+
+static int
+wds_next_fields(void *ctx, void *const *dst, size_t *nbytes)
+{
+  return read_sample(ctx, dst, nbytes);
+}
+
+/* Samples in error were none the first time either: not counted. */
+static int
+wds_skip(void *ctx, uint64_t n)
+{
+  uint64_t done = 0;
+  int rc;
+
+  while (done < n && (rc = read_sample(ctx, NULL, NULL)) != 0) {
+    if (rc == FL_ENOMEM)
+      return rc;
+    done += rc > 0;
+  }
+  return 0;
+}
+
+/* Without workers, the rank comes from the environment, as webdataset's
+   pytorch_worker_info takes it without torch.distributed. */
+static unsigned
+env_unsigned(const char *name, unsigned dflt)
+{
+  const char *v = getenv(name);
+  char *end;
+  unsigned long u;
+
+  if (v == NULL || *v == '\0')
+    return dflt;
+  u = strtoul(v, &end, 10);
+  return *end == '\0' && u <= 1u << 20 ? (unsigned)u : dflt;
+}
+
+static int
+wds_open(void *ctx, const fl_worker_info *wi)
+{
+  struct wds *w = ctx;
+  unsigned rank, world, id = 0, nw = 1;
+  size_t s, k = 0;
+
+  if (wi != NULL) {
+    rank = wi->rank;
+    world = wi->world_size;
+    id = wi->id;
+    nw = wi->num_workers;
+  } else {
+    world = env_unsigned("WORLD_SIZE", 1);
+    rank = env_unsigned("RANK", 0);
+  }
+  wds_close(w);
+  w->nmine = w->at = 0;
+  for (s = 0; world > 0 && s < w->nshards; s++) {
+    if (s % world != rank)
+      continue;
+    if (k++ % nw == id)
+      w->mine[w->nmine++] = s;
+  }
+  return 0;
+}
+
+static void
+wds_free(void *ctx)
+{
+  struct wds *w = ctx;
+  size_t i;
+
+  wds_close(w);
+  for (i = 0; i < w->nshards; i++)
+    free(w->shards[i]);
+  for (i = 0; i < w->nexts; i++)
+    free(w->exts[i]);
+  free(w->shards);
+  free(w->exts);
+  free(w->mine);
+  free(w->path.s);
+  free(w->key.s);
+  free(w);
+}
+
+static int
+wds_new(struct wds **out, const char *const *shards, size_t n,
+        const char *const *exts, const size_t *max_bytes, size_t nexts)
+{
+  struct wds *w = calloc(1, sizeof(*w));
+  size_t i;
+
+  *out = w;
+  if (w == NULL)
+    return FL_ENOMEM;
+  w->base.magic = FL__DS_MAGIC;
+  w->base.free = wds_free;
+  w->shards = calloc(n, sizeof(*w->shards));
+  w->exts = calloc(nexts, sizeof(*w->exts));
+  w->mine = calloc(n, sizeof(*w->mine));
+  if (w->shards == NULL || w->exts == NULL || w->mine == NULL)
+    return FL_ENOMEM;
+  for (i = 0; i < n; i++, w->nshards++)
+    if ((w->shards[i] = strdup(shards[i])) == NULL)
+      return FL_ENOMEM;
+  for (i = 0; i < nexts; i++, w->nexts++) {
+    if ((w->exts[i] = strdup(exts[i])) == NULL)
+      return FL_ENOMEM;
+    w->field_bytes[i] = max_bytes[i];
+  }
+  return 0;
+}
+
+static int
+wds_make(fl_iterable *it, size_t size, const char *const *shards, size_t n,
+         const char *const *exts, const size_t *max_bytes, size_t nexts)
+{
+  struct wds *w;
+  int rc = wds_new(&w, shards, n, exts, max_bytes, nexts);
+
+  if (rc != 0) {
+    if (w != NULL)
+      wds_free(w);
+    return fl__error_set(rc, FN ": out of memory");
+  }
+  fl__struct_out(it, size,
+                 &(fl_iterable){.ctx = w, .open = wds_open,
+                                .close = wds_close, .skip = wds_skip,
+                                .nfields = nexts,
+                                .field_bytes = w->field_bytes,
+                                .next_fields = wds_next_fields},
+                 sizeof(*it));
+  return 0;
+}
+#else
+static int
+wds_make(fl_iterable *it, size_t size, const char *const *shards, size_t n,
+         const char *const *exts, const size_t *max_bytes, size_t nexts)
+{
+  (void)it, (void)size, (void)shards, (void)n, (void)exts, (void)max_bytes;
+  (void)nexts;
+  return fl__error_set(FL_ENOTSUP, FN ": this forkload was built without "
+                       "libarchive: install libarchive-dev (sh "
+                       "tools/setup.sh) and build it again");
+}
+#endif /* HAVE_LIBARCHIVE */
+
+static int
+args_check(const fl_iterable *it, size_t size, const char *const *shards,
+           size_t n, const char *const *exts, const size_t *max_bytes,
+           size_t nexts)
+{
+  size_t i;
+
+  if (it == NULL || size < FL__SIZE_TO(fl_iterable, next_fields))
+    return fl__error_set(FL_EINVAL, FN ": %s", it == NULL ? "it is NULL"
+                         : "fl_iterable is too old to hold fields");
+  if (shards == NULL || n == 0)
+    return fl__error_set(FL_EINVAL, FN ": no shards");
+  for (i = 0; i < n; i++)
+    if (shards[i] == NULL)
+      return fl__error_set(FL_EINVAL, FN ": shards[%zu] is NULL", i);
+  if (exts == NULL || max_bytes == NULL || nexts == 0 ||
+      nexts > FL__MAX_FIELDS)
+    return fl__error_set(FL_EINVAL, FN ": %s", nexts > FL__MAX_FIELDS
+                         ? "at most 32 extensions" : "no extensions");
+  for (i = 0; i < nexts; i++) {
+    if (exts[i] == NULL || exts[i][0] == '\0' || max_bytes[i] == 0)
+      return fl__error_set(FL_EINVAL, FN ": extension %zu is %s", i,
+                           exts[i] == NULL || exts[i][0] == '\0'
+                               ? "empty" : "given a max of 0 bytes");
+  }
+  return 0;
+}
+
+int
+fl_dataset_webdataset_sized(fl_iterable *it, size_t size,
+                            const char *const *shards, size_t n,
+                            const char *const *exts, const size_t *max_bytes,
+                            size_t nexts)
+{
+  int rc = args_check(it, size, shards, n, exts, max_bytes, nexts);
+
+  if (rc != 0)
+    return rc;
+  memset(it, 0, size);
+  return wds_make(it, size, shards, n, exts, max_bytes, nexts);
+}
+
+void
+fl_iterable_close_sized(fl_iterable *it, size_t size)
+{
+  struct fl__ds_base *b;
+
+  if (it == NULL || size < FL__ITERABLE_SIZE_0_1)
+    return;
+  b = it->ctx;
+  /* Only a context this library made carries the magic. */
+  if (b != NULL && b->magic == FL__DS_MAGIC) {
+    b->magic = 0;
+    b->free(b);
+  }
+  memset(it, 0, size);
+}

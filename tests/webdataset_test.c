@@ -1,0 +1,523 @@
+/*
+ * fl_dataset_webdataset: tar shards written here with libarchive, read
+ * through real loaders.  Keys group members as webdataset's tar grouping
+ * does (folders, names of several dots, a name that starts with a dot,
+ * members it passes over); each requested extension is a field with its
+ * real size; a missing member, one over its max, a truncated or corrupt
+ * tar are errors naming the shard and the key, and the stream goes on;
+ * shards split across ranks and workers give every sample exactly once;
+ * a resumed epoch gives exactly the rest.  Every case ends clean.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#ifdef HAVE_LIBARCHIVE
+#include <archive.h>
+#include <archive_entry.h>
+
+struct member {
+  const char *name;
+  const char *data; /* NULL: a folder */
+  size_t len;       /* 0: strlen(data) */
+};
+
+static char dir[64];
+
+static void
+tar_write(const char *path, const struct member *m, size_t n)
+{
+  struct archive *a = archive_write_new();
+  struct archive_entry *e = archive_entry_new();
+  size_t i, len;
+
+  assert_non_null(a);
+  assert_non_null(e);
+  assert_int_equal(archive_write_set_format_ustar(a), ARCHIVE_OK);
+  assert_int_equal(archive_write_open_filename(a, path), ARCHIVE_OK);
+  for (i = 0; i < n; i++) {
+    len = m[i].data == NULL ? 0 : m[i].len ? m[i].len : strlen(m[i].data);
+    archive_entry_clear(e);
+    archive_entry_set_pathname(e, m[i].name);
+    archive_entry_set_filetype(e, m[i].data == NULL ? AE_IFDIR : AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_size(e, (la_int64_t)len);
+    assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
+    if (len > 0)
+      assert_int_equal(archive_write_data(a, m[i].data, len), (ssize_t)len);
+  }
+  archive_entry_free(e);
+  assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+  archive_write_free(a);
+}
+
+static char *
+shard_path(unsigned s)
+{
+  char *p = malloc(128);
+
+  assert_non_null(p);
+  snprintf(p, 128, "%s/shard-%u.tar", dir, s);
+  return p;
+}
+
+static int
+dir_setup(void **state)
+{
+  (void)state;
+  snprintf(dir, sizeof(dir), "/tmp/fl-wds-XXXXXX");
+  return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+static int
+dir_teardown(void **state)
+{
+  char cmd[128];
+
+  (void)state;
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  return system(cmd);
+}
+
+/* What an epoch gave: each sample's fields as strings, and the errors. */
+struct got {
+  char field[64][3][40];
+  size_t n, errors;
+  char error[4][512];
+};
+
+static void
+epoch(fl_loader *l, size_t nfields, struct got *g)
+{
+  const size_t *sizes;
+  fl_batch *b;
+  size_t i, f;
+  int rc;
+
+  memset(g, 0, sizeof(*g));
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    if (rc < 0) {
+      assert_int_equal(rc, FL_EDATASET);
+      if (g->errors < 4)
+        snprintf(g->error[g->errors], sizeof(g->error[0]), "%s",
+                 fl_loader_error(l));
+      g->errors++;
+      continue;
+    }
+    sizes = fl_batch_sizes(b);
+    for (i = 0; i < fl_batch_count(b); i++, g->n++) {
+      assert_true(g->n < 64);
+      for (f = 0; f < nfields; f++) {
+        assert_true(sizes[i * nfields + f] < 40);
+        memcpy(g->field[g->n][f],
+               (const char *)fl_batch_field(b, f) +
+                   i * fl_batch_stride(b, f),
+               sizes[i * nfields + f]);
+      }
+    }
+    fl_batch_release(b);
+  }
+}
+
+static fl_loader *
+loader(const fl_iterable *it, unsigned nw, size_t bs)
+{
+  fl_options opt;
+  fl_loader *l = NULL;
+
+  fl_options_init(&opt);
+  opt.num_workers = nw;
+  opt.batch_size = bs;
+  assert_int_equal(fl_loader_create_iterable(&l, it, &opt), 0);
+  return l;
+}
+
+/*
+ * webdataset's base_plus_ext: the key is the path up to the first dot of
+ * the file name, folders included; the extension is the rest, lowercased;
+ * a file name that starts with a dot belongs to its folder's key.
+ * Folders, names without a dot and __meta__ files are passed over, and
+ * unrequested extensions are left out.
+ */
+static void
+keys_group_members_as_webdataset(void **state)
+{
+  const struct member m[] = {
+      {"__meta__", "ignored", 0},    {"s1/", NULL, 0},
+      {"s1/a.B.JPG", "img-a", 0},    {"s1/a.cls", "1", 0},
+      {"s1/a.txt", "unrequested", 0}, {"s1/README", "no key", 0},
+      {"s1/b.b.jpg", "image-b", 0},  {"s1/b.cls", "22", 0},
+      {"x.y/c.b.jpg", "c", 0},       {"x.y/c.cls", "333", 0},
+      {"d/.b.jpg", "dotted", 0},     {"d/.cls", "4", 0},
+  };
+  const char *exts[] = {"b.jpg", "cls", "__key__"};
+  const char *want[][3] = {{"img-a", "1", "s1/a"},
+                           {"image-b", "22", "s1/b"},
+                           {"c", "333", "x.y/c"},
+                           {"dotted", "4", "d/"}};
+  const size_t max[] = {16, 4, 8};
+  char *shard = shard_path(0);
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  struct got g;
+  size_t i, f;
+
+  (void)state;
+  flt_baseline_take(&base);
+  tar_write(shard, m, sizeof(m) / sizeof(m[0]));
+  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)&shard,
+                                         1, exts, max, 3), 0);
+  assert_int_equal(it.nfields, 3);
+  l = loader(&it, 0, 3);
+  epoch(l, 3, &g);
+  assert_int_equal(g.errors, 0);
+  assert_int_equal(g.n, 4);
+  for (i = 0; i < 4; i++)
+    for (f = 0; f < 3; f++)
+      assert_string_equal(g.field[i][f], want[i][f]);
+  fl_loader_destroy(l);
+  fl_iterable_close(&it);
+  assert_null(it.ctx);
+  fl_iterable_close(&it); /* closed twice: nothing */
+  free(shard);
+  flt_assert_clean(&base);
+}
+
+/* Each field's array holds each sample's member at its real size, in
+   workers as in the caller. */
+static void
+fields_hold_each_member_at_its_size(void **state)
+{
+  static char big[300];
+  struct member m[] = {{"k0.bin", big, 300}, {"k0.cls", "7", 0},
+                       {"k1.bin", big, 1},   {"k1.cls", "77", 0}};
+  const char *exts[] = {"bin", "cls"};
+  const size_t max[] = {300, 2};
+  char *shard = shard_path(1);
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  fl_batch *b;
+  unsigned nw;
+
+  (void)state;
+  flt_baseline_take(&base);
+  memset(big, 'x', sizeof(big));
+  tar_write(shard, m, 4);
+  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)&shard,
+                                         1, exts, max, 2), 0);
+  for (nw = 0; nw < 2; nw++) {
+    l = loader(&it, nw, 2);
+    assert_int_equal(fl_loader_begin(l), 0);
+    assert_int_equal(fl_loader_next(l, &b), 1);
+    assert_int_equal(fl_batch_count(b), 2);
+    assert_int_equal(fl_batch_stride(b, 0), 300);
+    assert_int_equal(fl_batch_stride(b, 1), 2);
+    assert_int_equal(fl_batch_sizes(b)[0], 300);
+    assert_int_equal(fl_batch_sizes(b)[1], 1);
+    assert_int_equal(fl_batch_sizes(b)[2], 1);
+    assert_int_equal(fl_batch_sizes(b)[3], 2);
+    assert_memory_equal(fl_batch_field(b, 0), big, 300);
+    assert_memory_equal((const char *)fl_batch_field(b, 1) + 2, "77", 2);
+    fl_batch_release(b);
+    assert_int_equal(fl_loader_next(l, &b), 0);
+    fl_loader_destroy(l);
+  }
+  fl_iterable_close(&it);
+  free(shard);
+  flt_assert_clean(&base);
+}
+
+/* Samples a, b (c); the shard is cut at truncate_at, or a byte poked at
+   poke_at: one error that says each of `says` and names the shard, and
+   want_good samples (a first). */
+static void
+one_bad_sample(const struct member *m, size_t n, size_t truncate_at,
+               long poke_at, const char *const *says, size_t nsays,
+               size_t want_good)
+{
+  const char *exts[] = {"bin", "cls"};
+  const size_t max[] = {8, 8};
+  char *shard = shard_path(2);
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  struct got g;
+  size_t i;
+  FILE *fp;
+
+  flt_baseline_take(&base);
+  tar_write(shard, m, n);
+  if (truncate_at > 0)
+    assert_int_equal(truncate(shard, (off_t)truncate_at), 0);
+  if (poke_at >= 0) {
+    fp = fopen(shard, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, poke_at, SEEK_SET), 0);
+    assert_int_equal(fputc('#', fp), '#');
+    assert_int_equal(fclose(fp), 0);
+  }
+  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)&shard,
+                                         1, exts, max, 2), 0);
+  l = loader(&it, 1, 1);
+  epoch(l, 2, &g);
+  assert_int_equal(g.errors, 1);
+  assert_int_equal(g.n, want_good);
+  if (want_good > 0)
+    assert_string_equal(g.field[0][0], "A");
+  for (i = 0; i < nsays; i++) {
+    if (strstr(g.error[0], says[i]) == NULL)
+      fail_msg("\"%s\" does not say \"%s\"", g.error[0], says[i]);
+  }
+  assert_non_null(strstr(g.error[0], shard));
+  fl_loader_destroy(l);
+  fl_iterable_close(&it);
+  free(shard);
+  flt_assert_clean(&base);
+}
+
+static void
+a_missing_member_is_an_error_naming_shard_and_key(void **state)
+{
+  const struct member m[] = {{"a.bin", "A", 0}, {"a.cls", "0", 0},
+                             {"b.bin", "B", 0}, {"c.bin", "C", 0},
+                             {"c.cls", "2", 0}};
+  const char *says[] = {": b: no member b.cls"};
+
+  (void)state;
+  one_bad_sample(m, 5, 0, -1, says, 1, 2);
+}
+
+static void
+a_member_over_its_max_is_an_error_naming_shard_and_key(void **state)
+{
+  const struct member m[] = {{"a.bin", "A", 0},         {"a.cls", "0", 0},
+                             {"b.bin", "123456789", 0}, {"b.cls", "1", 0},
+                             {"c.bin", "C", 0},         {"c.cls", "2", 0}};
+  const char *says[] = {": b: member b.bin is 9 bytes, more than its max "
+                        "of 8"};
+
+  (void)state;
+  one_bad_sample(m, 6, 0, -1, says, 1, 2);
+}
+
+/* A ustar member is a 512-byte header and its data padded to 512: b.bin's
+   header is at 2048, its data at 2560. */
+static void
+a_truncated_tar_is_an_error_naming_shard_and_key(void **state)
+{
+  const struct member m[] = {{"a.bin", "A", 0}, {"a.cls", "0", 0},
+                             {"b.bin", "B", 0}, {"b.cls", "1", 0}};
+  const char *says[] = {": in b: ", "runcated"};
+
+  (void)state;
+  one_bad_sample(m, 4, 2560, -1, says, 2, 1);
+}
+
+static void
+a_corrupt_header_is_an_error_naming_shard_and_key(void **state)
+{
+  const struct member m[] = {{"a.bin", "A", 0}, {"a.cls", "0", 0},
+                             {"b.bin", "B", 0}, {"b.cls", "1", 0}};
+  const char *says[] = {"after a: ", "amaged"};
+
+  (void)state;
+  /* As with webdataset, the sample being read when the tar breaks is
+     lost: whether it had more members cannot be known. */
+  one_bad_sample(m, 4, 0, 2048 + 100, says, 2, 0);
+}
+
+/*
+ * Five shards of three samples: shard s goes to rank s % world_size, and
+ * that rank's k-th shard to worker k % num_workers (split_by_node, then
+ * split_by_worker).  Across the ranks, every sample exactly once; without
+ * workers, the rank comes from RANK and WORLD_SIZE.
+ */
+static void
+shards_split_across_ranks_and_workers_once_each(void **state)
+{
+  const char *exts[] = {"__key__", "cls"};
+  const size_t max[] = {16, 4};
+  char *shards[5], name[16], rankv[4], names[3][16], cls[4];
+  struct member m[3];
+  unsigned char seen[5][3];
+  flt_baseline base;
+  fl_iterable it;
+  fl_options opt;
+  fl_loader *l;
+  struct got g;
+  unsigned s, k, rank, nw, want;
+  size_t i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (s = 0; s < 5; s++) {
+    shards[s] = shard_path(10 + s);
+    snprintf(cls, sizeof(cls), "%u", s);
+    for (k = 0; k < 3; k++) {
+      snprintf(names[k], sizeof(names[k]), "s%uk%u.cls", s, k);
+      m[k] = (struct member){names[k], cls, 0};
+    }
+    tar_write(shards[s], m, 3);
+  }
+  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)shards,
+                                         5, exts, max, 2), 0);
+  for (nw = 0; nw <= 3; nw++) {
+    memset(seen, 0, sizeof(seen));
+    for (rank = 0; rank < 2; rank++) {
+      fl_options_init(&opt);
+      opt.num_workers = nw;
+      opt.batch_size = 2;
+      opt.rank = rank;
+      opt.world_size = 2;
+      snprintf(rankv, sizeof(rankv), "%u", rank);
+      setenv("RANK", rankv, 1);
+      setenv("WORLD_SIZE", "2", 1);
+      assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), 0);
+      epoch(l, 2, &g);
+      assert_int_equal(g.errors, 0);
+      want = rank == 0 ? 9 : 6; /* shards 0 2 4, or 1 3 */
+      assert_int_equal(g.n, want);
+      for (i = 0; i < g.n; i++) {
+        assert_int_equal(sscanf(g.field[i][0], "s%uk%u", &s, &k), 2);
+        snprintf(name, sizeof(name), "s%uk%u", s, k);
+        assert_string_equal(g.field[i][0], name);
+        assert_int_equal(s % 2, rank);
+        assert_int_equal(atoi(g.field[i][1]), s);
+        seen[s][k]++;
+      }
+      fl_loader_destroy(l);
+    }
+    for (s = 0; s < 5; s++)
+      for (k = 0; k < 3; k++)
+        assert_int_equal(seen[s][k], 1);
+  }
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  fl_iterable_close(&it);
+  for (s = 0; s < 5; s++)
+    free(shards[s]);
+  flt_assert_clean(&base);
+}
+
+/* A state saved mid-epoch resumes with exactly the samples not yet handed
+   out, the streams skipping what was (without copying it). */
+static void
+a_resumed_epoch_gives_exactly_the_rest(void **state)
+{
+  const char *exts[] = {"__key__", "bin"};
+  const size_t max[] = {16, 8};
+  char *shards[4], key[4][8][16];
+  unsigned char buf[4096];
+  struct member m[8];
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  fl_batch *b;
+  struct got whole, rest;
+  unsigned s, k, taken = 0;
+  size_t i;
+  int len;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (s = 0; s < 4; s++) {
+    shards[s] = shard_path(20 + s);
+    for (k = 0; k < 8; k++) {
+      snprintf(key[s][k], 16, "r%uk%u.bin", s, k);
+      m[k] = (struct member){key[s][k], "payload", 0};
+    }
+    tar_write(shards[s], m, 8);
+  }
+  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)shards,
+                                         4, exts, max, 2), 0);
+  l = loader(&it, 2, 3);
+  epoch(l, 2, &whole);
+  assert_int_equal(whole.n, 32);
+  fl_loader_destroy(l);
+  l = loader(&it, 2, 3);
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (i = 0; i < 5; i++) {
+    assert_int_equal(fl_loader_next(l, &b), 1);
+    taken += (unsigned)fl_batch_count(b);
+    fl_batch_release(b);
+  }
+  len = fl_loader_state_save(l, buf, sizeof(buf));
+  assert_true(len > 0);
+  fl_loader_destroy(l);
+  l = loader(&it, 2, 3);
+  assert_int_equal(fl_loader_state_load(l, buf, (size_t)len), 0);
+  epoch(l, 2, &rest);
+  assert_int_equal(rest.errors, 0);
+  assert_int_equal(rest.n, 32 - taken);
+  for (i = 0; i < rest.n; i++)
+    assert_string_equal(rest.field[i][0], whole.field[taken + i][0]);
+  fl_loader_destroy(l);
+  fl_iterable_close(&it);
+  for (s = 0; s < 4; s++)
+    free(shards[s]);
+  flt_assert_clean(&base);
+}
+
+static void
+bad_arguments_are_refused(void **state)
+{
+  const char *shard = "x.tar", *exts[] = {"bin"}, *none[] = {""};
+  const size_t max[] = {8}, zero[] = {0};
+  fl_iterable it;
+
+  (void)state;
+  assert_int_equal(fl_dataset_webdataset(NULL, &shard, 1, exts, max, 1),
+                   FL_EINVAL);
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 0, exts, max, 1),
+                   FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "no shards"));
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 1, none, max, 1),
+                   FL_EINVAL);
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 1, exts, zero, 1),
+                   FL_EINVAL);
+  assert_int_equal(fl_dataset_webdataset_sized(&it, offsetof(fl_iterable,
+                                                             nfields),
+                                               &shard, 1, exts, max, 1),
+                   FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "too old"));
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(keys_group_members_as_webdataset),
+      cmocka_unit_test(fields_hold_each_member_at_its_size),
+      cmocka_unit_test(a_missing_member_is_an_error_naming_shard_and_key),
+      cmocka_unit_test(
+          a_member_over_its_max_is_an_error_naming_shard_and_key),
+      cmocka_unit_test(a_truncated_tar_is_an_error_naming_shard_and_key),
+      cmocka_unit_test(a_corrupt_header_is_an_error_naming_shard_and_key),
+      cmocka_unit_test(shards_split_across_ranks_and_workers_once_each),
+      cmocka_unit_test(a_resumed_epoch_gives_exactly_the_rest),
+      cmocka_unit_test(bad_arguments_are_refused),
+  };
+
+  flt_warm_up();
+  return cmocka_run_group_tests(tests, dir_setup, dir_teardown);
+}
+#else
+int
+main(void)
+{
+  flt_skip_all("forkload was built without libarchive "
+               "(apt-get install libarchive-dev)");
+}
+#endif
