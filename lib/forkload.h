@@ -125,7 +125,7 @@ typedef struct fl_iterable {
   /* Since 0.3, optional: skip n samples right after open, as n calls of
      next would (a resumed epoch); 0, or <0 on error.  NULL: next n times. */
   int (*skip)(void *ctx, uint64_t n);
-  /* Since 0.7: samples of several fields, each batched into an array of
+  /* Since 0.6: samples of several fields, each batched into an array of
      its own, as fl_dataset's (field_bytes copied at create; sample_bytes
      0 or their sum).  next_fields writes field f to dst[f] (room:
      field_bytes[f], the size written in nbytes[f]) and returns as next
@@ -447,7 +447,7 @@ FL_EXTERN int fl_dataset_decode_images_sized(fl_dataset *out, size_t size,
                                  sizeof(fl_image_options))
 
 /*
- * Since 0.7: llm.c's token shards (fl_dataset_tokens(3)), in the order
+ * Since 0.6: llm.c's token shards (fl_dataset_tokens(3)), in the order
  * given.  Sample i is the i-th window of seq_len + 1 tokens, each shard's
  * windows starting every seq_len tokens, as llm.c's DataLoader reads them.
  * Two fields of seq_len int32: the inputs (tokens 0 .. seq_len - 1 of the
@@ -461,7 +461,7 @@ FL_EXTERN int fl_dataset_tokens_sized(fl_dataset *out, size_t size,
                           (seq_len))
 
 /*
- * Since 0.7: an LMDB environment (a directory holding data.mdb, or the
+ * Since 0.6: an LMDB environment (a directory holding data.mdb, or the
  * file itself), read-only: sample i is the value of the i-th key in key
  * order, one field of max_bytes, each value's size in fl_batch_sizes
  * (fl_dataset_lmdb(3)).  FL_ENOTSUP in a build without liblmdb.
@@ -472,7 +472,7 @@ FL_EXTERN int fl_dataset_lmdb_sized(fl_dataset *out, size_t size,
   fl_dataset_lmdb_sized((out), sizeof(fl_dataset), (path), (max_bytes))
 
 /*
- * Since 0.7: WebDataset tar shards, an iterable dataset
+ * Since 0.6: WebDataset tar shards, an iterable dataset
  * (fl_dataset_webdataset(3)).  A sample is a run of members sharing a key;
  * field f holds the member of extension exts[f] ("__key__": the key
  * itself), up to max_bytes[f].  Shards are split across ranks, then

@@ -566,7 +566,7 @@ fielded_epoch(fl_loader *l, uint64_t *values, size_t *errors)
 }
 
 /*
- * Since 0.7 an iterable's samples may have fields, each batched into its
+ * Since 0.6 an iterable's samples may have fields, each batched into its
  * own array exactly as a map-style dataset's, with each field's size per
  * sample; in workers and in the caller.
  */
@@ -654,7 +654,7 @@ iterable_field_overrun_is_refused(void **state)
 }
 
 /*
- * The ABI rule: a program built before 0.7 passes a shorter fl_iterable,
+ * The ABI rule: a program built before 0.6 passes a shorter fl_iterable,
  * and whatever lies past it (here: garbage where nfields would be) is
  * never read.  The field sizes are copied at create: the caller's array
  * may go.
