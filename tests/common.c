@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -167,6 +168,22 @@ flt_tree_teardown(void **state)
   fl__limits_root = "";
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tree);
   return system(cmd) == 0 ? 0 : -1;
+}
+
+static int
+remove_one(const char *path, const struct stat *st, int flag,
+           struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+int
+flt_rm_tree(const char *dir)
+{
+  return nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 void

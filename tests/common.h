@@ -64,6 +64,9 @@ double flt_now(void);
  * files.
  */
 int flt_tree_setup(void **state);
+/* Removes dir and everything under it, symlinks as themselves: 0, or -1
+   (nftw's). */
+int flt_rm_tree(const char *dir);
 int flt_tree_teardown(void **state);
 void flt_tree_put(const char *path, const char *text);
 

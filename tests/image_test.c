@@ -18,7 +18,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -145,21 +144,11 @@ sub_make(char *out, size_t len, const char *dir, const char *name)
   assert_int_equal(mkdir(out, 0755), 0);
 }
 
-static int
-remove_one(const char *path, const struct stat *st, int flag,
-           struct FTW *ftw)
-{
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
 /* Everything under dir, symlinks as themselves, then dir. */
 static void
 dir_remove(const char *dir)
 {
-  assert_int_equal(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+  assert_int_equal(flt_rm_tree(dir), 0);
   case_dir[0] = '\0';
 }
 
@@ -169,7 +158,7 @@ teardown(void **state)
 {
   (void)state;
   if (case_dir[0] != '\0')
-    nftw(case_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    flt_rm_tree(case_dir);
   case_dir[0] = '\0';
   return 0;
 }

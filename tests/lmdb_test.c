@@ -15,7 +15,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,23 +51,13 @@ value_ok(const unsigned char *p, size_t size, size_t room, size_t seed)
 
 static char case_dir[64];
 
-static int
-remove_one(const char *path, const struct stat *st, int flag,
-           struct FTW *ftw)
-{
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
 /* After every case: what it left in /tmp goes. */
 static int
 teardown(void **state)
 {
   (void)state;
   if (case_dir[0] != '\0')
-    nftw(case_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    flt_rm_tree(case_dir);
   case_dir[0] = '\0';
   return 0;
 }
