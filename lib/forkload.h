@@ -445,6 +445,18 @@ FL_EXTERN int fl_dataset_decode_images_sized(fl_dataset *out, size_t size,
   fl_dataset_decode_images_sized((out), sizeof(fl_dataset), (in),            \
                                  sizeof(fl_dataset), (field), (io),          \
                                  sizeof(fl_image_options))
+/* The same over a stream (WebDataset's .jpg members): the k-th sample a
+   stream gives in an epoch draws from fl_sample_seed(k).  Close out with
+   fl_iterable_close, then in. */
+FL_EXTERN int fl_iterable_decode_images_sized(fl_iterable *out, size_t size,
+                                              const fl_iterable *in,
+                                              size_t in_size, size_t field,
+                                              const fl_image_options *io,
+                                              size_t io_size);
+#define fl_iterable_decode_images(out, in, field, io)                        \
+  fl_iterable_decode_images_sized((out), sizeof(fl_iterable), (in),          \
+                                  sizeof(fl_iterable), (field), (io),        \
+                                  sizeof(fl_image_options))
 
 /*
  * Since 0.6: llm.c's token shards (fl_dataset_tokens(3)), in the order

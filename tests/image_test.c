@@ -1294,6 +1294,87 @@ decode_images_composes_with_any_dataset_of_encoded_images(void **state)
   flt_assert_clean(&base);
 }
 
+/* The same files as a stream, as a tar's members come: one at a time
+   from open, over after the last. */
+static size_t stream_next;
+
+static int
+stream_open(void *ctx, const fl_worker_info *w)
+{
+  (void)ctx;
+  (void)w;
+  stream_next = 0;
+  return 0;
+}
+
+static int
+stream_next_fields(void *ctx, void *const *dst, size_t *nbytes)
+{
+  if (stream_next == 4)
+    return 0;
+  return encoded_get_fields(ctx, stream_next++, dst, nbytes) == 0 ? 1 : -1;
+}
+
+/* fl_iterable_decode_images: each image as the stage makes it, in the
+   stream's order, the bad member its batch's error and the stream going
+   on; its arguments checked. */
+static void
+iterable_decode_images_decodes_a_stream_of_encoded_images(void **state)
+{
+  static const size_t in_bytes[2] = {ENCODED_MAX, sizeof(int64_t)};
+  fl_iterable in = {.open = stream_open, .nfields = 2,
+                    .field_bytes = in_bytes,
+                    .next_fields = stream_next_fields}, it;
+  unsigned char want[24 * 32 * 3], *b;
+  struct fl__image_stage *st;
+  fl_image_options io;
+  flt_baseline base;
+  fl_options opt;
+  fl_loader *l;
+  fl_batch *bt;
+  size_t n, seen = 0;
+  int64_t k;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  options(&io, 24, 32);
+  io.resize = 40;
+  assert_int_equal(fl_iterable_decode_images(&it, &in, 0, &io), 0);
+  assert_int_equal(it.nfields, 2);
+  assert_int_equal(it.field_bytes[0], sizeof(want));
+  fl_options_init(&opt);
+  opt.num_workers = 1; /* one stream: each member once */
+  assert_int_equal(fl_loader_create_iterable(&l, &it, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  st = stage_of(&io);
+  while ((rc = fl_loader_next(l, &bt)) != 0) {
+    if (seen == 2) {
+      assert_int_equal(rc, FL_EDATASET);
+      assert_non_null(strstr(fl_loader_error(l), "stream sample 2, field 0"));
+      seen++;
+      continue;
+    }
+    assert_int_equal(rc, 1);
+    b = read_src(encoded_files[seen], &n);
+    assert_int_equal(fl__image_stage_run(st, b, n, 0, want, "want"), 0);
+    free(b);
+    assert_memory_equal(fl_batch_field(bt, 0), want, sizeof(want));
+    memcpy(&k, fl_batch_field(bt, 1), sizeof(k));
+    assert_int_equal(k, (int64_t)seen);
+    fl_batch_release(bt);
+    seen++;
+  }
+  assert_int_equal(seen, 4);
+  fl__image_stage_free(st);
+  fl_loader_destroy(l);
+  fl_iterable_close(&it);
+  assert_int_equal(fl_iterable_decode_images(&it, &in, 2, &io), FL_EINVAL);
+  assert_error("field 2, and in has 2", NULL);
+  assert_int_equal(fl_iterable_decode_images(&it, NULL, 0, &io), FL_EINVAL);
+  flt_assert_clean(&base);
+}
+
 /* A forced box outside the image is that image's error, not a read past
    its rows. */
 static void
@@ -1576,6 +1657,7 @@ main(void)
       CASE(forced_box_outside_the_image_is_refused),
       CASE(resize_past_2_31_pixels_is_refused),
       CASE(decode_images_composes_with_any_dataset_of_encoded_images),
+      CASE(iterable_decode_images_decodes_a_stream_of_encoded_images),
       CASE(folder_refuses_missing_file_empty_and_classless_roots),
       CASE(bad_options_are_einval_saying_which),
       CASE(close_frees_and_accessors_refuse_other_datasets),
