@@ -1120,7 +1120,7 @@ tar_make(const char *base, size_t n, size_t cols, int nshards, char *list,
 }
 
 /* Samples/s of one warm epoch of the tar shards (list: comma-separated),
-   2 workers, batch 64, as fl_npy. */
+   2 workers, batch 64, as fl_file. */
 static double
 fl_wds(const char *list, size_t n, size_t cols)
 {
@@ -1409,7 +1409,7 @@ main(int argc, char **argv)
 #ifdef HAVE_LIBARCHIVE
     if (wanted("webdataset")) {
       wds.fl[wds.nfl++] = fl_wds(shards, npn, 3072);
-      wnpy.fl[wnpy.nfl++] = fl_npy(nparray, 0);
+      wnpy.fl[wnpy.nfl++] = fl_file(nparray, FILE_NPY_ARRAY);
       snprintf(args, sizeof(args), "webdataset %s", shards);
       if (have_torch && torch_run(args, nk, 1, &r) == 0)
         wds.pt[wds.npt++] = r.v[0];
