@@ -115,6 +115,36 @@ decoded_tables(struct decoded *d, const size_t *in_bytes, size_t one,
   return 0;
 }
 
+/* A wrapper of in (a dataset, or a stream's iterable), copied by the ABI
+   rule before out, which may be the same struct, is touched. */
+static int
+decoded_new(struct decoded **dp, int stream, const void *in, size_t in_size,
+            const char *fn)
+{
+  struct decoded *d;
+  char err[160];
+  int rc;
+
+  if (in == NULL)
+    return fl__error_set(FL_EINVAL, "%s: in is NULL", fn);
+  if ((d = calloc(1, sizeof(*d))) == NULL)
+    return fl__error_set(FL_ENOMEM, "%s: out of memory", fn);
+  d->base.magic = FL__DS_MAGIC;
+  d->base.free = decoded_free;
+  rc = stream ? fl__struct_in(&d->it, sizeof(d->it), in, in_size,
+                              FL__ITERABLE_SIZE_0_1, "fl_iterable", err,
+                              sizeof(err))
+              : fl__struct_in(&d->in, sizeof(d->in), in, in_size,
+                              FL__DATASET_SIZE_0_1, "fl_dataset", err,
+                              sizeof(err));
+  if (rc != 0) {
+    decoded_free(d);
+    return fl__error_set(FL_EINVAL, "%s: %s", fn, err);
+  }
+  *dp = d;
+  return 0;
+}
+
 static int
 decoded_get_fields(void *ctx, size_t index, void *const *dst, size_t *nbytes)
 {
@@ -129,23 +159,11 @@ fl_dataset_decode_images_sized(fl_dataset *out, size_t size,
 {
   static const char fn[] = "fl_dataset_decode_images";
   struct decoded *d;
-  char err[160];
   size_t sum = 0;
   int rc;
 
-  if (in == NULL)
-    return fl__error_set(FL_EINVAL, "%s: in is NULL", fn);
-  if ((d = calloc(1, sizeof(*d))) == NULL)
-    return fl__error_set(FL_ENOMEM, "%s: out of memory", fn);
-  d->base.magic = FL__DS_MAGIC;
-  d->base.free = decoded_free;
-  /* in first: out may be the same struct, which the check zeroes. */
-  rc = fl__struct_in(&d->in, sizeof(d->in), in, in_size,
-                     FL__DATASET_SIZE_0_1, "fl_dataset", err, sizeof(err));
-  if (rc != 0) {
-    rc = fl__error_set(FL_EINVAL, "%s: %s", fn, err);
-    goto fail;
-  }
+  if ((rc = decoded_new(&d, 0, in, in_size, fn)) != 0)
+    return rc;
   if ((rc = fl__dataset_out_check(out, size, fn)) != 0)
     goto fail;
   if (size < FL__SIZE_TO(fl_dataset, get_fields)) {
@@ -218,23 +236,11 @@ fl_iterable_decode_images_sized(fl_iterable *out, size_t size,
 {
   static const char fn[] = "fl_iterable_decode_images";
   struct decoded *d;
-  char err[160];
   size_t sum = 0;
   int rc;
 
-  if (in == NULL)
-    return fl__error_set(FL_EINVAL, "%s: in is NULL", fn);
-  if ((d = calloc(1, sizeof(*d))) == NULL)
-    return fl__error_set(FL_ENOMEM, "%s: out of memory", fn);
-  d->base.magic = FL__DS_MAGIC;
-  d->base.free = decoded_free;
-  /* in first: out may be the same struct, zeroed below. */
-  rc = fl__struct_in(&d->it, sizeof(d->it), in, in_size,
-                     FL__ITERABLE_SIZE_0_1, "fl_iterable", err, sizeof(err));
-  if (rc != 0) {
-    rc = fl__error_set(FL_EINVAL, "%s: %s", fn, err);
-    goto fail;
-  }
+  if ((rc = decoded_new(&d, 1, in, in_size, fn)) != 0)
+    return rc;
   if (out == NULL || size < FL__SIZE_TO(fl_iterable, next_fields)) {
     rc = fl__error_set(FL_EINVAL, "%s: %s", fn, out == NULL
                        ? "out is NULL" : "fl_iterable is too old to hold "
