@@ -28,11 +28,7 @@
 static uint64_t
 rng(uint64_t *s)
 {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return synth_mix64(*s += 0x9e3779b97f4a7c15ull);
 }
 
 static unsigned char

@@ -11,16 +11,17 @@
 #include <math.h>
 
 #include "decode.h"
+#include "internal.h"
 
-/* splitmix64: one stream per sample, from its seed. */
+/* splitmix64: one stream per sample, from its seed (fl__mix64 adds the
+   stream's step itself). */
 static uint64_t
 next64(uint64_t *s)
 {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  uint64_t z = fl__mix64(*s);
 
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  *s += 0x9e3779b97f4a7c15ull;
+  return z;
 }
 
 /* Uniform in [0, 1), 53 bits. */
