@@ -1375,6 +1375,45 @@ iterable_decode_images_decodes_a_stream_of_encoded_images(void **state)
   flt_assert_clean(&base);
 }
 
+/* A FIFO named like an image is its batch's error, through a worker that
+   must not block opening it; the image beside it loads. */
+static void
+fifo_named_like_an_image_is_its_batchs_error(void **state)
+{
+  char dir[PATH_MAX], cls[PATH_MAX], fifo[PATH_MAX];
+  fl_image_options io;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  sub_make(cls, sizeof(cls), dir, "c");
+  copy_src(cls, "a.jpg", "images/decode/jpeg_444.jpg", ALL);
+  pathf(fifo, sizeof(fifo), "%s/b.jpg", cls);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  options(&io, 8, 8);
+  assert_int_equal(fl_dataset_image_folder(&ds, dir, &io), 0);
+  assert_int_equal(ds.len, 2);
+  fl_options_init(&opt);
+  opt.num_workers = 1;
+  opt.timeout_ms = 10000; /* a worker blocked in open() is a failure */
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(fl_loader_next(l, &b), 1);
+  fl_batch_release(b);
+  assert_int_equal(fl_loader_next(l, &b), FL_EDATASET);
+  assert_non_null(strstr(fl_loader_error(l), "b.jpg: not a regular file"));
+  assert_int_equal(fl_loader_next(l, &b), 0);
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
 /* A forced box outside the image is that image's error, not a read past
    its rows. */
 static void
@@ -1658,6 +1697,7 @@ main(void)
       CASE(resize_past_2_31_pixels_is_refused),
       CASE(decode_images_composes_with_any_dataset_of_encoded_images),
       CASE(iterable_decode_images_decodes_a_stream_of_encoded_images),
+      CASE(fifo_named_like_an_image_is_its_batchs_error),
       CASE(folder_refuses_missing_file_empty_and_classless_roots),
       CASE(bad_options_are_einval_saying_which),
       CASE(close_frees_and_accessors_refuse_other_datasets),

@@ -144,7 +144,7 @@ list(const char *dir, char ***names, size_t *n, const char *root)
   if ((d = opendir(dir)) == NULL)
     return fl__error_set(errno == ENOMEM ? FL_ENOMEM : FL_EINVAL,
                          "fl_dataset_image_folder: %s: %s", dir,
-                         strerror(errno));
+                         fl__strerror(errno));
   while ((errno = 0, e = readdir(d)) != NULL) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
       continue;
@@ -157,7 +157,7 @@ list(const char *dir, char ***names, size_t *n, const char *root)
   }
   if (rc == 0 && errno != 0)
     rc = fl__error_set(FL_EINVAL, "fl_dataset_image_folder: %s: %s", dir,
-                       strerror(errno));
+                       fl__strerror(errno));
   closedir(d);
   if (rc != 0) {
     while (k > 0)
@@ -323,7 +323,7 @@ scan(struct folder *f, const char *root)
   }
   if (stat(root, &st) != 0)
     return fl__error_set(FL_EINVAL, "fl_dataset_image_folder: %s: %s", root,
-                         strerror(errno));
+                         fl__strerror(errno));
   if (!S_ISDIR(st.st_mode))
     return fl__error_set(FL_EINVAL, "fl_dataset_image_folder: %s: not a "
                          "folder", root);
@@ -391,12 +391,13 @@ slurp(struct folder *f, const char *path, size_t *n)
   int fd, rc = FL_EDATASET;
 
   do
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named x.jpg must not block the worker. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     int e = errno;
 
-    fl_worker_error("%s: %s", path, strerror(e));
+    fl_worker_error("%s: %s", path, fl__strerror(e));
     return e == EMFILE ? FL_EMFILE : e == ENFILE ? FL_ENFILE : FL_EDATASET;
   }
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -424,7 +425,7 @@ slurp(struct folder *f, const char *path, size_t *n)
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0) {
-      fl_worker_error("%s: %s", path, r < 0 ? strerror(errno)
+      fl_worker_error("%s: %s", path, r < 0 ? fl__strerror(errno)
                                             : "it shrank while being read");
       goto out;
     }
