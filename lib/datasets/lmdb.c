@@ -13,8 +13,8 @@
  * sample; storing only the count is not possible without a rank lookup.
  *
  * An environment must not be used across fork(): each process opens its
- * own on its first get (a changed getpid() tells a worker), read-only and
- * without the lock file (MDB_NOLOCK: readers need no slot in it, and a
+ * own on its first get (a changed fl__fork_generation tells a worker),
+ * read-only and without the lock file (MDB_NOLOCK: readers need no slot in it, and a
  * read-only filesystem or a read-only copy of a database works), and keeps
  * one read transaction for its life: the database must not change while
  * it is read, as for any dataset.  The parent opens one at create to walk
@@ -46,7 +46,7 @@ struct lmdb_ds {
   unsigned env_flags; /* MDB_NOSUBDIR for a file rather than a directory */
   char *path;
   /* The process's own environment, opened on its first get. */
-  pid_t pid;
+  unsigned long gen; /* fl__fork_generation when env was opened */
   MDB_env *env;
   MDB_txn *txn;
   MDB_dbi dbi;
@@ -118,7 +118,7 @@ lmdb_get(void *ctx, size_t index, void *dst, size_t *nbytes)
     fl_worker_error("%s: index %zu past its %zu keys", d->path, index, d->n);
     return FL_EINVAL;
   }
-  if (d->env == NULL || d->pid != getpid()) {
+  if (d->env == NULL || d->gen != fl__fork_generation) {
     /* Another process's environment (a worker forked after the caller
        read with num_workers 0) is left as it is: LMDB forbids touching
        it after fork(), even to close it. */
@@ -126,11 +126,11 @@ lmdb_get(void *ctx, size_t index, void *dst, size_t *nbytes)
     rc = env_open(d->path, d->env_flags, &d->env, &d->txn, &d->dbi);
     if (rc != 0) {
       fl_worker_error("%s: cannot open the LMDB environment: %s", d->path,
-                      mdb_strerror(rc));
+                      rc > 0 ? fl__strerror(rc) : mdb_strerror(rc));
       return rc == EMFILE ? FL_EMFILE : rc == ENFILE ? FL_ENFILE
                                                      : FL_EDATASET;
     }
-    d->pid = getpid();
+    d->gen = fl__fork_generation;
   }
   k.mv_data = d->keys + d->key[index];
   k.mv_size = d->key[index + 1] - d->key[index];
@@ -163,7 +163,7 @@ lmdb_free(void *ctx)
 {
   struct lmdb_ds *d = ctx;
 
-  if (d->pid == getpid())
+  if (d->env != NULL && d->gen == fl__fork_generation)
     env_close(d);
   free(d->key);
   free(d->keys);
@@ -300,6 +300,7 @@ fl_dataset_lmdb_sized(fl_dataset *out, size_t size, const char *path,
   rc = fl__dataset_out_check(out, size, "fl_dataset_lmdb");
   if (rc != 0)
     return rc;
+  fl__fdtrack_init(); /* forks from now on bump fl__fork_generation */
   if (path == NULL)
     return fl__error_set(FL_EINVAL, "fl_dataset_lmdb: path is NULL");
   if (max_bytes == 0)
