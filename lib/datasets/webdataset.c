@@ -139,6 +139,16 @@ archive_failed(struct wds *w, const char *where, const char *key)
   return FL_EDATASET;
 }
 
+/* Out of memory in the worker: said, and the shard closed, since what was
+   read of the sample is lost. */
+static int
+out_of_memory(struct wds *w)
+{
+  fl_worker_error("%s: out of memory", w->shard);
+  wds_close(w);
+  return FL_ENOMEM;
+}
+
 /*
  * The next member that has a key, in this shard: 1, 0 at its end (the
  * shard is closed), <0 when the tar is truncated or corrupt (closed too:
@@ -166,7 +176,7 @@ next_member(struct wds *w, const char *where, const char *key)
         !base_plus_ext(p, &w->keylen))
       continue;
     if (text_set(&w->path, p, strlen(p)) != 0)
-      return FL_ENOMEM;
+      return out_of_memory(w);
     w->ext = w->path.s + w->keylen + 1;
     for (c = w->path.s + w->keylen + 1; *c != '\0'; c++)
       if (*c >= 'A' && *c <= 'Z')
@@ -186,7 +196,7 @@ next_shard(struct wds *w)
   w->shard = w->shards[w->mine[w->at++]];
   w->ar = archive_read_new();
   if (w->ar == NULL)
-    return FL_ENOMEM;
+    return out_of_memory(w);
   archive_read_support_format_tar(w->ar);
   if (archive_read_open_filename(w->ar, w->shard, 1 << 16) != ARCHIVE_OK)
     return archive_failed(w, "cannot open it", "");
@@ -242,7 +252,7 @@ read_sample(struct wds *w, void *const *dst, size_t *nbytes)
       return rc;
   }
   if (text_set(&w->key, w->path.s, w->keylen) != 0)
-    return FL_ENOMEM;
+    return out_of_memory(w);
   do {
     f = field_of(w, w->ext);
     w->member = 0;
