@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifdef HAVE_LIBJPEG
 #include <jpeglib.h>
@@ -96,24 +97,23 @@ paint(unsigned char *rgb, unsigned w, unsigned h, uint64_t seed)
   }
 }
 
+/* Encoded in memory first, where libjpeg can fail only for want of it,
+   then written: a write that fails leaves no half a file behind. */
 static int
 write_jpeg(const char *path, const unsigned char *px, unsigned w, unsigned h,
            int force, uint64_t *bytes)
 {
   struct jpeg_compress_struct c;
   struct jpeg_error_mgr e;
-  FILE *out = fopen(path, force ? "w" : "wx");
+  unsigned char *jpg = NULL;
+  unsigned long n = 0;
   JSAMPROW row;
-  long end;
+  FILE *out;
+  int err = 0;
 
-  if (out == NULL) {
-    cli_error("gen: %s: %s%s", path, strerror(errno),
-              errno == EEXIST ? " (--force writes over it)" : "");
-    return -1;
-  }
   c.err = jpeg_std_error(&e);
   jpeg_create_compress(&c);
-  jpeg_stdio_dest(&c, out);
+  jpeg_mem_dest(&c, &jpg, &n);
   c.image_width = w;
   c.image_height = h;
   c.input_components = 3;
@@ -127,12 +127,23 @@ write_jpeg(const char *path, const unsigned char *px, unsigned w, unsigned h,
   }
   jpeg_finish_compress(&c);
   jpeg_destroy_compress(&c);
-  end = ftell(out);
-  if (ferror(out) || fclose(out) != 0) {
-    cli_error("gen: %s: cannot write: %s", path, strerror(errno));
+  if ((out = fopen(path, force ? "w" : "wx")) == NULL) {
+    cli_error("gen: %s: %s%s", path, strerror(errno),
+              errno == EEXIST ? " (--force writes over it)" : "");
+    free(jpg);
     return -1;
   }
-  *bytes += end > 0 ? (uint64_t)end : 0;
+  if (fwrite(jpg, 1, n, out) != n)
+    err = errno;
+  if (fclose(out) != 0 && err == 0)
+    err = errno;
+  free(jpg);
+  if (err != 0) {
+    cli_error("gen: %s: cannot write: %s", path, strerror(err));
+    unlink(path);
+    return -1;
+  }
+  *bytes += n;
   return 0;
 }
 #endif
