@@ -76,6 +76,16 @@ epoch_samples(const fl_dataset *ds, const fl_options *opt, int iterable)
   return opt->indices != NULL ? opt->indices_len : ds->len;
 }
 
+/* Where torch's order is what does not fit: the shuffle that needs none. */
+static const char *
+bijection_hint(const fl_options *opt)
+{
+  return opt->shuffle && opt->sampler == NULL &&
+                 opt->shuffle_algorithm == FL_SHUFFLE_TORCH
+             ? ", or shuffle with FL_SHUFFLE_BIJECTION, which keeps no order"
+             : "";
+}
+
 /*
  * The cost of the loader with batch size bs, prefetch pf and nw workers.
  * Returns 0; FL_ENOMEM when a segment would be larger than this machine can
@@ -111,12 +121,17 @@ cost_of(struct cost *c, const fl_dataset *ds, const fl_options *opt,
      tasks for the free segments it holds; one iterable stream may be left
      to take the whole window. */
   c->backlog = (iterable || fl__own_segments_first(opt) ? c->window : pf) + 2;
-  c->order_bytes = sat_mul(c->n ? c->n : 1, sizeof(size_t));
+  c->order_bytes = sat_add(sizeof(fl__order),
+                           fl__order_table(opt)
+                               ? sat_mul(c->n, sizeof(size_t))
+                               : 0);
   if (c->order_bytes > SIZE_MAX / 4)
     return FL__TOO_LARGE_ORDER;
   while (ring < c->window)
     ring <<= 1;
-  c->own_bytes = sat_add(opt->indices != NULL ? c->order_bytes : 0,
+  c->own_bytes = sat_add(opt->indices != NULL
+                             ? sat_mul(c->n, sizeof(size_t))
+                             : 0,
                          sat_add(sat_mul(ring, sizeof(void *)),
                                  sat_mul(sat_mul(nw, c->backlog),
                                          sizeof(struct fl__task))));
@@ -138,7 +153,8 @@ fl__plan_make(fl__plan *p, const fl_dataset *ds, const fl_options *opt,
                opt->prefetch_factor, opt->num_workers);
   if (rc == FL__TOO_LARGE_ORDER) {
     snprintf(err, errlen, "an epoch of %zu samples needs an order of %zu "
-             "indices, more bytes than this machine can address", c.n, c.n);
+             "indices, more bytes than this machine can address%s", c.n,
+             c.n, bijection_hint(opt));
     return FL_ENOMEM;
   }
   if (rc != 0) {
@@ -239,8 +255,8 @@ suggest(char *buf, size_t len, const fl__plan *p, const fl_dataset *ds,
     snprintf(buf, len, "An option that fits: %s", found[0]);
   else if (which == MEMORY && others > room)
     snprintf(buf, len, "The epoch's order of %zu indices and the loader's "
-             "tables alone need %llu bytes: load fewer samples", p->n,
-             (unsigned long long)others);
+             "tables alone need %llu bytes: load fewer samples%s", p->n,
+             (unsigned long long)others, bijection_hint(opt));
   else
     snprintf(buf, len, "No batch_size, prefetch_factor or num_workers "
              "alone fits: a sample of %zu bytes is too large for it",

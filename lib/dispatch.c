@@ -210,7 +210,7 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
     count = l->opt.batch_size; /* at most: the stream decides */
     t.skip = w->skip;
   } else {
-    fl__sampler_span(&l->sampler, seq, &offset, &count);
+    fl__sampler_batch(&l->sampler, l->order, seq, &offset, &count);
   }
   t.version = FL__PROTOCOL_VERSION;
   t.type = FL__TASK_FILL;

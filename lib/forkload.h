@@ -147,6 +147,14 @@ typedef enum {
                      sample (evaluation) */
 } fl_shard_mode;
 
+/* Since 0.7: which shuffled order, with shuffle (fl_loader_create(3)). */
+typedef enum {
+  FL_SHUFFLE_TORCH,    /* default: torch.randperm's, bit for bit; 8 bytes a
+                          sample, drawn as batches are sent */
+  FL_SHUFFLE_BIJECTION /* a keyed bijection of positions: no memory, O(1) a
+                          sample, a different order per (seed, epoch) */
+} fl_shuffle_algorithm;
+
 typedef struct fl_options {
   size_t batch_size;         /* default 1 */
   int shuffle;               /* default 0 */
@@ -202,6 +210,9 @@ typedef struct fl_options {
      "kill=0.01,delay=0.1:50,seed=3" (see fl_get_worker_info(3)); NULL: the
      FORKLOAD_FAULTS environment variable, if set.  Copied at create. */
   const char *faults;
+  /* Since 0.7: the shuffled order (default FL_SHUFFLE_TORCH). */
+  fl_shuffle_algorithm shuffle_algorithm;
+  unsigned reserved;         /* 0: where the next field goes, not padding */
 } fl_options;
 
 typedef struct fl_stats {

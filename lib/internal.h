@@ -28,6 +28,10 @@ typedef struct fl__mt {
   unsigned i;
 } fl__mt;
 
+/* torch draws 32-bit swaps (the narrow path) below this length and 64-bit
+   ones (the wide path) from it on. */
+#define FL__RANDPERM_NARROW_MAX (UINT32_MAX / 20)
+
 void fl__mt_seed(fl__mt *mt, uint64_t seed);
 uint32_t fl__mt_next(fl__mt *mt);
 /* Permute a[0..n) as torch.randperm(n) from seed permutes 0..n-1 (a[i]
@@ -36,7 +40,42 @@ void fl__randperm(uint64_t seed, size_t *a, size_t n);
 void fl__randperm_narrow(fl__mt *mt, size_t *a, size_t n);
 void fl__randperm_wide(fl__mt *mt, size_t *a, size_t n);
 
+/* bijection.c: FL_SHUFFLE_BIJECTION's order of [0, m) under a key. */
+typedef struct fl__bijection {
+  uint64_t m;
+  unsigned bits, rounds;
+  uint64_t keys[24];
+} fl__bijection;
+
+void fl__bijection_init(fl__bijection *b, uint64_t key, uint64_t m);
+/* The value at position p < m. */
+uint64_t fl__bijection_at(const fl__bijection *b, uint64_t p);
+
 /* sampler.c */
+enum fl__order_kind {
+  FL__ORDER_IDENTITY,  /* position p holds p */
+  FL__ORDER_TABLE,     /* table[p] (a sampler's, or torch's wide path) */
+  FL__ORDER_LAZY,      /* torch's narrow path, drawn as batches are sent:
+                          table[p] is tag << 32 | value once drawn this
+                          epoch, and p before */
+  FL__ORDER_BIJECTION  /* fl__bijection(key, m, p) */
+};
+
+/*
+ * The epoch's order as the workers read it, in a mapping they share with
+ * the parent, which writes the header at each begin (no worker reads it
+ * then) and the lazy table as batches are sent (at positions no sent
+ * batch reads).
+ */
+typedef struct fl__order {
+  uint64_t m;       /* the order's length this epoch */
+  uint64_t start;   /* where this epoch's list starts in it */
+  uint64_t key;     /* FL__ORDER_BIJECTION's, per (seed, epoch) */
+  uint32_t kind;    /* enum fl__order_kind */
+  uint32_t tag;     /* FL__ORDER_LAZY: this epoch's entries carry it */
+  size_t table[];   /* FL__ORDER_TABLE and _LAZY: base entries */
+} fl__order;
+
 typedef struct fl__sampler {
   size_t base;           /* the order's most: len, indices_len or
                             sampler_len */
@@ -49,30 +88,43 @@ typedef struct fl__sampler {
   size_t (*fn)(void *ctx, uint64_t epoch, size_t *order, size_t cap);
   void *fn_ctx;
   int shuffle;
+  fl_shuffle_algorithm algorithm;
   uint64_t seed;
   size_t batch_size;
   int drop_last;
   unsigned rank, world;
   fl_shard_mode mode;
+  fl__mt mt;             /* FL__ORDER_LAZY: the epoch's generator, and */
+  size_t drawn;          /* the swaps drawn so far (positions fixed) */
 } fl__sampler;
 
 uint64_t fl__mix64(uint64_t x);
 uint64_t fl__epoch_seed(uint64_t seed, uint64_t epoch, uint64_t stream);
 size_t fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r);
+/* Whether the shared order keeps a table (8 bytes a position) after its
+   header. */
+int fl__order_table(const fl_options *opt);
 size_t fl__sampler_batches(const fl__sampler *s);
 void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
                       size_t *count);
-/* The epoch's order into order (room for base indices); s->m says how
-   long it is. */
-int fl__sampler_fill(fl__sampler *s, uint64_t epoch, size_t *order,
+/* The epoch's order into o (room for base entries); s->m says how long it
+   is. */
+int fl__sampler_fill(fl__sampler *s, fl__order *o, uint64_t epoch,
                      char *err, size_t errlen);
-/* Then, in place, this rank's share of the order from `start` on; s->n
-   says how long it is. */
-int fl__sampler_shard(fl__sampler *s, size_t start, size_t *order,
-                      char *err, size_t errlen);
+/* Then this rank's share of the order from `start` on; s->n says how long
+   it is. */
+void fl__sampler_shard(fl__sampler *s, fl__order *o, size_t start);
 /* Both. */
-int fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t start,
-                      size_t *order, char *err, size_t errlen);
+int fl__sampler_order(fl__sampler *s, fl__order *o, uint64_t epoch,
+                      size_t start, char *err, size_t errlen);
+/* Batch seq's span of the share, as fl__sampler_span, with the order
+   drawn as far as the batch reads it: the parent calls it before the
+   batch is filled. */
+void fl__sampler_batch(fl__sampler *s, fl__order *o, uint64_t seq,
+                       size_t *offset, size_t *count);
+/* The dataset indices at share positions [offset, offset + count). */
+void fl__sampler_indices(const fl__sampler *s, const fl__order *o,
+                         size_t offset, size_t count, size_t *out);
 
 /* faults.c: fault injection (fl_options.faults). */
 enum {
@@ -402,7 +454,7 @@ struct fl_loader {
   uint32_t token;       /* tells this loader's names from any other's */
   size_t nbatches;
   fl__layout layout;    /* of every segment */
-  size_t *order;        /* the epoch's index order, shared with workers */
+  fl__order *order;     /* the epoch's order, shared with workers */
   struct fl__bus_note *notes; /* per worker, shared: why one died of
                                  SIGBUS */
   size_t order_bytes;

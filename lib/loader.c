@@ -204,7 +204,7 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   l->fork_gen = fl__fork_generation;
   l->token = make_token();
   if (opt->indices != NULL) {
-    custom = malloc(p->order_bytes);
+    custom = malloc((p->n ? p->n : 1) * sizeof(*custom));
     if (custom == NULL)
       return FL_ENOMEM;
     memcpy(custom, opt->indices, p->n * sizeof(*custom));
@@ -216,6 +216,7 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   l->sampler.fn = opt->sampler;
   l->sampler.fn_ctx = opt->sampler_ctx;
   l->sampler.shuffle = opt->shuffle;
+  l->sampler.algorithm = opt->shuffle_algorithm;
   l->sampler.seed = opt->seed;
   l->sampler.batch_size = opt->batch_size;
   l->sampler.drop_last = opt->drop_last;
@@ -516,13 +517,12 @@ place_epoch(fl_loader *l)
   fl__reorder_reset(&l->reorder);
   if (l->iterable)
     return 0;
-  rc = fl__sampler_fill(&l->sampler, l->epoch, l->order, l->err,
+  rc = fl__sampler_fill(&l->sampler, l->order, l->epoch, l->err,
                         sizeof(l->err));
   if (rc == 0 && resume)
     fl__resume_start(l, l->sampler.m, &start, &first);
   if (rc == 0)
-    rc = fl__sampler_shard(&l->sampler, start, l->order, l->err,
-                           sizeof(l->err));
+    fl__sampler_shard(&l->sampler, l->order, start);
   if (rc != 0) {
     fl__resume_clear(l);
     return rc;
@@ -805,7 +805,7 @@ next_inline(fl_loader *l, fl_batch **out)
                                 l->epoch, b->seq, &count, &end, b->msg,
                                 sizeof(b->msg));
   } else {
-    fl__sampler_span(&l->sampler, b->seq, &offset, &count);
+    fl__sampler_batch(&l->sampler, l->order, b->seq, &offset, &count);
     b->status = fl__fill(l, b->seg.base, 0, l->epoch, b->seq, offset, count,
                          b->msg, sizeof(b->msg));
   }

@@ -222,6 +222,17 @@ fl__options_check(const fl_dataset *ds, const fl_options *opt, int iterable,
              (int)opt->sharing);
     return FL_EINVAL;
   }
+  if (opt->shuffle_algorithm != FL_SHUFFLE_TORCH &&
+      opt->shuffle_algorithm != FL_SHUFFLE_BIJECTION) {
+    snprintf(err, errlen, "shuffle_algorithm is %d: not a "
+             "fl_shuffle_algorithm value", (int)opt->shuffle_algorithm);
+    return FL_EINVAL;
+  }
+  if (opt->reserved != 0) {
+    snprintf(err, errlen, "reserved is %u: it must be 0 (a program built "
+             "for a later forkload may set it)", opt->reserved);
+    return FL_EINVAL;
+  }
   /* Before the list is read: a length whose bytes wrap is no list. */
   if (opt->indices_len > SIZE_MAX / 4 / sizeof(size_t)) {
     snprintf(err, errlen, "indices_len is %zu: an order that long is more "

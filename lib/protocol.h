@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 7
+#define FL__PROTOCOL_VERSION 8
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -28,8 +28,10 @@ enum fl__task_type {
 };
 
 /*
- * Parent to worker, 72 bytes whatever the batch size: the indices are read
- * from the epoch's order, a shared mapping made before the workers fork.
+ * Parent to worker, 72 bytes whatever the batch size: the worker computes
+ * the indices from the epoch's order (fl__order, a shared mapping made
+ * before the workers fork), at the positions of this rank's share that
+ * offset and count name.
  */
 struct fl__task {
   uint16_t version;
@@ -39,7 +41,7 @@ struct fl__task {
                       stale, whatever epoch number it had */
   uint64_t epoch;  /* the epoch's number, as the user counts them */
   uint64_t seq;    /* batch position in the epoch */
-  uint64_t offset; /* first entry of the epoch's order for this batch */
+  uint64_t offset; /* first position of this rank's share in the batch */
   uint32_t count;  /* samples in this batch */
   uint32_t flags;  /* FL__TASK_* flags below */
   uint64_t serial; /* names a new segment made in /dev/shm (64 random

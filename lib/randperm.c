@@ -97,7 +97,7 @@ fl__randperm(uint64_t seed, size_t *a, size_t n)
   fl__mt mt;
 
   fl__mt_seed(&mt, seed);
-  if (n < UINT32_MAX / 20)
+  if (n < FL__RANDPERM_NARROW_MAX)
     fl__randperm_narrow(&mt, a, n);
   else
     fl__randperm_wide(&mt, a, n);

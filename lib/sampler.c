@@ -1,11 +1,13 @@
 /*
  * The sampler: which dataset indices each epoch visits, in what order, and
  * how they are cut into batches: 0 to len - 1 or a list of the caller's,
- * either shuffled as torch.randperm would, or the order a sampler function
- * of the caller's writes; then this rank's share of it, as PyTorch's
- * DistributedSampler takes (or, resuming on another world size, of what
- * was left of it).  It runs only in the parent; the share is written into
- * a mapping the workers share, and a task names a span of it.
+ * either shuffled (as torch.randperm would, or by a keyed bijection), or
+ * the order a sampler function of the caller's writes; then this rank's
+ * share of it, as PyTorch's DistributedSampler takes (or, resuming on
+ * another world size, of what was left of it).  The parent decides the
+ * epoch's order in a mapping the workers share; a task names a span of the
+ * share's positions, and the worker turns them into indices itself, so
+ * that no order need exist beyond what the shuffle keeps.
  */
 #include "config.h"
 
@@ -14,6 +16,9 @@
 #include <string.h>
 
 #include "internal.h"
+
+/* A lazy entry packs a 32-bit tag and a value below 2^32 in a size_t. */
+_Static_assert(sizeof(size_t) == 8, "forkload needs a 64-bit size_t");
 
 /* splitmix64's finaliser: a bijective mix with good avalanche. */
 uint64_t
@@ -95,67 +100,162 @@ fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r)
   }
 }
 
-/*
- * Rank r's share of list (m indices), written from order[0] on, in place:
- * position j takes list[r + j * W], at or after j, so it is read before it
- * is overwritten.  Padding repeats the list's first indices (all of them,
- * as often as it takes, when m < W), which are saved first.
- */
-static int
-shard(fl__sampler *s, size_t *order, const size_t *list, size_t m,
-      char *err, size_t errlen)
+/* Only a sampler's order and torch's are kept, 8 bytes a position. */
+int
+fl__order_table(const fl_options *opt)
 {
-  size_t n = fl__shard_len(s->mode, m, s->world, s->rank), j, k;
-  size_t nstash = m < s->world ? m : s->world, *stash = NULL;
-
-  if (s->world > 1 && n * s->world > m) {
-    stash = malloc(nstash * sizeof(*stash));
-    if (stash == NULL) {
-      snprintf(err, errlen, "out of memory for the padding of rank %u's "
-               "share", s->rank);
-      return FL_ENOMEM;
-    }
-    memcpy(stash, list, nstash * sizeof(*stash));
-  }
-  for (j = 0; j < n; j++) {
-    k = s->rank + j * (size_t)s->world;
-    order[j] = k < m ? list[k] : stash[(k - m) % m];
-  }
-  free(stash);
-  s->n = n;
-  return 0;
+  return opt->sampler != NULL ||
+         (opt->shuffle && opt->shuffle_algorithm == FL_SHUFFLE_TORCH);
 }
 
 int
-fl__sampler_fill(fl__sampler *s, uint64_t epoch, size_t *order, char *err,
+fl__sampler_fill(fl__sampler *s, fl__order *o, uint64_t epoch, char *err,
                  size_t errlen)
 {
   size_t i;
+  int rc = 0;
 
-  if (s->fn != NULL)
-    return custom_order(s, epoch, order, err, errlen);
+  o->start = o->key = 0;
   s->m = s->base;
-  for (i = 0; i < s->m; i++)
-    order[i] = s->custom != NULL ? s->custom[i] : i;
-  /* DistributedSampler's generator: seeded with seed + epoch. */
-  if (s->shuffle)
-    fl__randperm(s->seed + epoch, order, s->m);
-  return 0;
+  if (s->fn != NULL) {
+    o->kind = FL__ORDER_TABLE;
+    rc = custom_order(s, epoch, o->table, err, errlen);
+  } else if (!s->shuffle) {
+    o->kind = FL__ORDER_IDENTITY;
+  } else if (s->algorithm == FL_SHUFFLE_BIJECTION) {
+    o->kind = FL__ORDER_BIJECTION;
+    o->key = fl__epoch_seed(s->seed, epoch, 3);
+  } else {
+    /* DistributedSampler's generator: seeded with seed + epoch. */
+    fl__mt_seed(&s->mt, s->seed + epoch);
+    s->drawn = 0;
+    if (s->m < FL__RANDPERM_NARROW_MAX) {
+      /*
+       * Forward Fisher-Yates fixes position i at swap i, so batches are
+       * drawn as they are sent.  A new tag undoes the last epoch's
+       * entries without a pass over them; they are cleared only when the
+       * tag wraps (once in 2^32 epochs), and are zero in a new mapping.
+       */
+      o->kind = FL__ORDER_LAZY;
+      if (++o->tag == 0) {
+        memset(o->table, 0, s->base * sizeof(*o->table));
+        o->tag = 1;
+      }
+    } else {
+      /* The inside-out shuffle moves every position to its end. */
+      o->kind = FL__ORDER_TABLE;
+      for (i = 0; i < s->m; i++)
+        o->table[i] = i;
+      fl__randperm_wide(&s->mt, o->table, s->m);
+    }
+  }
+  o->m = s->m;
+  return rc;
 }
 
-int
-fl__sampler_shard(fl__sampler *s, size_t start, size_t *order, char *err,
-                  size_t errlen)
+void
+fl__sampler_shard(fl__sampler *s, fl__order *o, size_t start)
 {
   s->start = start < s->m ? start : s->m;
-  return shard(s, order, order + s->start, s->m - s->start, err, errlen);
+  o->start = s->start;
+  s->n = fl__shard_len(s->mode, s->m - s->start, s->world, s->rank);
 }
 
 int
-fl__sampler_order(fl__sampler *s, uint64_t epoch, size_t start,
-                  size_t *order, char *err, size_t errlen)
+fl__sampler_order(fl__sampler *s, fl__order *o, uint64_t epoch,
+                  size_t start, char *err, size_t errlen)
 {
-  int rc = fl__sampler_fill(s, epoch, order, err, errlen);
+  int rc = fl__sampler_fill(s, o, epoch, err, errlen);
 
-  return rc != 0 ? rc : fl__sampler_shard(s, start, order, err, errlen);
+  if (rc == 0)
+    fl__sampler_shard(s, o, start);
+  return rc;
+}
+
+/*
+ * The order's position that share position j reads: rank r's j-th is the
+ * list's r + j * W, and beyond the list, padding repeats it from its
+ * start (as often as it takes, when the list is shorter than W).
+ */
+static size_t
+position(const fl__sampler *s, const fl__order *o, size_t j)
+{
+  size_t left = o->m - o->start, k = s->rank + j * (size_t)s->world;
+
+  return o->start + (k < left ? k : (k - left) % left);
+}
+
+/* A lazy entry: drawn this epoch, or still where it started. */
+static size_t
+lazy_get(const fl__order *o, size_t p)
+{
+  uint64_t e = o->table[p];
+
+  return e >> 32 == o->tag ? (uint32_t)e : p;
+}
+
+static void
+lazy_put(fl__order *o, size_t p, size_t v)
+{
+  o->table[p] = (size_t)o->tag << 32 | v;
+}
+
+/* torch's narrow swaps (fl__randperm_narrow) up to position p. */
+static void
+draw_to(fl__sampler *s, fl__order *o, size_t p)
+{
+  size_t i, z, t;
+
+  for (i = s->drawn; i <= p && i + 1 < s->m; i++) {
+    z = i + fl__mt_next(&s->mt) % (s->m - i);
+    t = lazy_get(o, i);
+    lazy_put(o, i, lazy_get(o, z));
+    lazy_put(o, z, t);
+  }
+  s->drawn = i;
+}
+
+void
+fl__sampler_batch(fl__sampler *s, fl__order *o, uint64_t seq,
+                  size_t *offset, size_t *count)
+{
+  size_t j, p, last = 0;
+
+  fl__sampler_span(s, seq, offset, count);
+  if (o->kind != FL__ORDER_LAZY)
+    return;
+  for (j = *offset; j < *offset + *count; j++) {
+    p = position(s, o, j);
+    last = p > last ? p : last;
+  }
+  if (*count > 0)
+    draw_to(s, o, last);
+}
+
+void
+fl__sampler_indices(const fl__sampler *s, const fl__order *o, size_t offset,
+                    size_t count, size_t *out)
+{
+  fl__bijection b;
+  size_t i, p, v;
+
+  if (o->kind == FL__ORDER_BIJECTION)
+    fl__bijection_init(&b, o->key, o->m);
+  for (i = 0; i < count; i++) {
+    p = position(s, o, offset + i);
+    switch (o->kind) {
+    case FL__ORDER_TABLE:
+      v = o->table[p];
+      break;
+    case FL__ORDER_LAZY:
+      v = lazy_get(o, p);
+      break;
+    case FL__ORDER_BIJECTION:
+      v = fl__bijection_at(&b, p);
+      break;
+    default:
+      v = p;
+    }
+    out[i] = s->custom != NULL ? s->custom[v] : v;
+  }
 }

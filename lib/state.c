@@ -5,7 +5,10 @@
  * blob is little-endian with a checksum, and its size depends on the
  * prefetch window and the workers, never on the dataset or the epoch.  A
  * state saved in order may be loaded on another world size: what was left
- * of its epoch is split among the new ranks (the elastic rule).
+ * of its epoch is split among the new ranks (the elastic rule).  Version 2
+ * is version 1 with the bijection's flag: a state is written as version 1
+ * unless it has it, so that a library that knows only 1 refuses exactly
+ * the states whose order it cannot make.
  */
 #include "config.h"
 
@@ -16,14 +19,23 @@
 #include "internal.h"
 
 #define STATE_MAGIC 0x54534c46u /* "FLST" */
-#define STATE_VERSION 1
+#define STATE_VERSION 2
 #define STATE_HEAD 112
 
 enum {
   STATE_IN_ORDER = 0x1,
   STATE_ITERABLE = 0x2,
-  STATE_SHUFFLE = 0x4
+  STATE_SHUFFLE = 0x4,
+  STATE_BIJECTION = 0x8 /* shuffled by FL_SHUFFLE_BIJECTION (version 2) */
 };
+
+static unsigned
+bijection_flag(const fl_loader *l)
+{
+  return l->opt.shuffle && l->opt.shuffle_algorithm == FL_SHUFFLE_BIJECTION
+             ? STATE_BIJECTION
+             : 0;
+}
 
 /* FNV-1a, 64 bits: a torn or edited blob is told from a good one. */
 static uint64_t
@@ -126,7 +138,7 @@ take_place(const fl_loader *l, struct fl__place *p)
   memset(p, 0, sizeof(*p));
   p->flags = (l->opt.in_order ? STATE_IN_ORDER : 0) |
              (l->iterable ? STATE_ITERABLE : 0) |
-             (l->opt.shuffle ? STATE_SHUFFLE : 0);
+             (l->opt.shuffle ? STATE_SHUFFLE : 0) | bijection_flag(l);
   p->world = l->opt.world_size;
   p->rank = l->opt.rank;
   p->nworkers = l->opt.num_workers;
@@ -210,7 +222,7 @@ fl_loader_state_save(const fl_loader *l, void *buf, size_t cap)
   }
   memset(o, 0, need);
   put(o, STATE_MAGIC, 4);
-  put(o + 4, STATE_VERSION, 2);
+  put(o + 4, p.flags & STATE_BIJECTION ? 2 : 1, 2);
   put(o + 6, p.flags, 2);
   put(o + 8, need, 4);
   put(o + 16, p.epoch, 8);
@@ -272,7 +284,7 @@ check_frame(fl_loader *l, const unsigned char *in, size_t len)
     return corrupt(l, "shorter than its header");
   if (get(in, 4) != STATE_MAGIC)
     return corrupt(l, "no FLST magic at its start");
-  if (get(in + 4, 2) != STATE_VERSION)
+  if (get(in + 4, 2) < 1 || get(in + 4, 2) > STATE_VERSION)
     return corrupt(l, "a version this library does not know");
   size = (size_t)get(in + 8, 4);
   if (size != len)
@@ -303,6 +315,8 @@ check_match(fl_loader *l, const unsigned char *in, const struct fl__place *p,
       (rc = same(l, "seed", get(in + 48, 8), l->opt.seed)) ||
       (rc = same(l, "shuffle", (flags & STATE_SHUFFLE) != 0,
                  l->opt.shuffle != 0)) ||
+      (rc = same(l, "shuffle_algorithm", (flags & STATE_BIJECTION) != 0,
+                 bijection_flag(l) != 0)) ||
       (rc = same(l, "shard_mode", get(in + 72, 4),
                  (uint64_t)l->opt.shard_mode)))
     return rc;
@@ -354,6 +368,8 @@ read_place(fl_loader *l, const unsigned char *in, size_t len,
   /* In order, every batch from the first not handed out on is due: such
      a state lists none and asks for nothing beyond it. */
   if (p->world == 0 || p->rank >= p->world || p->first > p->next ||
+      get(in + 4, 2) != (p->flags & STATE_BIJECTION ? 2u : 1u) ||
+      ((p->flags & STATE_BIJECTION) && !(p->flags & STATE_SHUFFLE)) ||
       ((p->flags & STATE_IN_ORDER) &&
        (p->ntodo > 0 || p->next != p->first)) ||
       (npos > 0 && p->nworkers > 0 && p->w_next >= p->nworkers) ||

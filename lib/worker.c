@@ -368,13 +368,15 @@ static void
 poison(fl_loader *l, fl_batch *b, const char *how)
 {
   char first[96] = "";
-  size_t off, count, i, at = 0;
+  size_t off, count, i, at = 0, idx[4];
 
   if (!l->iterable) {
     fl__sampler_span(&l->sampler, b->seq, &off, &count);
+    fl__sampler_indices(&l->sampler, l->order, off, count < 4 ? count : 4,
+                        idx);
     for (i = 0; i < count && i < 4 && at < sizeof(first); i++)
       at += (size_t)snprintf(first + at, sizeof(first) - at, "%s%zu",
-                             i ? ", " : "", l->order[off + i]);
+                             i ? ", " : "", idx[i]);
     if (count > 4 && at < sizeof(first))
       snprintf(first + at, sizeof(first) - at, ", ...");
   }

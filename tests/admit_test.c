@@ -384,6 +384,11 @@ window_beyond_the_fd_limit_is_refused_with_the_arithmetic(void **state)
   flt_data_free(&d);
 }
 
+/*
+ * torch's order keeps 8 bytes a sample; one that does not fit is refused,
+ * pointing to the bijection, and the same dataset unshuffled or shuffled
+ * by the bijection keeps no order and is made.
+ */
 static void
 an_order_too_large_for_memory_is_refused(void **state)
 {
@@ -396,13 +401,25 @@ an_order_too_large_for_memory_is_refused(void **state)
   /* Its n x 8 bytes would wrap: once, that was a segfault. */
   flt_data_init(&d, &ds, (size_t)2305843009213693953ull, 1);
   fl_options_init(&opt);
+  opt.shuffle = 1;
   assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
   assert_non_null(strstr(fl_loader_error(NULL), "more bytes than this "
-                                                "machine can address"));
+                                                "machine can address, or "
+                                                "shuffle with "
+                                                "FL_SHUFFLE_BIJECTION"));
   /* 8 TB of order: addressable, but not there. */
   ds.len = (size_t)1000000000000ull;
   assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
-  assert_non_null(strstr(fl_loader_error(NULL), "load fewer samples"));
+  assert_non_null(strstr(fl_loader_error(NULL), "load fewer samples, or "
+                                                "shuffle with "
+                                                "FL_SHUFFLE_BIJECTION"));
+  opt.shuffle_algorithm = FL_SHUFFLE_BIJECTION;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_len(l), 1000000000000ull);
+  fl_loader_destroy(l);
+  opt.shuffle = 0;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  fl_loader_destroy(l);
   flt_data_free(&d);
 }
 

@@ -322,7 +322,7 @@ create_rejects_index_out_of_range_naming_its_position(void **state)
 /*
  * A length whose n x sizeof(size_t) wraps, with a short list: refused
  * before the list is read (reading it was a segfault), and a dataset that
- * long is refused as well, whatever else is set.
+ * long is refused as well when torch's order would keep it.
  */
 static void
 create_refuses_lengths_whose_bytes_wrap_without_reading_them(void **state)
@@ -342,6 +342,7 @@ create_refuses_lengths_whose_bytes_wrap_without_reading_them(void **state)
                                                 "2305843009213693953"));
   opt.indices = NULL;
   opt.indices_len = 0;
+  opt.shuffle = 1;
   ds.len = (size_t)2305843009213693953ull;
   assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
   assert_non_null(strstr(fl_loader_error(NULL), "more bytes than this "
@@ -389,6 +390,25 @@ create_rejects_unknown_sharing(void **state)
   setup_valid(&d, &ds, &opt);
   opt.sharing = (fl_sharing)7;
   expect_rejected(&ds, &opt, "sharing");
+  flt_data_free(&d);
+}
+
+/* An enum value 0.7 does not know, and the reserved field set. */
+static void
+create_rejects_unknown_shuffle_algorithm_and_reserved_set(void **state)
+{
+  fl_dataset ds;
+  fl_options opt;
+  flt_data d;
+
+  (void)state;
+  setup_valid(&d, &ds, &opt);
+  opt.shuffle = 1;
+  opt.shuffle_algorithm = (fl_shuffle_algorithm)2;
+  expect_rejected(&ds, &opt, "shuffle_algorithm is 2");
+  opt.shuffle_algorithm = FL_SHUFFLE_BIJECTION;
+  opt.reserved = 1;
+  expect_rejected(&ds, &opt, "reserved is 1");
   flt_data_free(&d);
 }
 
@@ -749,6 +769,8 @@ main(void)
           create_refuses_lengths_whose_bytes_wrap_without_reading_them),
       cmocka_unit_test(create_rejects_5000_workers),
       cmocka_unit_test(create_rejects_unknown_sharing),
+      cmocka_unit_test(
+          create_rejects_unknown_shuffle_algorithm_and_reserved_set),
       cmocka_unit_test(
           create_rejects_a_bad_world_or_pin_hooks_naming_the_field),
       cmocka_unit_test(create_rejects_null_out),

@@ -36,13 +36,36 @@ make(size_t n, int shuffle, uint64_t seed)
   return s;
 }
 
+/*
+ * This rank's share of epoch's order from start on, into out (room for
+ * base indices), as the workers compute it: batch by batch, the parent
+ * drawing each batch before it is read.  The order is a new mapping's.
+ */
+static int
+share(fl__sampler *s, uint64_t epoch, size_t start, size_t *out)
+{
+  fl__order *o = calloc(1, sizeof(*o) + (s->base ? s->base : 1) *
+                               sizeof(size_t));
+  size_t seq, off, count;
+  int rc;
+
+  assert_non_null(o);
+  rc = fl__sampler_order(s, o, epoch, start, NULL, 0);
+  for (seq = 0; rc == 0 && seq < fl__sampler_batches(s); seq++) {
+    fl__sampler_batch(s, o, seq, &off, &count);
+    fl__sampler_indices(s, o, off, count, out + off);
+  }
+  free(o);
+  return rc;
+}
+
 static size_t *
 order_of(fl__sampler *s, uint64_t epoch)
 {
-  size_t *o = malloc((s->n ? s->n : 1) * sizeof(*o));
+  size_t *o = malloc((s->base ? s->base : 1) * sizeof(*o));
 
   assert_non_null(o);
-  fl__sampler_order(s, epoch, 0, o, NULL, 0);
+  assert_int_equal(share(s, epoch, 0, o), 0);
   return o;
 }
 
@@ -148,7 +171,7 @@ shuffle_of_two_gives_both_orders_over_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 64; e++) {
-    fl__sampler_order(&s, e, 0, o, NULL, 0);
+    share(&s, e, 0, o);
     assert_permutation(o, 2);
     swapped += o[0] == 1;
   }
@@ -326,7 +349,7 @@ shuffle_is_roughly_uniform_over_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 2000; e++) {
-    fl__sampler_order(&s, e, 0, o, NULL, 0);
+    share(&s, e, 0, o);
     assert_permutation(o, 4);
     first[o[0]]++;
     last[o[3]]++;
@@ -353,7 +376,7 @@ shuffle_position_matrix_is_uniform_over_20000_epochs(void **state)
 
   (void)state;
   for (e = 0; e < 20000; e++) {
-    fl__sampler_order(&s, e, 0, o, NULL, 0);
+    share(&s, e, 0, o);
     for (p = 0; p < 4; p++)
       m[o[p]][p]++;
   }
@@ -381,6 +404,272 @@ mix64_is_splitmix_finaliser_without_collisions(void **state)
   for (i = 1; i < N; i++)
     assert_true(v[i] != v[i - 1]);
   free(v);
+}
+
+/* --- the lazy torch order and the bijection --------------------------- */
+
+static fl__sampler
+make_bijection(size_t n, uint64_t seed)
+{
+  fl__sampler s = make(n, 1, seed);
+
+  s.algorithm = FL_SHUFFLE_BIJECTION;
+  return s;
+}
+
+/* torch's order of epoch e permutes 0..n-1 whole, at begin. */
+static size_t *
+torch_whole(size_t n, uint64_t seed)
+{
+  size_t *a = malloc((n ? n : 1) * sizeof(*a)), i;
+
+  assert_non_null(a);
+  for (i = 0; i < n; i++)
+    a[i] = i;
+  fl__randperm(seed, a, n);
+  return a;
+}
+
+/*
+ * The torch order is drawn a batch at a time: the first batch of rank 1 of
+ * 2 (batch 10: positions 1, 3, ..., 19) draws 20 swaps of 100000, and
+ * the whole share, resumed from position 37, is still torch's: the list's
+ * tail from 37, every other one from rank 1's.
+ */
+static void
+torch_order_is_drawn_only_as_far_as_the_batches_sent(void **state)
+{
+  enum { N = 100000, BS = 10, START = 37 };
+  fl__sampler s = make(N, 1, 8);
+  fl__order *o = calloc(1, sizeof(*o) + N * sizeof(size_t));
+  size_t *whole = torch_whole(N, 8 + 3), *out = malloc(N * sizeof(*out));
+  size_t off, count, seq, j, k;
+
+  (void)state;
+  assert_non_null(o);
+  assert_non_null(out);
+  s.batch_size = BS;
+  s.world = 2;
+  s.rank = 1;
+  assert_int_equal(fl__sampler_order(&s, o, 3, 0, NULL, 0), 0);
+  assert_int_equal(o->kind, FL__ORDER_LAZY);
+  assert_int_equal(s.drawn, 0);
+  fl__sampler_batch(&s, o, 0, &off, &count);
+  assert_int_equal(s.drawn, 20);
+  fl__sampler_indices(&s, o, off, count, out);
+  for (j = 0; j < count; j++)
+    assert_int_equal(out[j], whole[1 + 2 * j]);
+  /* Again from position START: the same swaps, a new tag. */
+  assert_int_equal(fl__sampler_order(&s, o, 3, START, NULL, 0), 0);
+  assert_int_equal(s.n, (N - START + 1) / 2);
+  for (seq = 0; seq < fl__sampler_batches(&s); seq++) {
+    fl__sampler_batch(&s, o, seq, &off, &count);
+    fl__sampler_indices(&s, o, off, count, out + off);
+  }
+  /* Rank 1's last is padding: the list's first. */
+  for (j = 0; j < s.n; j++) {
+    k = 1 + 2 * j < N - START ? 1 + 2 * j : 0;
+    if (out[j] != whole[START + k])
+      fail_msg("share position %zu: %zu, torch's %zu", j, out[j],
+               whole[START + k]);
+  }
+  free(out);
+  free(whole);
+  free(o);
+}
+
+/*
+ * Each epoch's lazy entries carry its tag, so the last epoch's are not
+ * cleared; when the tag wraps, they are, or an entry written 2^32 epochs
+ * before would read as drawn.  Epoch 0 draws every entry with tag 1;
+ * epoch 1 begins with the tag at its last value.
+ */
+static void
+torch_order_is_torchs_when_the_lazy_tag_wraps(void **state)
+{
+  enum { N = 1000 };
+  fl__sampler s = make(N, 1, 21);
+  fl__order *o = calloc(1, sizeof(*o) + N * sizeof(size_t));
+  size_t *whole, out[N], off, count, seq;
+  uint64_t e;
+
+  (void)state;
+  assert_non_null(o);
+  for (e = 0; e < 2; e++) {
+    if (e == 1)
+      o->tag = UINT32_MAX;
+    assert_int_equal(fl__sampler_order(&s, o, e, 0, NULL, 0), 0);
+    assert_int_equal(o->tag, 1);
+    for (seq = 0; seq < fl__sampler_batches(&s); seq++) {
+      fl__sampler_batch(&s, o, seq, &off, &count);
+      fl__sampler_indices(&s, o, off, count, out + off);
+    }
+    whole = torch_whole(N, 21 + e);
+    assert_memory_equal(out, whole, sizeof(out));
+    free(whole);
+  }
+  free(o);
+}
+
+/* Every n to 4099 (1, 2, 3 and the primes among them), and larger primes
+   and powers of two and their neighbours, in two epochs each. */
+static void
+bijection_is_a_permutation_for_every_n_to_4099_and_large_primes(void **state)
+{
+  static const size_t large[] = {65521, 65536, 65537, 1000003, 1u << 20,
+                                 (1u << 20) + 1};
+  fl__sampler s;
+  size_t n, k, *o;
+  uint64_t e;
+
+  (void)state;
+  for (n = 1; n <= 4099 + 6; n++) {
+    k = n <= 4099 ? n : large[n - 4100];
+    for (e = 0; e < 2; e++) {
+      s = make_bijection(k, 5 + n);
+      o = order_of(&s, e);
+      assert_permutation(o, k);
+      free(o);
+    }
+  }
+}
+
+static void
+bijection_orders_are_pure_functions_of_seed_and_epoch(void **state)
+{
+  fl__sampler s = make_bijection(1000, 99), t = make_bijection(1000, 99);
+  fl__sampler u = make_bijection(1000, 100);
+  size_t *a = order_of(&s, 4), *b = order_of(&t, 4), *c = order_of(&s, 5);
+  size_t *d = order_of(&u, 4);
+
+  (void)state;
+  assert_memory_equal(a, b, 1000 * sizeof(*a));
+  assert_memory_not_equal(a, c, 1000 * sizeof(*a));
+  assert_memory_not_equal(a, d, 1000 * sizeof(*a));
+  /* About one fixed point in a random permutation of any size. */
+  assert_true(count_fixed_points(a, 1000) < 10);
+  free(a);
+  free(b);
+  free(c);
+  free(d);
+}
+
+/*
+ * The index x position matrix over 100000 epochs, as for torch's order,
+ * for n = 3 and 4 (1-bit halves), 5 and 7 (cycle-walking over 8) and 13:
+ * each cell expects E / n, here within 4.5 standard deviations.  Six
+ * rounds for every width put index 0 at position 1 of 5 7% too often,
+ * 11 deviations.
+ */
+static void
+bijection_position_matrix_is_uniform_over_100000_epochs(void **state)
+{
+  enum { E = 100000 };
+  static const size_t sizes[] = {3, 4, 5, 7, 13};
+  unsigned m[13][13];
+  size_t o[13], i, p, k, n;
+  double want, sd;
+  fl__sampler s;
+  uint64_t e;
+
+  (void)state;
+  for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+    n = sizes[k];
+    s = make_bijection(n, 77);
+    memset(m, 0, sizeof(m));
+    for (e = 0; e < E; e++) {
+      share(&s, e, 0, o);
+      for (p = 0; p < n; p++)
+        m[o[p]][p]++;
+    }
+    want = (double)E / n;
+    sd = sqrt(want * (1 - 1.0 / n));
+    for (i = 0; i < n; i++)
+      for (p = 0; p < n; p++)
+        if (fabs(m[i][p] - want) > 4.5 * sd)
+          fail_msg("n %zu: index %zu at position %zu %u times in %d", n, i,
+                   p, m[i][p], E);
+  }
+}
+
+/*
+ * DistributedSampler's shares over positions: rank r's j-th sample is the
+ * bijection's order at the position the torch order's share would read
+ * (padding, trimming and uneven alike), here from the share of the
+ * unshuffled order, which is its positions.
+ */
+static void
+bijection_shares_are_distributed_sampler_shares_of_positions(void **state)
+{
+  static const fl_shard_mode modes[] = {FL_SHARD_PAD, FL_SHARD_TRIM,
+                                        FL_SHARD_UNEVEN};
+  size_t whole[64], pos[64], got[64], n, j, start, checked = 0;
+  fl__sampler s, plain;
+  unsigned w, r, k;
+
+  (void)state;
+  for (n = 1; n < 48; n++)
+    for (w = 1; w <= 5; w++)
+      for (r = 0; r < w; r++)
+        for (k = 0; k < 3; k++)
+          for (start = 0; start < n; start += 7) {
+            s = make_bijection(n, 2 + n);
+            plain = make(n, 0, 2 + n);
+            assert_int_equal(share(&s, 9, 0, whole), 0);
+            s.world = plain.world = w;
+            s.rank = plain.rank = r;
+            s.mode = plain.mode = modes[k];
+            assert_int_equal(share(&plain, 9, start, pos), 0);
+            assert_int_equal(share(&s, 9, start, got), 0);
+            assert_int_equal(s.n, plain.n);
+            for (j = 0; j < s.n; j++)
+              assert_int_equal(got[j], whole[pos[j]]);
+            checked += s.n;
+          }
+  assert_true(checked > 10000);
+}
+
+/*
+ * 10^10 positions with an order that is only its header (ASan says so if
+ * a table were read): rank 3 of 8's first and last batches are distinct
+ * indices below n, and the loader's options ask for no table.
+ */
+static void
+bijection_of_ten_billion_reads_no_table(void **state)
+{
+  enum { BS = 4096 };
+  const size_t n = 10000000000ull;
+  fl__sampler s = make_bijection(n, 4);
+  fl__order *o = malloc(sizeof(*o));
+  size_t *out = malloc(2 * BS * sizeof(*out)), off, count, i;
+  fl_options opt;
+
+  (void)state;
+  assert_non_null(o);
+  assert_non_null(out);
+  s.batch_size = BS;
+  s.world = 8;
+  s.rank = 3;
+  assert_int_equal(fl__sampler_order(&s, o, 2, 0, NULL, 0), 0);
+  assert_int_equal(s.n, n / 8);
+  fl__sampler_batch(&s, o, 0, &off, &count);
+  fl__sampler_indices(&s, o, off, count, out);
+  fl__sampler_batch(&s, o, fl__sampler_batches(&s) - 1, &off, &count);
+  assert_int_equal(off + count, n / 8);
+  assert_true(count <= BS);
+  fl__sampler_indices(&s, o, off, count, out + BS);
+  for (i = 0; i < 2 * BS; i++)
+    assert_true(out[i] < n);
+  qsort(out, 2 * BS, sizeof(*out), cmp_size);
+  for (i = 1; i < 2 * BS; i++)
+    assert_true(out[i] != out[i - 1]);
+  fl_options_init(&opt);
+  opt.shuffle = 1;
+  assert_true(fl__order_table(&opt));
+  opt.shuffle_algorithm = FL_SHUFFLE_BIJECTION;
+  assert_false(fl__order_table(&opt));
+  free(out);
+  free(o);
 }
 
 /* --- PyTorch's orders, from the golden lists torch wrote -------------- */
@@ -539,7 +828,7 @@ shards_are_distributed_samplers_for_every_golden_record(void **state)
     s.rank = (unsigned)g.key[5];
     s.mode = mode_of(g.mode);
     o = identity(g.key[0]);
-    assert_int_equal(fl__sampler_order(&s, g.key[4], 0, o, NULL, 0), 0);
+    assert_int_equal(share(&s, g.key[4], 0, o), 0);
     if (s.n != g.nv || (g.nv > 0 && memcmp(o, g.v, g.nv * sizeof(*o))))
       fail_msg("n %llu W %llu %s shuffle %llu seed %llu epoch %llu rank "
                "%llu: %zu indices, torch's %zu, or others", g.key[0],
@@ -572,7 +861,7 @@ shuffled_indices_follow_torchs_randperm_of_their_length(void **state)
   s.custom = custom;
   o = malloc(103 * sizeof(*o));
   assert_non_null(o);
-  assert_int_equal(fl__sampler_order(&s, 2, 0, o, NULL, 0), 0);
+  assert_int_equal(share(&s, 2, 0, o), 0);
   while (golden_next(f, &g, &line, &len)) {
     if (strcmp(g.kind, "randperm") != 0 || g.key[0] != 42 || g.key[1] != 103)
       continue;
@@ -969,6 +1258,16 @@ main(void)
       cmocka_unit_test(shuffle_is_roughly_uniform_over_epochs),
       cmocka_unit_test(shuffle_position_matrix_is_uniform_over_20000_epochs),
       cmocka_unit_test(mix64_is_splitmix_finaliser_without_collisions),
+      cmocka_unit_test(torch_order_is_drawn_only_as_far_as_the_batches_sent),
+      cmocka_unit_test(torch_order_is_torchs_when_the_lazy_tag_wraps),
+      cmocka_unit_test(
+          bijection_is_a_permutation_for_every_n_to_4099_and_large_primes),
+      cmocka_unit_test(bijection_orders_are_pure_functions_of_seed_and_epoch),
+      cmocka_unit_test(
+          bijection_position_matrix_is_uniform_over_100000_epochs),
+      cmocka_unit_test(
+          bijection_shares_are_distributed_sampler_shares_of_positions),
+      cmocka_unit_test(bijection_of_ten_billion_reads_no_table),
       cmocka_unit_test(randperm_is_torchs_for_every_golden_record),
       cmocka_unit_test(shards_are_distributed_samplers_for_every_golden_record),
       cmocka_unit_test(shuffled_indices_follow_torchs_randperm_of_their_length),

@@ -22,6 +22,10 @@
 #define LEN 103
 #define BS 4
 
+/* The shuffle every case's options ask for: the torch order, or the
+   bijection for the cases run again with it (set up below). */
+static fl_shuffle_algorithm algorithm;
+
 /* What one delivered batch was: its position in the epoch, its samples. */
 struct got {
   uint64_t seq;
@@ -74,6 +78,7 @@ options(flt_case *c, unsigned workers, int in_order)
   c->opt.prefetch_factor = 3;
   c->opt.persistent_workers = 1;
   c->opt.shuffle = 1;
+  c->opt.shuffle_algorithm = algorithm;
   c->opt.seed = 7;
   c->opt.in_order = in_order;
   c->opt.timeout_ms = 20000;
@@ -578,6 +583,126 @@ a_states_size_depends_on_the_window_not_the_dataset(void **state)
   }
 }
 
+/* --- the bijection ---------------------------------------------------- */
+
+static int
+bijection_on(void **state)
+{
+  (void)state;
+  algorithm = FL_SHUFFLE_BIJECTION;
+  return 0;
+}
+
+static int
+bijection_off(void **state)
+{
+  (void)state;
+  algorithm = FL_SHUFFLE_TORCH;
+  return 0;
+}
+
+/* The two cases above, shuffled by the bijection (set up so). */
+static void
+in_order_resume_with_the_bijection_delivers_the_rest_of_the_run(void **s)
+{
+  in_order_resume_delivers_exactly_the_rest_of_the_run(s);
+}
+
+static void
+another_world_size_splits_what_the_bijection_left(void **state)
+{
+  another_world_size_splits_what_was_left_among_its_ranks(state);
+}
+
+/*
+ * A state says which shuffle made its order: the bijection's is version
+ * 2, torch's still version 1 (what 0.6 reads), and each is refused by a
+ * loader of the other, naming the option.
+ */
+static void
+a_state_of_one_shuffle_is_refused_by_a_loader_of_the_other(void **state)
+{
+  static const fl_shuffle_algorithm algs[] = {FL_SHUFFLE_TORCH,
+                                              FL_SHUFFLE_BIJECTION};
+  unsigned char *buf;
+  size_t len;
+  flt_case c;
+  fl_batch *b;
+  int a;
+
+  (void)state;
+  for (a = 0; a < 2; a++) {
+    flt_case_init(&c, LEN, 32);
+    options(&c, 2, 1);
+    c.opt.shuffle_algorithm = algs[a];
+    flt_case_create(&c);
+    assert_int_equal(fl_loader_begin(c.l), 0);
+    assert_int_equal(fl_loader_next(c.l, &b), 1);
+    fl_batch_release(b);
+    buf = save(c.l, &len);
+    fl_loader_destroy(c.l);
+    assert_int_equal(buf[4] | buf[5] << 8, a + 1);
+    c.opt.shuffle_algorithm = algs[!a];
+    expect_refused(&c, buf, len,
+                   a ? "shuffle_algorithm 1, and this loader has 0"
+                     : "shuffle_algorithm 0, and this loader has 1");
+    free(buf);
+    c.l = NULL;
+    flt_case_end(&c);
+  }
+}
+
+/*
+ * 10^10 samples, 2 workers, shuffled by the bijection: the state is the
+ * header and its checksum, as for 103, and a new loader that loads it
+ * hands out the very batch the first would have handed out next.
+ */
+static void
+a_bijection_state_of_ten_billion_samples_resumes_batch_for_batch(void **s)
+{
+  static struct run first, second;
+  unsigned char *buf;
+  size_t len;
+  flt_case c;
+  fl_batch *b;
+  int k;
+
+  (void)s;
+  flt_case_init(&c, 10000000000ull, 32);
+  options(&c, 2, 1);
+  c.opt.shuffle_algorithm = FL_SHUFFLE_BIJECTION;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_set_epoch(c.l, 4), 0);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  first.n = second.n = 0;
+  for (k = 0; k < 3; k++) {
+    assert_int_equal(fl_loader_next(c.l, &b), 1);
+    take(&first, b, 32);
+    fl_batch_release(b);
+  }
+  buf = save(c.l, &len);
+  assert_int_equal(len, 120);
+  for (k = 0; k < 2; k++) {
+    assert_int_equal(fl_loader_next(c.l, &b), 1);
+    take(&first, b, 32);
+    fl_batch_release(b);
+  }
+  fl_loader_destroy(c.l);
+  c.opt.num_workers = 1;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_state_load(c.l, buf, len), 0);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  for (k = 0; k < 2; k++) {
+    assert_int_equal(fl_loader_next(c.l, &b), 1);
+    take(&second, b, 32);
+    fl_batch_release(b);
+  }
+  assert_int_equal(second.b[0].seq, 3);
+  assert_true(same_batches(first.b + 3, second.b, 2));
+  free(buf);
+  flt_case_end(&c);
+}
+
 /* --- iterable streams ------------------------------------------------ */
 
 /* Worker w's stream: 10 + 3w samples, each its position and worker; the
@@ -727,6 +852,16 @@ main(void)
       cmocka_unit_test(
           a_loaded_state_is_the_next_begins_unless_another_epoch_is_set),
       cmocka_unit_test(a_states_size_depends_on_the_window_not_the_dataset),
+      cmocka_unit_test_setup_teardown(
+          in_order_resume_with_the_bijection_delivers_the_rest_of_the_run,
+          bijection_on, bijection_off),
+      cmocka_unit_test_setup_teardown(
+          another_world_size_splits_what_the_bijection_left, bijection_on,
+          bijection_off),
+      cmocka_unit_test(
+          a_state_of_one_shuffle_is_refused_by_a_loader_of_the_other),
+      cmocka_unit_test(
+          a_bijection_state_of_ten_billion_samples_resumes_batch_for_batch),
       cmocka_unit_test(flags_and_lists_of_a_state_hold_together),
       cmocka_unit_test(iterable_resume_skips_each_stream_to_where_it_stood),
   };

@@ -21,13 +21,12 @@ fields_of(const fl_loader *l, void *base, void **fields)
     fields[f] = (unsigned char *)base + l->layout.field_offset[f];
 }
 
-static void
+/* The header; returns where the batch's indices go. */
+static size_t *
 collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
-        uint64_t seq, const size_t *indices, size_t n, size_t **sizes,
-        void **fields)
+        uint64_t seq, size_t n, size_t **sizes, void **fields)
 {
   struct fl__segment_header *h = base;
-  size_t *idx = (size_t *)(h + 1);
 
   h->magic = FL__SEGMENT_MAGIC;
   h->worker = worker;
@@ -37,10 +36,9 @@ collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
   h->capacity = l->layout.cap;
   h->sample_bytes = l->ds.sample_bytes;
   h->data_offset = l->layout.field_offset[0];
-  if (n > 0)
-    memcpy(idx, indices, n * sizeof(*idx));
   *sizes = (size_t *)((unsigned char *)base + l->layout.sizes_offset);
   fields_of(l, base, fields);
+  return (size_t *)(h + 1);
 }
 
 int
@@ -48,13 +46,12 @@ fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
          uint64_t seq, size_t offset, size_t count, char *err, size_t errlen)
 {
   void *fields[FL__MAX_FIELDS];
-  size_t *sizes;
+  size_t *idx, *sizes;
 
   fl__fill_context(l->opt.seed, epoch);
-  collate(base, l, worker, epoch, seq, l->order + offset, count, &sizes,
-          fields);
-  return fl__fetch(&l->ds, l->order + offset, count, fields, sizes, err,
-                   errlen);
+  idx = collate(base, l, worker, epoch, seq, count, &sizes, fields);
+  fl__sampler_indices(&l->sampler, l->order, offset, count, idx);
+  return fl__fetch(&l->ds, idx, count, fields, sizes, err, errlen);
 }
 
 /*
@@ -71,8 +68,7 @@ fl__fill_stream(const fl_loader *l, void *base, unsigned worker,
   void *fields[FL__MAX_FIELDS];
   int rc;
 
-  collate(base, l, worker, epoch, seq, NULL, 0, &sizes, fields);
-  idx = (size_t *)(h + 1);
+  idx = collate(base, l, worker, epoch, seq, 0, &sizes, fields);
   for (i = 0; i < bs; i++)
     idx[i] = first + i;
   rc = fl__fetch_stream(&l->it, bs, fields, sizes, count, over, err,
