@@ -29,6 +29,7 @@ static const struct option load_options[] = {
   {"indices", required_argument, NULL, OPT_INDICES},
   {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
   {"shuffle", no_argument, NULL, OPT_SHUFFLE},
+  {"shuffle-algorithm", required_argument, NULL, OPT_SHUFFLE_ALGORITHM},
   {"seed", required_argument, NULL, OPT_SEED},
   {"drop-last", no_argument, NULL, OPT_DROP_LAST},
   {"workers", required_argument, NULL, OPT_WORKERS},
@@ -73,6 +74,8 @@ static const struct {
   {"indices_len", "--indices"},
   {"seed", "--seed"},
   {"shuffle", "--shuffle"},
+  {"shuffle_algorithm", "--shuffle-algorithm"},
+  {"FL_SHUFFLE_BIJECTION", "--shuffle-algorithm bijection"},
   {"drop_last", "--drop-last"},
   {"persistent_workers", "--persistent"},
   {"in_order", "--out-of-order"},
@@ -126,6 +129,9 @@ static const char load_help[] =
   "  --strategy fd|fs      an alias of --sharing\n"
   "  --batch-size N        samples per batch (64)\n"
   "  --shuffle             shuffle every epoch\n"
+  "  --shuffle-algorithm torch|bijection\n"
+  "                        torch.randperm's order, 8 bytes a sample, or a\n"
+  "                        keyed bijection that keeps none (torch)\n"
   "  --seed N              seed of the shuffle, the workers and the\n"
   "                        synthetic content (0)\n"
   "  --drop-last           drop the last batch when it is short\n"
@@ -263,18 +269,24 @@ cli_shard_mode_name(fl_shard_mode mode)
   return (size_t)mode < NSHARD_MODES ? shard_modes[mode] : "?";
 }
 
+/* The names --shuffle-algorithm takes, by fl_shuffle_algorithm value. */
+static const char *const shuffle_algorithms[] = {"torch", "bijection"};
+
+/* Which of n names (of two or three) s is, or a usage error listing them. */
 static int
-cli_shard_mode(int val, const char *s, fl_shard_mode *out)
+cli_choice(int val, const char *s, const char *const *names, size_t n,
+           int *out)
 {
   size_t i;
 
-  for (i = 0; i < NSHARD_MODES; i++)
-    if (strcmp(s, shard_modes[i]) == 0) {
-      *out = (fl_shard_mode)i;
+  for (i = 0; i < n; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = (int)i;
       return 0;
     }
-  cli_error("--%s: expected 'pad', 'trim' or 'uneven', got '%s'",
-            option_name(val), s);
+  cli_error("--%s: expected '%s'%s%s%s '%s', got '%s'", option_name(val),
+            names[0], n > 2 ? ", '" : "", n > 2 ? names[1] : "",
+            n > 2 ? "' or" : " or", names[n - 1], s);
   return -1;
 }
 
@@ -416,7 +428,7 @@ load_option(struct load_args *a, int c, const char *arg)
 {
   unsigned *count = count_field(&a->opt, c);
   uint64_t v = 0;
-  int rc = 0;
+  int rc = 0, i = 0;
 
   if (count != NULL) {
     rc = cli_uint(c, arg, 0, UINT_MAX, &v);
@@ -493,7 +505,12 @@ load_option(struct load_args *a, int c, const char *arg)
     a->sharing_set = 1;
     break;
   case OPT_SHARD_MODE:
-    rc = cli_shard_mode(c, arg, &a->opt.shard_mode);
+    rc = cli_choice(c, arg, shard_modes, NSHARD_MODES, &i);
+    a->opt.shard_mode = (fl_shard_mode)i;
+    break;
+  case OPT_SHUFFLE_ALGORITHM:
+    rc = cli_choice(c, arg, shuffle_algorithms, 2, &i);
+    a->opt.shuffle_algorithm = (fl_shuffle_algorithm)i;
     break;
   /* The library parses the spec, and names the token at fault. */
   case OPT_FAULTS:

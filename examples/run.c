@@ -316,6 +316,8 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
     const char *name;
   } flags[] = {
     {o->shuffle, "shuffle"},
+    {o->shuffle && o->shuffle_algorithm == FL_SHUFFLE_BIJECTION,
+     "bijection"},
     {o->drop_last, "drop_last"},
     {o->persistent_workers, "persistent"},
     {o->pin_memory, "pin_memory"},

@@ -200,6 +200,7 @@ verify_init(struct verify *v, const struct synth *data,
   fl_options_init(&v->opt);
   v->opt.batch_size = opt->batch_size;
   v->opt.shuffle = opt->shuffle;
+  v->opt.shuffle_algorithm = opt->shuffle_algorithm;
   v->opt.seed = opt->seed;
   v->opt.drop_last = opt->drop_last;
   v->opt.in_order = opt->in_order; /* a state saved as they arrive needs it */

@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..201"
+echo "1..204"
 
 pass() {
   ok "$1"
@@ -463,10 +463,22 @@ check $? "a window of 64 workers x prefetch 64 is refused with the arithmetic, e
 grep -q '^rc 2$' "$tmp/out" && grep -Eq 'MemAvailable|memory cgroup' "$tmp/err"
 check $? "--sample-bytes above the machine's memory is refused at create"
 forkload run --samples 2305843009213693953 --sample-bytes 1 --batch-size 1 \
-  --quiet
+  --shuffle --quiet
 rc=$?
-[ "$rc" = 2 ] && grep -q "more bytes than this machine can address" "$tmp/err"
-check $? "--samples whose order's bytes wrap is refused, not a segfault"
+[ "$rc" = 2 ] &&
+  grep -q "more bytes than this machine can address, or shuffle with --shuffle-algorithm bijection" "$tmp/err"
+check $? "--samples whose torch order's bytes wrap is refused, not a segfault"
+forkload run --samples 10000000000 --sample-bytes 8 --batch-size 64 \
+  --shuffle --shuffle-algorithm bijection --stop-after 3 --json
+[ $? = 0 ] && grep -q '"batches":3,' "$tmp/out"
+check $? "--shuffle-algorithm bijection loads 10^10 samples, keeping no order"
+counts_ok "--verify: the bijection's epochs give every sample once" 286 2002 \
+  --samples 1001 --sample-bytes 16 --batch-size 7 --workers 2 --shuffle \
+  --shuffle-algorithm bijection --epochs 2
+forkload run --shuffle --shuffle-algorithm random --quiet
+[ $? = 2 ] &&
+  grep -q "shuffle-algorithm: expected 'torch' or 'bijection', got 'random'" "$tmp/err"
+check $? "--shuffle-algorithm takes torch or bijection"
 
 # interrupt SIGNAL ARGS...: starts `run ARGS` on a slow dataset, sends
 # SIGNAL to it a second later, and waits: output in $tmp/out and $tmp/err,
