@@ -141,6 +141,9 @@ struct verify {
   uint64_t due;         /* in order: the seq that comes next */
 };
 
+/* The most samples --verify checks: its reference epoch is 900 MB then. */
+#define VERIFY_MAX_SAMPLES 100000000ull
+
 /* 0, or FL_ENOMEM.  state (len bytes, NULL without --resume) must stay
    until the run's first epoch has begun. */
 int verify_init(struct verify *v, const struct synth *data,

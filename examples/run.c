@@ -481,6 +481,14 @@ run_main(int argc, char **argv)
     status = 2;
     goto out;
   }
+  /* The reference epoch is held whole: 9 bytes a sample. */
+  if (a.verify && a.load.span.count > VERIFY_MAX_SAMPLES) {
+    cli_error("--verify holds each epoch's reference order, 9 bytes a "
+              "sample: it checks at most %llu samples, and these are %zu",
+              (unsigned long long)VERIFY_MAX_SAMPLES, a.load.span.count);
+    status = 2;
+    goto out;
+  }
   cli_catch_signals();
   if ((rc = load_create(&a.load, &l)) < 0) {
     status = cli_create_error(rc);

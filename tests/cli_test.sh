@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..204"
+echo "1..205"
 
 pass() {
   ok "$1"
@@ -475,6 +475,11 @@ check $? "--shuffle-algorithm bijection loads 10^10 samples, keeping no order"
 counts_ok "--verify: the bijection's epochs give every sample once" 286 2002 \
   --samples 1001 --sample-bytes 16 --batch-size 7 --workers 2 --shuffle \
   --shuffle-algorithm bijection --epochs 2
+forkload run --samples 10000000000 --sample-bytes 8 --shuffle \
+  --shuffle-algorithm bijection --verify --quiet
+[ $? = 2 ] &&
+  grep -q "verify holds each epoch's reference order, 9 bytes a sample: it checks at most 100000000 samples, and these are 10000000000" "$tmp/err"
+check $? "--verify refuses an epoch too large to hold, saying why"
 forkload run --shuffle --shuffle-algorithm random --quiet
 [ $? = 2 ] &&
   grep -q "shuffle-algorithm: expected 'torch' or 'bijection', got 'random'" "$tmp/err"
