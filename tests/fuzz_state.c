@@ -1,8 +1,9 @@
 /*
  * libFuzzer target for fl_loader_state_load, built by `make fuzz` with the
- * whole core library.  Three loaders are made once, with no workers, so
+ * whole core library.  Four loaders are made once, with no workers, so
  * that nothing forks while fuzzing: a map-style dataset in order, the same
- * as they arrive, and an iterable one.  Each input is loaded into all
+ * as they arrive, an iterable one, and the first shuffled by the
+ * bijection (whose states are version 2).  Each input is loaded into all
  * three.  A refusal must be a negative code with a sentence of its own; a
  * state that is accepted must resume: its epoch delivers only batches that
  * are whole and in their place (in order, the rest of the epoch from where
@@ -16,7 +17,8 @@
  *
  * The seeds in tests/fuzz_state_corpus are valid states of these loaders
  * (mode 0), at an epoch's start, mid-epoch, between epochs, from a world of
- * two ranks, with a list of batches not handed out, and of the iterable.
+ * two ranks, with a list of batches not handed out, of the iterable, and
+ * of the bijection's.
  * This program wrote them, and writes them again if they must change:
  *
  *   FUZZ_STATE_SEEDS=tests/fuzz_state_corpus tests/fuzz_state
@@ -42,7 +44,7 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { ORDERED, ARRIVAL, STREAM, NLOADERS };
+enum { ORDERED, ARRIVAL, STREAM, BIJECTION, NLOADERS };
 
 static fl_loader *loaders[NLOADERS];
 
@@ -130,7 +132,9 @@ make(int i, unsigned workers, unsigned world, unsigned rank)
   } else {
     opt.shuffle = 1;
     opt.seed = 7;
-    opt.in_order = i == ORDERED;
+    opt.in_order = i != ARRIVAL;
+    opt.shuffle_algorithm = i == BIJECTION ? FL_SHUFFLE_BIJECTION
+                                           : FL_SHUFFLE_TORCH;
     opt.prefetch_factor = 3;
     ds.len = LEN;
     ds.sample_bytes = SAMPLE;
@@ -273,7 +277,7 @@ try_state(int i, const unsigned char *blob, size_t len)
     remake(i);
     return;
   }
-  drain(i, i == ORDERED);
+  drain(i, i == ORDERED || i == BIJECTION);
   save_state(loaders[i], 1);
 }
 
@@ -353,6 +357,14 @@ write_seeds(const char *dir)
   write_seed(dir, "stream-start", l);
   begin_and_take(l, 3);
   write_seed(dir, "stream-3", l);
+  fl_loader_destroy(l);
+  l = make(BIJECTION, 0, 1, 0);
+  begin_and_take(l, 3);
+  write_seed(dir, "bijection-3", l);
+  fl_loader_destroy(l);
+  l = make(BIJECTION, 0, 2, 1);
+  begin_and_take(l, 2);
+  write_seed(dir, "bijection-world2", l);
   fl_loader_destroy(l);
 }
 
