@@ -139,6 +139,9 @@ soak_config_draw(struct soak_config *c, uint64_t seed, uint64_t index)
   o->persistent_workers = soak_below(r, 2);
   o->reuse_segments = soak_below(r, 3) != 0;
   o->shuffle = !c->iterable && soak_below(r, 2);
+  o->shuffle_algorithm = o->shuffle && soak_below(r, 2)
+                             ? FL_SHUFFLE_BIJECTION
+                             : FL_SHUFFLE_TORCH;
   o->drop_last = !c->iterable && soak_below(r, 4) == 0;
   c->epochs = 1 + soak_below(r, 3);
   c->hold_pct = hold[soak_below(r, 4)];
@@ -160,6 +163,7 @@ soak_config_describe(const struct soak_config *c, char *buf, size_t len)
     {c->batched, "batched"},
     {c->skip, "skip"},
     {o->shuffle, "shuffle"},
+    {o->shuffle_algorithm == FL_SHUFFLE_BIJECTION, "bijection"},
     {o->drop_last, "drop_last"},
     {o->persistent_workers, "persistent"},
     {!o->reuse_segments, "no_reuse"},
