@@ -51,6 +51,24 @@ void fl__bijection_init(fl__bijection *b, uint64_t key, uint64_t m);
 /* The value at position p < m. */
 uint64_t fl__bijection_at(const fl__bijection *b, uint64_t p);
 
+/* moved.c: positions ahead of the lazy order's frontier and their values,
+   by open addressing, at most half the slots full. */
+typedef struct fl__moved {
+  size_t *key; /* position + 1; 0: empty */
+  size_t *val;
+  size_t slots; /* a power of two, or 0: none */
+  size_t n;
+} fl__moved;
+
+int fl__moved_init(fl__moved *m, size_t slots);
+void fl__moved_free(fl__moved *m);
+void fl__moved_clear(fl__moved *m);
+/* 1 and *v when p is held, else 0; take also drops it. */
+int fl__moved_get(const fl__moved *m, size_t p, size_t *v);
+int fl__moved_take(fl__moved *m, size_t p, size_t *v);
+/* 0, or -1 when p is not held and the table is full. */
+int fl__moved_put(fl__moved *m, size_t p, size_t v);
+
 /* sampler.c */
 enum fl__order_kind {
   FL__ORDER_IDENTITY,  /* position p holds p */
@@ -94,8 +112,10 @@ typedef struct fl__sampler {
   int drop_last;
   unsigned rank, world;
   fl_shard_mode mode;
-  fl__mt mt;             /* FL__ORDER_LAZY: the epoch's generator, and */
-  size_t drawn;          /* the swaps drawn so far (positions fixed) */
+  fl__mt mt;             /* FL__ORDER_LAZY: the epoch's generator, */
+  size_t drawn;          /* the swaps drawn so far (positions fixed), */
+  fl__moved moved;       /* values moved ahead (the parent's), and */
+  int spilled;           /* whether one went to the shared table */
 } fl__sampler;
 
 uint64_t fl__mix64(uint64_t x);
@@ -104,6 +124,9 @@ size_t fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r);
 /* Whether the shared order keeps a table (8 bytes a position) after its
    header. */
 int fl__order_table(const fl_options *opt);
+/* At create, in the parent: what the sampler keeps beside the order. */
+void fl__sampler_prepare(fl__sampler *s);
+void fl__sampler_free(fl__sampler *s);
 size_t fl__sampler_batches(const fl__sampler *s);
 void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
                       size_t *count);

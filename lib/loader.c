@@ -143,7 +143,7 @@ release_all(fl_loader *l)
   free(l->workers);
   free(l->slots);
   free(l->spare);
-  free((void *)l->sampler.custom);
+  fl__sampler_free(&l->sampler);
   free(l);
 }
 
@@ -223,6 +223,7 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   l->sampler.rank = opt->rank;
   l->sampler.world = opt->world_size;
   l->sampler.mode = opt->shard_mode;
+  fl__sampler_prepare(&l->sampler);
   /* Until the first begin, the batches of a whole order's share. */
   l->sampler.n = fl__shard_len(opt->shard_mode, p->n, opt->world_size,
                                opt->rank);

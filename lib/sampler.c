@@ -100,6 +100,27 @@ fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r)
   }
 }
 
+/*
+ * The lazy order's moved values: 1 MB of keys and 1 MB of values, room
+ * for 65536 (the first 256 batches of 256 and more), where the table is
+ * 64 MB or more.  Without them (out of memory), moves go to the table.
+ */
+void
+fl__sampler_prepare(fl__sampler *s)
+{
+  if (s->fn == NULL && s->shuffle && s->algorithm == FL_SHUFFLE_TORCH &&
+      s->base >= ((size_t)1 << 23) && s->base < FL__RANDPERM_NARROW_MAX)
+    (void)fl__moved_init(&s->moved, (size_t)1 << 17);
+}
+
+void
+fl__sampler_free(fl__sampler *s)
+{
+  fl__moved_free(&s->moved);
+  free((void *)s->custom);
+  s->custom = NULL;
+}
+
 /* Only a sampler's order and torch's are kept, 8 bytes a position. */
 int
 fl__order_table(const fl_options *opt)
@@ -137,6 +158,8 @@ fl__sampler_fill(fl__sampler *s, fl__order *o, uint64_t epoch, char *err,
        * tag wraps (once in 2^32 epochs), and are zero in a new mapping.
        */
       o->kind = FL__ORDER_LAZY;
+      fl__moved_clear(&s->moved);
+      s->spilled = 0;
       if (++o->tag == 0) {
         memset(o->table, 0, s->base * sizeof(*o->table));
         o->tag = 1;
@@ -200,18 +223,35 @@ lazy_put(fl__order *o, size_t p, size_t v)
   o->table[p] = (size_t)o->tag << 32 | v;
 }
 
-/* torch's narrow swaps (fl__randperm_narrow) up to position p. */
+/*
+ * torch's narrow swaps (fl__randperm_narrow) up to position p.  Swap i
+ * fixes position i in the shared table, where the workers read it, and
+ * moves its value ahead to z: into the parent's table of moved values
+ * while it has room, else into the shared one.  Until the first such
+ * spill, no entry ahead of the frontier is of this epoch, so none is read.
+ */
 static void
 draw_to(fl__sampler *s, fl__order *o, size_t p)
 {
-  size_t i, z, t;
+  size_t i, z, vi, vz;
 
   for (i = s->drawn; i <= p && i + 1 < s->m; i++) {
     z = i + fl__mt_next(&s->mt) % (s->m - i);
-    t = lazy_get(o, i);
-    lazy_put(o, i, lazy_get(o, z));
-    lazy_put(o, z, t);
+    if (!fl__moved_take(&s->moved, i, &vi))
+      vi = lazy_get(o, i);
+    if (z == i)
+      vz = vi;
+    else if (!fl__moved_get(&s->moved, z, &vz))
+      vz = s->spilled ? lazy_get(o, z) : z;
+    lazy_put(o, i, vz);
+    if (z != i && fl__moved_put(&s->moved, z, vi) != 0) {
+      lazy_put(o, z, vi);
+      s->spilled = 1;
+    }
   }
+  /* The last position is fixed with the swap before it. */
+  if (i + 1 == s->m && fl__moved_take(&s->moved, i, &vi))
+    lazy_put(o, i, vi);
   s->drawn = i;
 }
 

@@ -511,6 +511,55 @@ torch_order_is_torchs_when_the_lazy_tag_wraps(void **state)
   free(o);
 }
 
+/*
+ * The values a swap moves ahead of the frontier wait in the parent's own
+ * table while it has room, then go to the shared one: with no such table,
+ * one of 64 slots (full after 32 moves, so most go to the shared table)
+ * and one of 2^17 (never full here), rank 0 of 3's share over three
+ * epochs (its last is the order's last, fixed by the last swap) is
+ * torch's, batch of 100 by batch of 100.
+ */
+static void
+torch_order_is_torchs_with_moves_kept_aside_or_spilled(void **state)
+{
+  enum { N = 100003, W = 3, R = 0 };
+  static const size_t slots[] = {0, 64, (size_t)1 << 17};
+  size_t *whole, *out = malloc(N * sizeof(*out)), off, count, seq, j, k;
+  fl__order *o = calloc(1, sizeof(*o) + N * sizeof(size_t));
+  fl__sampler s;
+  uint64_t e;
+
+  (void)state;
+  assert_non_null(o);
+  assert_non_null(out);
+  for (k = 0; k < 3; k++) {
+    s = make(N, 1, 60 + k);
+    s.batch_size = 100;
+    s.world = W;
+    s.rank = R;
+    if (slots[k] > 0)
+      assert_int_equal(fl__moved_init(&s.moved, slots[k]), 0);
+    for (e = 0; e < 3; e++) {
+      assert_int_equal(fl__sampler_order(&s, o, e, 0, NULL, 0), 0);
+      for (seq = 0; seq < fl__sampler_batches(&s); seq++) {
+        fl__sampler_batch(&s, o, seq, &off, &count);
+        fl__sampler_indices(&s, o, off, count, out + off);
+      }
+      assert_int_equal(s.spilled, k < 2);
+      whole = torch_whole(N, 60 + k + e);
+      for (j = 0; j < s.n; j++)
+        if (out[j] != whole[(R + j * W) % N])
+          fail_msg("slots %zu epoch %llu: share position %zu is %zu, "
+                   "torch's %zu", slots[k], (unsigned long long)e, j,
+                   out[j], whole[(R + j * W) % N]);
+      free(whole);
+    }
+    fl__sampler_free(&s);
+  }
+  free(out);
+  free(o);
+}
+
 /* Every n to 4099 (1, 2, 3 and the primes among them), and larger primes
    and powers of two and their neighbours, in two epochs each. */
 static void
@@ -1260,6 +1309,8 @@ main(void)
       cmocka_unit_test(mix64_is_splitmix_finaliser_without_collisions),
       cmocka_unit_test(torch_order_is_drawn_only_as_far_as_the_batches_sent),
       cmocka_unit_test(torch_order_is_torchs_when_the_lazy_tag_wraps),
+      cmocka_unit_test(
+          torch_order_is_torchs_with_moves_kept_aside_or_spilled),
       cmocka_unit_test(
           bijection_is_a_permutation_for_every_n_to_4099_and_large_primes),
       cmocka_unit_test(bijection_orders_are_pure_functions_of_seed_and_epoch),
