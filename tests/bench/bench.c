@@ -1025,16 +1025,14 @@ memset_mb_per_s(void)
   return best;
 }
 
-/* Run torch_side.py; read the named keys from its one line of JSON. */
+/* Run a shell command; read the named keys from its one line of JSON. */
 static int
-torch_run(const char *args, const char **keys, int nkeys, struct result *r)
+json_run(const char *cmd, const char **keys, int nkeys, struct result *r)
 {
-  char cmd[512], line[2048], *p;
+  char line[2048], *p;
   FILE *f;
   int i, ok = 0;
 
-  snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s%s", torch_script, args,
-           smoke ? " --smoke" : "");
   f = popen(cmd, "r");
   if (f == NULL)
     return -1;
@@ -1058,6 +1056,17 @@ torch_run(const char *args, const char **keys, int nkeys, struct result *r)
     return -1;
   }
   return 0;
+}
+
+/* Run torch_side.py; read the named keys from its one line of JSON. */
+static int
+torch_run(const char *args, const char **keys, int nkeys, struct result *r)
+{
+  char cmd[8448]; /* args: up to 8300 bytes, webdataset's shard list */
+
+  snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s%s", torch_script, args,
+           smoke ? " --smoke" : "");
+  return json_run(cmd, keys, nkeys, r);
 }
 
 /* A row of the table: medians of forkload's and PyTorch's rounds. */
