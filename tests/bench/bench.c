@@ -1186,7 +1186,7 @@ static void
 print_row(struct row *w, const char *target, int pass)
 {
   int d = w->decimals ? w->decimals : 1;
-  double f, p;
+  double f, p, r;
   char pt[32] = "-", ratio[32] = "-";
 
   if (w->nfl == 0)
@@ -1197,8 +1197,11 @@ print_row(struct row *w, const char *target, int pass)
     snprintf(pt, sizeof(pt), "n/a");
   else if (w->npt > 0) {
     snprintf(pt, sizeof(pt), "%.*f", d, p);
-    /* Two digits, or as many as a ratio far below 1 needs to show. */
-    snprintf(ratio, sizeof(ratio), "%.*fx", f / p < 0.01 ? 4 : 2, f / p);
+    /* Two digits, or two significant ones for a ratio far below 1 (4
+       digits up to 0.001, and 0.000038x rather than 0.0000x past it). */
+    r = f / p;
+    snprintf(ratio, sizeof(ratio), "%.*fx",
+             r > 0 && r < 0.01 ? 1 - (int)floor(log10(r)) : 2, r);
   }
   print_cells(w->name, w->metric, d, f, pt, ratio, target, pass);
 }
