@@ -27,7 +27,7 @@ SERIES = (  # TSV name, legend, colour
 PANEL_W, PANEL_H = 360, 260  # the plotting area of one panel
 MARGIN_L, MARGIN_T, GAP = 70, 50, 110
 WIDTH = MARGIN_L + 2 * PANEL_W + GAP + 30
-HEIGHT = MARGIN_T + PANEL_H + 150
+HEIGHT = MARGIN_T + PANEL_H + 180
 
 
 def read_rows(path):
