@@ -8,12 +8,14 @@
  * folder of JPEGs is written by `forkload gen images`, and libjpeg's
  * decoding speed measured beside them; the LMDB rows' environment is
  * written here with liblmdb, and the token rows write llm.c shards of
- * their own.  --smoke runs tiny sizes and no PyTorch, so that CI can keep
- * this program from rotting.
+ * their own; the scale rows run each sample count in a process of its
+ * own, this program again (--scale-child).  --smoke runs tiny sizes and
+ * no PyTorch, so that CI can keep this program from rotting.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1025,16 +1027,14 @@ memset_mb_per_s(void)
   return best;
 }
 
-/* Run torch_side.py; read the named keys from its one line of JSON. */
+/* Run a shell command; read the named keys from its one line of JSON. */
 static int
-torch_run(const char *args, const char **keys, int nkeys, struct result *r)
+json_run(const char *cmd, const char **keys, int nkeys, struct result *r)
 {
-  char cmd[512], line[2048], *p;
+  char line[2048], *p;
   FILE *f;
   int i, ok = 0;
 
-  snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s%s", torch_script, args,
-           smoke ? " --smoke" : "");
   f = popen(cmd, "r");
   if (f == NULL)
     return -1;
@@ -1058,6 +1058,17 @@ torch_run(const char *args, const char **keys, int nkeys, struct result *r)
     return -1;
   }
   return 0;
+}
+
+/* Run torch_side.py; read the named keys from its one line of JSON. */
+static int
+torch_run(const char *args, const char **keys, int nkeys, struct result *r)
+{
+  char cmd[8448]; /* args: up to 8300 bytes, webdataset's shard list */
+
+  snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s%s", torch_script, args,
+           smoke ? " --smoke" : "");
+  return json_run(cmd, keys, nkeys, r);
 }
 
 /* A row of the table: medians of forkload's and PyTorch's rounds. */
@@ -1175,7 +1186,7 @@ static void
 print_row(struct row *w, const char *target, int pass)
 {
   int d = w->decimals ? w->decimals : 1;
-  double f, p;
+  double f, p, r;
   char pt[32] = "-", ratio[32] = "-";
 
   if (w->nfl == 0)
@@ -1186,16 +1197,324 @@ print_row(struct row *w, const char *target, int pass)
     snprintf(pt, sizeof(pt), "n/a");
   else if (w->npt > 0) {
     snprintf(pt, sizeof(pt), "%.*f", d, p);
-    /* Two digits, or as many as a ratio far below 1 needs to show. */
-    snprintf(ratio, sizeof(ratio), "%.*fx", f / p < 0.01 ? 4 : 2, f / p);
+    /* Two digits, or two significant ones for a ratio far below 1 (4
+       digits up to 0.001, and 0.000038x rather than 0.0000x past it). */
+    r = f / p;
+    snprintf(ratio, sizeof(ratio), "%.*fx",
+             r > 0 && r < 0.01 ? 1 - (int)floor(log10(r)) : 2, r);
   }
   print_cells(w->name, w->metric, d, f, pt, ratio, target, pass);
+}
+
+/*
+ * Data at scale (issue 19): what a shuffled epoch of n samples costs
+ * before its first batch, and in the parent's memory, with torch's order
+ * (a shared table of 8 bytes a sample, drawn as batches are sent) and
+ * with the bijection (no table), beside PyTorch's RandomSampler, which
+ * makes randperm(n).tolist() before an epoch's first indices go out.  A
+ * sample is 8 bytes, its index, so that only the order and the workers
+ * are timed.  Each n and side runs in a process of its own, this program
+ * exec'd with --scale-child (torch_side.py scale for PyTorch), so that
+ * the peak RSS is that configuration's alone; each under ulimit -v, so
+ * that a size that does not fit fails instead of taking the memory of
+ * whatever else the machine runs.
+ */
+#define SCALE_NS 6
+#define SCALE_TABLE_MAX 1e8 /* torch's order: 10^9 would be 8 GB of table */
+#define SCALE_PT_MAX 1e8    /* PyTorch: 10^9 would be 48 GB of list */
+#define SCALE_PT_ONCE 1e8   /* PyTorch there: a minute and 5 GB a run */
+
+enum { SC_CREATE, SC_EPOCH0, SC_EPOCH1, SC_RSS, SC_FIRST, SC_METRICS };
+
+struct scale {
+  const double *n; /* the sizes, nn of them */
+  int nn;
+  struct row cell[SCALE_NS][2][SC_METRICS]; /* [n][torch, bijection] */
+  char name[SCALE_NS][2][32];
+};
+
+static const char *scale_keys[] = {"create_ms", "epoch0_ms", "epoch1_ms",
+                                   "peak_rss_mb"};
+static char self_exe[PATH_MAX]; /* this program, for --scale-child */
+
+/* scale's samples: sample i holds i, a batch a call. */
+static int
+index_batch(void *ctx, const size_t *idx, size_t n, void *dst,
+            size_t *nbytes)
+{
+  uint64_t *v = dst;
+  size_t i;
+
+  (void)ctx;
+  for (i = 0; i < n; i++) {
+    v[i] = idx[i];
+    nbytes[i] = sizeof(*v);
+  }
+  return 0;
+}
+
+/* This process's peak RSS in MB: VmHWM, the high-water mark of its
+   address space since exec, in which are the pages of the shared order
+   that it touched. */
+static double
+peak_rss_mb(void)
+{
+  char line[256];
+  unsigned long kb = 0;
+  FILE *f = fopen("/proc/self/status", "r");
+
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL &&
+         sscanf(line, "VmHWM: %lu kB", &kb) != 1)
+    ;
+  if (f != NULL)
+    fclose(f);
+  return (double)kb * 1024 / 1e6;
+}
+
+/* From begin to the first batch of an epoch, in ms; the batch must be
+   distinct indices below n, as a permutation's are. */
+static double
+first_batch_ms(fl_loader *l, size_t n)
+{
+  const uint64_t *v;
+  fl_batch *b;
+  double t0 = now(), ms;
+  size_t i, k;
+  int rc;
+
+  if ((rc = fl_loader_begin(l)) != 0 || (rc = fl_loader_next(l, &b)) != 1)
+    die("scale: first batch", l, rc);
+  ms = (now() - t0) * 1e3;
+  v = fl_batch_data(b);
+  for (i = 0; i < fl_batch_count(b); i++) {
+    for (k = 0; k < i && v[k] != v[i]; k++)
+      ;
+    if (v[i] >= n || k < i) {
+      fprintf(stderr, "bench: scale: sample %zu of the first batch is %llu"
+              ", of %zu\n", i, (unsigned long long)v[i], n);
+      exit(1);
+    }
+  }
+  fl_batch_release(b);
+  return ms;
+}
+
+/*
+ * --scale-child N ORDER: one configuration, in the process's own memory:
+ * create, epoch 0's first batch, then epoch 1's (epoch 0 cut short, as
+ * on PyTorch's side), then the peak RSS.  One line of JSON, as
+ * torch_side.py prints.
+ */
+static int
+scale_child(const char *count, const char *order)
+{
+  fl_dataset ds = {0};
+  fl_options opt;
+  fl_loader *l = NULL;
+  double t0, create, e0, e1;
+  int rc;
+
+  ds.len = (size_t)strtoull(count, NULL, 10);
+  ds.sample_bytes = sizeof(uint64_t);
+  ds.get_batch = index_batch;
+  default_opt(&opt, 256, 2);
+  opt.shuffle = 1;
+  opt.shuffle_algorithm = strcmp(order, "bijection") == 0
+                              ? FL_SHUFFLE_BIJECTION
+                              : FL_SHUFFLE_TORCH;
+  t0 = now();
+  if ((rc = fl_loader_create(&l, &ds, &opt)) != 0)
+    die("scale: create", NULL, rc);
+  create = (now() - t0) * 1e3;
+  e0 = first_batch_ms(l, ds.len);
+  e1 = first_batch_ms(l, ds.len);
+  printf("{\"workload\": \"scale\", \"n\": %zu, \"create_ms\": %.3f, "
+         "\"epoch0_ms\": %.3f, \"epoch1_ms\": %.3f, \"peak_rss_mb\": %.1f}\n",
+         ds.len, create, e0, e1, peak_rss_mb());
+  fl_loader_destroy(l);
+  return 0;
+}
+
+/* n as the table writes it: 1e6, 5e7. */
+static void
+scale_label(char *buf, size_t size, double n)
+{
+  int e = (int)floor(log10(n) + 1e-9);
+
+  snprintf(buf, size, "%.0fe%d", n / pow(10, e), e);
+}
+
+static void
+scale_init(struct scale *sc, const double *n, int nn)
+{
+  static const char *metric[SC_METRICS] = {
+      "create ms", "ep0 to b1 ms", "ep1 to b1 ms", "peak RSS MB",
+      "create+ep0 ms"};
+  char label[16];
+  int k, o, m;
+
+  memset(sc, 0, sizeof(*sc));
+  sc->n = n;
+  sc->nn = nn;
+  for (k = 0; k < nn; k++) {
+    scale_label(label, sizeof(label), n[k]);
+    for (o = 0; o < 2; o++) {
+      snprintf(sc->name[k][o], sizeof(sc->name[k][o]), "scale %s %s", label,
+               o ? "bijection" : "torch");
+      for (m = 0; m < SC_METRICS; m++) {
+        sc->cell[k][o][m].name = sc->name[k][o];
+        sc->cell[k][o][m].metric = metric[m];
+        sc->cell[k][o][m].decimals = m == SC_RSS ? 1 : 2;
+      }
+    }
+  }
+}
+
+/* A run's figures into the cells of one n, on forkload's side or
+   PyTorch's; create+ep0 is summed per run, its median taken after. */
+static void
+scale_add(struct row *cell, const struct result *r, int pytorch)
+{
+  double v;
+  int m;
+
+  for (m = 0; m < SC_METRICS; m++) {
+    v = m == SC_FIRST ? r->v[SC_CREATE] + r->v[SC_EPOCH0] : r->v[m];
+    if (pytorch)
+      cell[m].pt[cell[m].npt++] = v;
+    else
+      cell[m].fl[cell[m].nfl++] = v;
+  }
+}
+
+/* One round: each n with each order that fits, then PyTorch's. */
+static void
+scale_round(struct scale *sc, int round)
+{
+  char cmd[PATH_MAX + 128];
+  struct result r;
+  double n;
+  int k, o;
+
+  for (k = 0; k < sc->nn; k++) {
+    n = sc->n[k];
+    for (o = 0; o < 2; o++) {
+      if (o == 0 && n > SCALE_TABLE_MAX)
+        continue;
+      /* The order's table, if any, and a GiB for the rest. */
+      snprintf(cmd, sizeof(cmd), "ulimit -v %.0f && exec %s --scale-child "
+               "%.0f %s", ((o == 0 ? 8 * n : 0) + (1 << 30)) / 1024,
+               self_exe, n, o ? "bijection" : "torch");
+      if (json_run(cmd, scale_keys, 4, &r) != 0)
+        exit(1);
+      scale_add(sc->cell[k][o], &r, 0);
+    }
+    if (!have_torch || n > SCALE_PT_MAX || (n >= SCALE_PT_ONCE && round > 0))
+      continue;
+    /* randperm's tensor and its list (an 8-byte pointer and a 32-byte
+       int an index) with room to spare, and 2 GiB for torch. */
+    snprintf(cmd, sizeof(cmd), "ulimit -v %.0f && exec /usr/bin/python3 %s "
+             "scale %.0f", (64 * n + 2.0 * (1 << 30)) / 1024, torch_script,
+             n);
+    if (json_run(cmd, scale_keys, 4, &r) == 0)
+      for (o = 0; o < 2; o++)
+        scale_add(sc->cell[k][o], &r, 1);
+  }
+}
+
+/* The rows; the targets are issue 19's. */
+static void
+scale_print(struct scale *sc)
+{
+  struct row *c;
+  char gb[32], label[16];
+  double n;
+  int k, o, m;
+
+  for (k = 0; k < sc->nn; k++) {
+    n = sc->n[k];
+    snprintf(gb, sizeof(gb), "not run: %.0f GB", 8 * n / 1e9);
+    for (o = 0; o < 2; o++) {
+      c = sc->cell[k][o];
+      if (o == 0 && n > SCALE_TABLE_MAX) {
+        printf("%-22s %-14s %12s\n", c->name, "-", gb);
+        continue;
+      }
+      for (m = 0; m < SC_RSS; m++) {
+        if (o == 0 && n == 5e7 && m != SC_CREATE)
+          print_row(&c[m], "<= 50 ms", median(c[m].fl, c[m].nfl) <= 50);
+        else
+          print_row(&c[m], "", -1);
+      }
+      if (o == 1 && n == 1e10) {
+        print_row(&c[SC_RSS], "< 100 MB",
+                  median(c[SC_RSS].fl, c[SC_RSS].nfl) < 100);
+        print_row(&c[SC_FIRST], "<= 100 ms",
+                  median(c[SC_FIRST].fl, c[SC_FIRST].nfl) <= 100);
+      } else {
+        print_row(&c[SC_RSS], "", -1);
+      }
+    }
+  }
+  scale_label(label, sizeof(label), SCALE_PT_MAX);
+  printf("scale: a fresh process per n and side; shuffled, 2 persistent "
+         "workers, batch 256, 8-byte samples; ep0/ep1 to b1: from begin "
+         "(iter()) to the\nfirst batch of epoch 0, then of epoch 1 begun "
+         "with epoch 0 cut short; not run: the torch order's table; "
+         "PyTorch: RandomSampler, up to n=%s", label);
+  if (have_torch && rounds > 1) {
+    scale_label(label, sizeof(label), SCALE_PT_ONCE);
+    printf(", once from n=%s (a minute and 5 GB a run)", label);
+  }
+  printf("\n");
+}
+
+/* --scale-out: the medians, a line per n and side, for
+   tools/plot_scale.py; what was not run says why. */
+static int
+scale_write(struct scale *sc, const char *path)
+{
+  static const char *series[] = {"forkload torch order", "forkload bijection",
+                                 "PyTorch RandomSampler"};
+  FILE *f = fopen(path, "w");
+  struct row *c;
+  double n;
+  int k, s, m, nv;
+
+  if (f == NULL) {
+    perror(path);
+    return -1;
+  }
+  fprintf(f, "n\tseries\tcreate_ms\tepoch0_ms\tepoch1_ms\tpeak_rss_mb\t"
+          "rounds\tnote\n");
+  for (k = 0; k < sc->nn; k++) {
+    n = sc->n[k];
+    for (s = 0; s < 3; s++) {
+      c = sc->cell[k][s == 0 ? 0 : 1];
+      nv = s < 2 ? c->nfl : c->npt;
+      if (nv == 0 && s == 0)
+        fprintf(f, "%.0f\t%s\t\t\t\t\t0\tnot run: %.0f GB of order table\n",
+                n, series[s], 8 * n / 1e9);
+      /* randperm's tensor and list: 5 GB measured at 10^8. */
+      if (nv == 0 && s == 2 && have_torch && n > SCALE_PT_MAX)
+        fprintf(f, "%.0f\t%s\t\t\t\t\t0\tnot run: about %.0f GB of "
+                "randperm and its list\n", n, series[s], 50 * n / 1e9);
+      if (nv == 0)
+        continue;
+      fprintf(f, "%.0f\t%s", n, series[s]);
+      for (m = 0; m < SC_FIRST; m++)
+        fprintf(f, "\t%.3f", s < 2 ? median(c[m].fl, c[m].nfl)
+                                   : median(c[m].pt, c[m].npt));
+      fprintf(f, "\t%d\t\n", nv);
+    }
+  }
+  return fclose(f) == 0 ? 0 : -1;
 }
 
 /* The workloads, by the names torch_side.py knows them by. */
 static const char *const workloads[] = {
     "overhead", "bandwidth", "tutorial", "hol", "startup", "npydir", "resume",
-    "images", "lmdb", "tokens", "webdataset"};
+    "images", "lmdb", "tokens", "webdataset", "scale"};
 static const char *only; /* --only's list, comma-separated; NULL: all */
 
 static int
@@ -1286,7 +1605,15 @@ main(int argc, char **argv)
   double mem, ideal[4], fast_alone, f, p, slower, worst;
   char args[8300], target[64], pt[32];
   int i, k, pass;
+  /* Data at scale: n from 10^6 to 10^10, smoke's two tiny ones. */
+  static const double scale_n[SCALE_NS] = {1e6, 1e7, 5e7, 1e8, 1e9, 1e10},
+                      scale_smoke[] = {1e3, 1e5};
+  static struct scale sc;
+  const char *scale_out = NULL;
 
+  /* scale's own process for one configuration (scale_round). */
+  if (argc == 4 && strcmp(argv[1], "--scale-child") == 0)
+    return scale_child(argv[2], argv[3]);
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--smoke") == 0)
       smoke = 1;
@@ -1300,14 +1627,18 @@ main(int argc, char **argv)
 #endif
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
+    else if (strcmp(argv[i], "--scale-out") == 0 && i + 1 < argc)
+      scale_out = argv[++i];
     else
       break;
   }
   if (i < argc || (only != NULL && !only_valid())) {
     fprintf(stderr, "usage: bench [--smoke] [--rounds N] "
-                    "[--torch-script PATH] [--forkload PATH] [--only W,...]\n"
+                    "[--torch-script PATH] [--forkload PATH] [--only W,...] "
+                    "[--scale-out FILE]\n"
                     "W: overhead, bandwidth, tutorial, hol, startup, "
-                    "npydir, resume, images, lmdb, tokens, webdataset\n");
+                    "npydir, resume, images, lmdb, tokens, webdataset, "
+                    "scale\n");
     return 2;
   }
   if (rounds < 1 || rounds > MAX_ROUNDS)
@@ -1345,6 +1676,16 @@ main(int argc, char **argv)
 #endif
   if (wanted("tokens"))
     tok_make(&tk); /* outside the timings, once */
+  if (wanted("scale")) {
+    if (readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1) < 0) {
+      perror("bench: /proc/self/exe");
+      return 1;
+    }
+    if (smoke)
+      scale_init(&sc, scale_smoke, 2);
+    else
+      scale_init(&sc, scale_n, SCALE_NS);
+  }
   if (wanted("lmdb") && (lmn = lmdb_make(lmdir, smoke ? 200 : 20000, 3072)))
     npy_make(lmnpy, lmn, 3072, lmarray);
   at[0] = (npn + 63) / 64 * 9 / 10;
@@ -1442,6 +1783,8 @@ main(int argc, char **argv)
     if (im.n > 0)
       dec.fl[dec.nfl++] = decode_per_s(&im);
 #endif
+    if (wanted("scale"))
+      scale_round(&sc, i);
     for (k = 0; k < 2 && tk.windows > 0; k++) {
       tkr[k].fl[tkr[k].nfl++] = fl_tokens(&tk, k);
       snprintf(args, sizeof(args), "tokens %s", tk.dir);
@@ -1578,6 +1921,11 @@ main(int argc, char **argv)
   } else if (wanted("lmdb")) {
     printf("lmdb: skipped, this forkload was built without liblmdb (sh "
            "tools/setup.sh, then configure)\n");
+  }
+  if (wanted("scale")) {
+    scale_print(&sc);
+    if (scale_out != NULL && scale_write(&sc, scale_out) != 0)
+      return 1;
   }
   if (wanted("bandwidth")) {
     snprintf(target, sizeof(target), "<= %.1f (5 batches)", bound / 1e6);

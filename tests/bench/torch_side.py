@@ -14,8 +14,10 @@ of JPEGs in ImageFolder's layout, written by the C side; --transform
 train or eval: torchvision's ImageNet transforms), tokens (CONFIG: a
 directory of llm.c token shards, shard_*.bin, read the usual way: a numpy
 memmap of each, windows of 1025 tokens sliced and converted to int64
-tensors) and webdataset (CONFIG: tar shards, comma-separated, read with
-tarfile in an IterableDataset).  Each workload mirrors the C side
+tensors), webdataset (CONFIG: tar shards, comma-separated, read with
+tarfile in an IterableDataset) and scale (CONFIG: the sample count n;
+RandomSampler's shuffle of n indices, timed from iter() to the first
+batch in two epochs).  Each workload mirrors the C side
 exactly: same sample count and size, batch size, workers, prefetch
 factor, persistence and per-sample delay.  The consumer reads the first
 value of every sample into a checksum, which is checked against its
@@ -117,6 +119,20 @@ class BatchedSleepyDataset(SleepyDataset):
     def __getitems__(self, indices):
         time.sleep(0.005)
         return [torch.full(self.shape, float(i % 251)) for i in indices]
+
+
+class IndexDataset(Dataset):
+    """N samples, each its own index (scale): nothing to load, so that what
+    is timed is the sampler and the workers."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return i
 
 
 class HolDataset(Dataset):
@@ -456,6 +472,50 @@ def bench_webdataset(smoke, config):
             "samples_per_s": round(samples / seconds, 1)}
 
 
+def peak_rss_mb():
+    """This process's peak RSS in MB (10^6 bytes): VmHWM, as the C side
+    reads it (the same figure as ru_maxrss in a process that exec'd)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    raise BenchError("no VmHWM in /proc/self/status")
+
+
+def bench_scale(smoke, config):
+    """An epoch of n samples (CONFIG), shuffled by RandomSampler.
+
+    Times the DataLoader's construction, and from iter() to the first
+    batch in epoch 0 (which forks the workers) and in epoch 1 (iter()
+    again, cutting epoch 0 short: the persistent workers are told to
+    start over); each epoch's randperm(n).tolist() is made before the
+    first indices go out.  Then this process's peak RSS, in which that
+    list of n ints is.  2 persistent workers, batch 256, as the C side.
+    """
+    if config is None:
+        raise ValueError("needs the sample count as its config argument")
+    n = int(config)
+    start = time.perf_counter()
+    loader = make_loader(IndexDataset(n), 256, 2, persistent=True,
+                         shuffle=True)
+    result = {"workload": "scale", "n": n,
+              "create_ms": round((time.perf_counter() - start) * 1e3, 3)}
+    for epoch in (0, 1):
+        start = time.perf_counter()
+        it = iter(loader)
+        batch = next(it)
+        ms = (time.perf_counter() - start) * 1e3
+        values = batch.tolist()
+        if len(set(values)) != len(values) or not 0 <= min(values) \
+                or max(values) >= n:
+            raise BenchError("epoch %d: the first batch is not %d distinct "
+                             "indices below %d" % (epoch, len(values), n))
+        result["epoch%d_ms" % epoch] = round(ms, 3)
+    result["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    del batch, it, loader
+    return result
+
+
 def bench_resume(smoke, config, position=0):
     """Restart and skip: the first batch at a position of the epoch.
 
@@ -621,6 +681,7 @@ WORKLOADS = {
     "images": bench_images,
     "tokens": bench_tokens,
     "webdataset": bench_webdataset,
+    "scale": bench_scale,
 }
 
 
@@ -642,7 +703,7 @@ def parse_args(argv):
                         help="tutorial: w0, w4, w4p, w4b; hol: in, out; "
                         "npydir, resume: the directory; lmdb: the "
                         "environment; images: the folder; tokens: the "
-                        "shards' directory")
+                        "shards' directory; scale: the sample count")
     parser.add_argument("--position", type=int, default=None,
                         help="resume: the batch to resume at")
     parser.add_argument("--transform", choices=("train", "eval"),
@@ -666,7 +727,8 @@ def main(argv):
                                                              "lmdb",
                                                              "images",
                                                              "tokens",
-                                                             "webdataset"):
+                                                             "webdataset",
+                                                             "scale"):
             raise ValueError("takes no config argument")
         options = {}
         if args.position is not None:
