@@ -124,8 +124,9 @@ size_t fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r);
 /* Whether the shared order keeps a table (8 bytes a position) after its
    header. */
 int fl__order_table(const fl_options *opt);
-/* At create, in the parent: what the sampler keeps beside the order. */
-void fl__sampler_prepare(fl__sampler *s);
+/* At create, in the parent: what the sampler keeps beside the order, for
+   a prefetch window of that many batches. */
+void fl__sampler_prepare(fl__sampler *s, size_t window);
 void fl__sampler_free(fl__sampler *s);
 size_t fl__sampler_batches(const fl__sampler *s);
 void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,

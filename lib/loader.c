@@ -223,7 +223,7 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   l->sampler.rank = opt->rank;
   l->sampler.world = opt->world_size;
   l->sampler.mode = opt->shard_mode;
-  fl__sampler_prepare(&l->sampler);
+  fl__sampler_prepare(&l->sampler, p->window);
   /* Until the first begin, the batches of a whole order's share. */
   l->sampler.n = fl__shard_len(opt->shard_mode, p->n, opt->world_size,
                                opt->rank);

@@ -101,16 +101,26 @@ fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r)
 }
 
 /*
- * The lazy order's moved values: 1 MB of keys and 1 MB of values, room
- * for 65536 (the first 256 batches of 256 and more), where the table is
- * 64 MB or more.  Without them (out of memory), moves go to the table.
+ * The lazy order's moved values: room for the swaps of the window's
+ * batches twice over (what the first batch waits for), at most 65536 (2
+ * MB), and never more than a byte a sample beside the table's 8.  Without
+ * it (a small order, or out of memory), moves go to the table.
  */
 void
-fl__sampler_prepare(fl__sampler *s)
+fl__sampler_prepare(fl__sampler *s, size_t window)
 {
-  if (s->fn == NULL && s->shuffle && s->algorithm == FL_SHUFFLE_TORCH &&
-      s->base >= ((size_t)1 << 23) && s->base < FL__RANDPERM_NARROW_MAX)
-    (void)fl__moved_init(&s->moved, (size_t)1 << 17);
+  size_t most = (size_t)1 << 17, slots = 1024, swaps;
+
+  if (s->fn != NULL || !s->shuffle || s->algorithm != FL_SHUFFLE_TORCH ||
+      s->base >= FL__RANDPERM_NARROW_MAX)
+    return;
+  if (__builtin_mul_overflow(window, s->batch_size, &swaps) ||
+      __builtin_mul_overflow(swaps, (size_t)s->world * 4, &swaps))
+    swaps = most;
+  while (slots < swaps && slots < most)
+    slots <<= 1;
+  if (2 * slots * sizeof(size_t) <= s->base)
+    (void)fl__moved_init(&s->moved, slots);
 }
 
 void
