@@ -229,29 +229,34 @@ run_copies(flt_case *f, struct log *g, unsigned epochs, size_t depth)
   assert_int_equal(taken, epochs * fl_loader_len(f->l));
 }
 
-/* A case's loader, with the hooks logging into g. */
+/* What the hooks and the cases log: one case runs at a time. */
+static struct log the_log;
+
+/* A case's loader, created, with the hooks logging into the_log. */
 static void
-start(flt_case *f, struct log *g, unsigned workers)
+start(flt_case *f, unsigned workers, int persistent, int reuse)
 {
-  memset(g, 0, sizeof(*g));
+  memset(&the_log, 0, sizeof(the_log));
   flt_case_init(f, 96, SAMPLE_BYTES);
   f->opt.batch_size = BATCH;
   f->opt.shuffle = 1;
   f->opt.num_workers = workers;
-  f->opt.persistent_workers = 1;
+  f->opt.persistent_workers = persistent;
+  f->opt.reuse_segments = reuse;
   f->opt.pin_memory = 1;
   f->opt.pin = log_pin;
   f->opt.unpin = log_unpin;
-  f->opt.pin_arg = g;
+  f->opt.pin_arg = &the_log;
+  flt_case_create(f);
 }
 
 /* The loader gone (unpinning what is left), the log must hold. */
 static void
-finish(flt_case *f, struct log *g)
+finish(flt_case *f)
 {
   fl_loader_destroy(f->l);
   f->l = NULL;
-  check_log(g);
+  check_log(&the_log);
   flt_case_end(f);
 }
 
@@ -259,19 +264,15 @@ static void
 copies_three_batches_behind_read_every_batch_intact(void **state)
 {
   static const unsigned workers[] = {2, 1, 0};
-  struct log *g = malloc(sizeof(*g));
   flt_case f;
   size_t w;
 
   (void)state;
-  assert_non_null(g);
   for (w = 0; w < 3; w++) {
-    start(&f, g, workers[w]);
-    flt_case_create(&f);
-    run_copies(&f, g, 2, 3);
-    finish(&f, g);
+    start(&f, workers[w], 1, 1);
+    run_copies(&f, &the_log, 2, 3);
+    finish(&f);
   }
-  free(g);
 }
 
 /* Workers forked each epoch: the last epoch's segments, still pinned, are
@@ -279,17 +280,12 @@ copies_three_batches_behind_read_every_batch_intact(void **state)
 static void
 copies_behind_workers_forked_each_epoch_read_every_batch_intact(void **state)
 {
-  struct log *g = malloc(sizeof(*g));
   flt_case f;
 
   (void)state;
-  assert_non_null(g);
-  start(&f, g, 2);
-  f.opt.persistent_workers = 0;
-  flt_case_create(&f);
-  run_copies(&f, g, 3, 3);
-  finish(&f, g);
-  free(g);
+  start(&f, 2, 0, 1);
+  run_copies(&f, &the_log, 3, 3);
+  finish(&f);
 }
 
 /* A new segment per batch, as PyTorch makes them: each is unpinned when
@@ -298,24 +294,20 @@ copies_behind_workers_forked_each_epoch_read_every_batch_intact(void **state)
 static void
 without_reuse_each_segment_is_unpinned_at_its_release(void **state)
 {
-  struct log *g = malloc(sizeof(*g));
+  const struct log *g = &the_log;
   size_t i, unpins = 0, releases = 0;
   flt_case f;
 
   (void)state;
-  assert_non_null(g);
-  start(&f, g, 2);
-  f.opt.reuse_segments = 0;
-  flt_case_create(&f);
-  run_copies(&f, g, 1, 2);
+  start(&f, 2, 1, 0);
+  run_copies(&f, &the_log, 1, 2);
   for (i = 0; i < g->n; i++) {
     unpins += g->e[i].what == UNPIN;
     releases += g->e[i].what == RELEASE;
   }
   assert_int_equal(releases, fl_loader_len(f.l));
   assert_int_equal(unpins, releases);
-  finish(&f, g);
-  free(g);
+  finish(&f);
 }
 
 /*
@@ -326,7 +318,7 @@ without_reuse_each_segment_is_unpinned_at_its_release(void **state)
 static void
 a_batch_held_over_an_epoch_keeps_its_bytes_and_its_pin(void **state)
 {
-  struct log *g = malloc(sizeof(*g));
+  struct log *g = &the_log;
   struct copy held;
   const size_t *idx;
   fl_batch *b;
@@ -334,9 +326,8 @@ a_batch_held_over_an_epoch_keeps_its_bytes_and_its_pin(void **state)
   size_t i, others = 0;
 
   (void)state;
-  assert_non_null(g);
-  start(&f, g, 2);
-  flt_case_start(&f);
+  start(&f, 2, 1, 1);
+  assert_int_equal(fl_loader_begin(f.l), 0);
   assert_int_equal(fl_loader_next(f.l, &held.b), 1);
   held.data = fl_batch_data(held.b);
   held.count = fl_batch_count(held.b);
@@ -358,8 +349,7 @@ a_batch_held_over_an_epoch_keeps_its_bytes_and_its_pin(void **state)
   assert_int_equal(others, fl_loader_len(f.l) - 1);
   assert_non_null(pinned_at(g, g->n, held.data));
   copy_then_release(g, &held);
-  finish(&f, g);
-  free(g);
+  finish(&f);
 }
 
 /*
@@ -371,7 +361,7 @@ a_batch_held_over_an_epoch_keeps_its_bytes_and_its_pin(void **state)
 static void
 a_batch_released_before_its_copy_ends_is_refilled_under_it(void **state)
 {
-  struct log *g = malloc(sizeof(*g));
+  const struct log *g = &the_log;
   const unsigned char *data;
   size_t first, i, unpins;
   fl_batch *b;
@@ -379,9 +369,8 @@ a_batch_released_before_its_copy_ends_is_refilled_under_it(void **state)
   int back = 0;
 
   (void)state;
-  assert_non_null(g);
-  start(&f, g, 1);
-  flt_case_start(&f);
+  start(&f, 1, 1, 1);
+  assert_int_equal(fl_loader_begin(f.l), 0);
   assert_int_equal(fl_loader_next(f.l, &b), 1);
   data = fl_batch_data(b);
   first = fl_batch_indices(b)[0];
@@ -402,10 +391,7 @@ a_batch_released_before_its_copy_ends_is_refilled_under_it(void **state)
     unpins += g->e[i].what == UNPIN;
   assert_int_equal(unpins, 0); /* and no hook said a word */
   flt_drain(f.l, 0);
-  fl_loader_destroy(f.l);
-  f.l = NULL;
-  flt_case_end(&f);
-  free(g);
+  finish(&f);
 }
 
 int
