@@ -130,8 +130,8 @@ pin(void *addr, size_t len, void *arg)
 
   p->seconds += now() - t0;
   if (e != cudaSuccess) {
-    /* The segment serves unpinned; clear the error, which the next
-       kernel launch's cudaGetLastError would otherwise report. */
+    /* The segment serves unpinned, and the error is cleared, so that
+       no later cudaGetLastError takes it for its own. */
     p->pin_error = e;
     (void)cudaGetLastError();
     return (int)e;

@@ -58,10 +58,14 @@ step(const unsigned char *batch, size_t count, size_t sample_bytes,
     ;
 }
 
+/* A launch says nothing itself: cudaGetLastError tells, once cleared of
+   what an earlier call left there (the host checks each call's own
+   result, so nothing it has not seen is lost). */
 extern "C" int
 fc_step_launch(const void *batch, size_t count, size_t sample_bytes,
                double ms, unsigned long long *sum, cudaStream_t stream)
 {
+  (void)cudaGetLastError();
   step<<<1, THREADS, 0, stream>>>((const unsigned char *)batch, count,
                                   sample_bytes,
                                   (unsigned long long)(ms * 1e6), sum);
