@@ -6,7 +6,8 @@
 #     it is there, man-db's man -l;
 #   then:
 #     every long option of the CLI (the getopt_long tables in examples/*.c,
-#     but for the train_* programs, which are not the CLI) appears in the
+#     but for the train_* and feed_* programs, which are not the CLI, and
+#     whose options their own comments and usage give) appears in the
 #     rendered page of its command, forkload-NAME.1 for the file that
 #     defines the command NAME (its struct cli_command), forkload.1 for
 #     the options the commands share; and every command has its page;
@@ -97,7 +98,7 @@ command_of() {
 missing=
 noptions=0
 for f in "$top_srcdir"/examples/*.c; do
-  case $f in */train_*) continue ;; esac
+  case $f in */train_* | */feed_*) continue ;; esac
   cmd=$(command_of "$f")
   page=$top_srcdir/man/forkload${cmd:+-$cmd}.1
   if [ ! -f "$page" ]; then
