@@ -707,10 +707,12 @@ bijection_of_ten_billion_reads_no_table(void **state)
   assert_int_equal(off + count, n / 8);
   assert_true(count <= BS);
   fl__sampler_indices(&s, o, off, count, out + BS);
-  for (i = 0; i < 2 * BS; i++)
+  /* The last batch is short: 1.25e9 is 3200 past a multiple of 4096. */
+  count += BS;
+  for (i = 0; i < count; i++)
     assert_true(out[i] < n);
-  qsort(out, 2 * BS, sizeof(*out), cmp_size);
-  for (i = 1; i < 2 * BS; i++)
+  qsort(out, count, sizeof(*out), cmp_size);
+  for (i = 1; i < count; i++)
     assert_true(out[i] != out[i - 1]);
   fl_options_init(&opt);
   opt.shuffle = 1;
