@@ -18,7 +18,7 @@
  * are too few to mix in 8, and 24 do.  A round costs about 9 ns.
  */
 #define ROUNDS 8
-#define ROUNDS_NARROW 24
+#define ROUNDS_NARROW FL__BIJECTION_ROUNDS_MAX
 
 static uint64_t
 mask(unsigned bits)

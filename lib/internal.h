@@ -41,10 +41,11 @@ void fl__randperm_narrow(fl__mt *mt, size_t *a, size_t n);
 void fl__randperm_wide(fl__mt *mt, size_t *a, size_t n);
 
 /* bijection.c: FL_SHUFFLE_BIJECTION's order of [0, m) under a key. */
+#define FL__BIJECTION_ROUNDS_MAX 24
 typedef struct fl__bijection {
   uint64_t m;
   unsigned bits, rounds;
-  uint64_t keys[24];
+  uint64_t keys[FL__BIJECTION_ROUNDS_MAX];
 } fl__bijection;
 
 void fl__bijection_init(fl__bijection *b, uint64_t key, uint64_t m);
@@ -76,7 +77,7 @@ enum fl__order_kind {
   FL__ORDER_LAZY,      /* torch's narrow path, drawn as batches are sent:
                           table[p] is tag << 32 | value once drawn this
                           epoch, and p before */
-  FL__ORDER_BIJECTION  /* fl__bijection(key, m, p) */
+  FL__ORDER_BIJECTION  /* fl__bijection_at(&bijection, p) */
 };
 
 /*
@@ -88,9 +89,10 @@ enum fl__order_kind {
 typedef struct fl__order {
   uint64_t m;       /* the order's length this epoch */
   uint64_t start;   /* where this epoch's list starts in it */
-  uint64_t key;     /* FL__ORDER_BIJECTION's, per (seed, epoch) */
   uint32_t kind;    /* enum fl__order_kind */
   uint32_t tag;     /* FL__ORDER_LAZY: this epoch's entries carry it */
+  fl__bijection bijection; /* FL__ORDER_BIJECTION's, keyed by (seed,
+                              epoch) once, by the parent */
   size_t table[];   /* FL__ORDER_TABLE and _LAZY: base entries */
 } fl__order;
 

@@ -102,8 +102,9 @@ fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r)
 
 /*
  * The lazy order's moved values: room for the swaps of the window's
- * batches twice over (what the first batch waits for), at most 65536 (2
- * MB), and never more than a byte a sample beside the table's 8.  Without
+ * batches twice over (what the first batch waits for), at most 65536 in
+ * 131072 slots (2 MB), and never more than a byte a sample beside the
+ * table's 8.  Without
  * it (a small order, or out of memory), moves go to the table.
  */
 void
@@ -146,7 +147,7 @@ fl__sampler_fill(fl__sampler *s, fl__order *o, uint64_t epoch, char *err,
   size_t i;
   int rc = 0;
 
-  o->start = o->key = 0;
+  o->start = 0;
   s->m = s->base;
   if (s->fn != NULL) {
     o->kind = FL__ORDER_TABLE;
@@ -155,32 +156,31 @@ fl__sampler_fill(fl__sampler *s, fl__order *o, uint64_t epoch, char *err,
     o->kind = FL__ORDER_IDENTITY;
   } else if (s->algorithm == FL_SHUFFLE_BIJECTION) {
     o->kind = FL__ORDER_BIJECTION;
-    o->key = fl__epoch_seed(s->seed, epoch, 3);
-  } else {
-    /* DistributedSampler's generator: seeded with seed + epoch. */
+    fl__bijection_init(&o->bijection, fl__epoch_seed(s->seed, epoch, 3),
+                       s->m);
+  } else if (s->m < FL__RANDPERM_NARROW_MAX) {
+    /*
+     * DistributedSampler's generator, seeded with seed + epoch.  Forward
+     * Fisher-Yates fixes position i at swap i, so batches are drawn as
+     * they are sent.  A new tag undoes the last epoch's entries without a
+     * pass over them; they are cleared only when the tag wraps (once in
+     * 2^32 epochs), and are zero in a new mapping.
+     */
     fl__mt_seed(&s->mt, s->seed + epoch);
     s->drawn = 0;
-    if (s->m < FL__RANDPERM_NARROW_MAX) {
-      /*
-       * Forward Fisher-Yates fixes position i at swap i, so batches are
-       * drawn as they are sent.  A new tag undoes the last epoch's
-       * entries without a pass over them; they are cleared only when the
-       * tag wraps (once in 2^32 epochs), and are zero in a new mapping.
-       */
-      o->kind = FL__ORDER_LAZY;
-      fl__moved_clear(&s->moved);
-      s->spilled = 0;
-      if (++o->tag == 0) {
-        memset(o->table, 0, s->base * sizeof(*o->table));
-        o->tag = 1;
-      }
-    } else {
-      /* The inside-out shuffle moves every position to its end. */
-      o->kind = FL__ORDER_TABLE;
-      for (i = 0; i < s->m; i++)
-        o->table[i] = i;
-      fl__randperm_wide(&s->mt, o->table, s->m);
+    o->kind = FL__ORDER_LAZY;
+    fl__moved_clear(&s->moved);
+    s->spilled = 0;
+    if (++o->tag == 0) {
+      memset(o->table, 0, s->base * sizeof(*o->table));
+      o->tag = 1;
     }
+  } else {
+    /* torch's inside-out shuffle moves every position to its end. */
+    o->kind = FL__ORDER_TABLE;
+    for (i = 0; i < s->m; i++)
+      o->table[i] = i;
+    fl__randperm(s->seed + epoch, o->table, s->m);
   }
   o->m = s->m;
   return rc;
@@ -286,11 +286,8 @@ void
 fl__sampler_indices(const fl__sampler *s, const fl__order *o, size_t offset,
                     size_t count, size_t *out)
 {
-  fl__bijection b;
   size_t i, p, v;
 
-  if (o->kind == FL__ORDER_BIJECTION)
-    fl__bijection_init(&b, o->key, o->m);
   for (i = 0; i < count; i++) {
     p = position(s, o, offset + i);
     switch (o->kind) {
@@ -301,7 +298,7 @@ fl__sampler_indices(const fl__sampler *s, const fl__order *o, size_t offset,
       v = lazy_get(o, p);
       break;
     case FL__ORDER_BIJECTION:
-      v = fl__bijection_at(&b, p);
+      v = fl__bijection_at(&o->bijection, p);
       break;
     default:
       v = p;
