@@ -55,6 +55,7 @@ struct wds {
   char **shards;
   size_t nshards, nexts;
   char **exts;
+  size_t keyf;         /* the field __key__ fills, or nexts */
   size_t field_bytes[FL__MAX_FIELDS];
   /* This process's stream: its shards, and where it stands. */
   size_t *mine, nmine, at;
@@ -212,7 +213,14 @@ read_member(struct wds *w, void *dst)
 
   while (done < w->size) {
     n = archive_read_data(w->ar, p + done, (size_t)(w->size - done));
-    if (n <= 0)
+    if (n == 0) {
+      fl_worker_error("%s: in %s: member %s.%s ends %lld bytes early: the "
+                      "tar is cut short", w->shard, w->key.s, w->key.s,
+                      w->ext, (long long)(w->size - done));
+      wds_close(w);
+      return FL_EDATASET;
+    }
+    if (n < 0)
       return archive_failed(w, "in ", w->key.s);
     done += n;
   }
@@ -226,7 +234,7 @@ field_of(const struct wds *w, const char *ext)
   size_t f;
 
   for (f = 0; f < w->nexts; f++)
-    if (strcmp(w->exts[f], ext) == 0 && strcmp(ext, "__key__") != 0)
+    if (f != w->keyf && strcmp(w->exts[f], ext) == 0)
       return f;
   return w->nexts;
 }
@@ -240,7 +248,7 @@ static int
 read_sample(struct wds *w, void *const *dst, size_t *nbytes)
 {
   unsigned char seen[FL__MAX_FIELDS] = {0};
-  size_t f, keyf = w->nexts;
+  size_t f, keyf = w->keyf;
   int rc, bad = 0;
 
   for (;;) {
@@ -279,9 +287,7 @@ read_sample(struct wds *w, void *const *dst, size_t *nbytes)
   if (bad)
     return FL_EDATASET;
   for (f = 0; f < w->nexts; f++) {
-    if (strcmp(w->exts[f], "__key__") == 0)
-      keyf = f;
-    else if (!seen[f]) {
+    if (f != keyf && !seen[f]) {
       fl_worker_error("%s: %s: no member %s.%s", w->shard, w->key.s,
                       w->key.s, w->exts[f]);
       return FL_EDATASET;
@@ -409,6 +415,9 @@ wds_new(struct wds **out, const char *const *shards, size_t n,
       return FL_ENOMEM;
     w->field_bytes[i] = max_bytes[i];
   }
+  for (w->keyf = 0; w->keyf < nexts; w->keyf++)
+    if (strcmp(w->exts[w->keyf], "__key__") == 0)
+      break;
   return 0;
 }
 
