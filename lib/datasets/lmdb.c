@@ -235,7 +235,11 @@ lmdb_open(struct lmdb_ds *d, const char *path)
   d->env_flags = S_ISDIR(st.st_mode) ? 0 : MDB_NOSUBDIR;
   rc = env_open(path, d->env_flags, &env, &txn, &dbi);
   if (rc != 0)
-    return fl__error_set(FL_EINVAL, "%s: not an LMDB environment: %s", path,
+    return fl__error_set(FL_EINVAL, "%s: %s: %s", path,
+                         rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ||
+                                 rc == ENOENT
+                             ? "not an LMDB environment"
+                             : "cannot open the LMDB environment",
                          mdb_strerror(rc));
   if ((rc = mdb_stat(txn, dbi, &ms)) != 0) {
     rc = fl__error_set(FL_EINVAL, "%s: cannot read its main database: %s",
