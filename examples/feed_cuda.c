@@ -511,6 +511,14 @@ parse_args(int argc, char **argv, struct fc_config *c, int *bench)
             "16 or more: a sample begins and ends with its index\n");
     bad = 1;
   }
+  /* A batch's bytes and the dataset's samples are products of these. */
+  if (!bad && (__builtin_mul_overflow(c->batch_size, c->sample_bytes, &v) ||
+               __builtin_mul_overflow(c->batch_size, c->batches, &v))) {
+    fprintf(stderr, "feed_cuda: --batch-size %zu is too large for "
+            "--sample-bytes %zu and --batches %zu\n", c->batch_size,
+            c->sample_bytes, c->batches);
+    bad = 1;
+  }
   if (!bad && optind == argc)
     return 0;
   fputs(usage, stderr);
