@@ -474,11 +474,9 @@ run_main(int argc, char **argv)
   status = 2;
   if (a.save_state != NULL && state_dir_ok(a.save_state) < 0)
     goto out;
-  status = 1;
   if (a.verify && a.load.iterable) {
     cli_error("--verify: run checks map-style datasets; %s is a stream",
               a.load.file.spec);
-    status = 2;
     goto out;
   }
   /* The reference epoch is held whole: 9 bytes a sample. */
@@ -486,9 +484,9 @@ run_main(int argc, char **argv)
     cli_error("--verify holds each epoch's reference order, 9 bytes a "
               "sample: it checks at most %llu samples, and these are %zu",
               (unsigned long long)VERIFY_MAX_SAMPLES, a.load.span.count);
-    status = 2;
     goto out;
   }
+  status = 1;
   cli_catch_signals();
   if ((rc = load_create(&a.load, &l)) < 0) {
     status = cli_create_error(rc);
