@@ -1,8 +1,8 @@
 /*
- * A mapped region of fixed-size samples, and the two things built on it
- * here: fl_dataset_raw (a flat file of records after a header) and
- * fl_dataset_close (which frees any built-in dataset).  fl_dataset_npy_array
- * (npy.c) is the same region with an NPY header in front.
+ * A mapped region of fixed-size samples and fl_dataset_raw, built on it (a
+ * flat file of records after a header); fl_dataset_npy_array (npy.c) is
+ * the same region with an NPY header in front.  And fl_dataset_close and
+ * fl_iterable_close, which free any built-in dataset or stream.
  */
 #include "config.h"
 
@@ -213,18 +213,33 @@ fail:
   return rc;
 }
 
-void
-fl_dataset_close_sized(fl_dataset *ds, size_t size)
+/* A built-in dataset's or stream's context, freed; only a context this
+   library made carries the magic. */
+static void
+close_ctx(void *ctx)
 {
-  struct fl__ds_base *b;
+  struct fl__ds_base *b = ctx;
 
-  if (ds == NULL || size < FL__DATASET_SIZE_0_1)
-    return;
-  b = ds->ctx;
-  /* Only a context this library made carries the magic. */
   if (b != NULL && b->magic == FL__DS_MAGIC) {
     b->magic = 0;
     b->free(b);
   }
+}
+
+void
+fl_dataset_close_sized(fl_dataset *ds, size_t size)
+{
+  if (ds == NULL || size < FL__DATASET_SIZE_0_1)
+    return;
+  close_ctx(ds->ctx);
   memset(ds, 0, size);
+}
+
+void
+fl_iterable_close_sized(fl_iterable *it, size_t size)
+{
+  if (it == NULL || size < FL__ITERABLE_SIZE_0_1)
+    return;
+  close_ctx(it->ctx);
+  memset(it, 0, size);
 }

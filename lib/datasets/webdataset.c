@@ -497,18 +497,3 @@ fl_dataset_webdataset_sized(fl_iterable *it, size_t size,
   return wds_make(it, size, shards, n, exts, max_bytes, nexts);
 }
 
-void
-fl_iterable_close_sized(fl_iterable *it, size_t size)
-{
-  struct fl__ds_base *b;
-
-  if (it == NULL || size < FL__ITERABLE_SIZE_0_1)
-    return;
-  b = it->ctx;
-  /* Only a context this library made carries the magic. */
-  if (b != NULL && b->magic == FL__DS_MAGIC) {
-    b->magic = 0;
-    b->free(b);
-  }
-  memset(it, 0, size);
-}
