@@ -474,7 +474,8 @@ static void
 bad_arguments_are_refused(void **state)
 {
   const char *shard = "x.tar", *exts[] = {"bin"}, *none[] = {""};
-  const size_t max[] = {8}, zero[] = {0};
+  const char *caps[] = {"JPG"}, *twice[] = {"bin", "cls", "bin"};
+  const size_t max[] = {8}, zero[] = {0}, three[] = {8, 8, 8};
   fl_iterable it;
 
   (void)state;
@@ -492,6 +493,13 @@ bad_arguments_are_refused(void **state)
                                                &shard, 1, exts, max, 1),
                    FL_EINVAL);
   assert_non_null(strstr(fl_loader_error(NULL), "too old"));
+  /* Neither would ever match a member: every sample would fail. */
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 1, caps, max, 1),
+                   FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "\"JPG\" has capitals"));
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 1, twice, three, 3),
+                   FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "\"bin\" is given twice"));
 }
 
 int

@@ -460,7 +460,7 @@ args_check(const fl_iterable *it, size_t size, const char *const *shards,
            size_t n, const char *const *exts, const size_t *max_bytes,
            size_t nexts)
 {
-  size_t i;
+  size_t i, j;
 
   if (it == NULL || size < FL__SIZE_TO(fl_iterable, next_fields))
     return fl__error_set(FL_EINVAL, FN ": %s", it == NULL ? "it is NULL"
@@ -479,6 +479,15 @@ args_check(const fl_iterable *it, size_t size, const char *const *shards,
       return fl__error_set(FL_EINVAL, FN ": extension %zu is %s", i,
                            exts[i] == NULL || exts[i][0] == '\0'
                                ? "empty" : "given a max of 0 bytes");
+    /* Else no member would ever match it, and every sample would fail. */
+    if (strpbrk(exts[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != NULL)
+      return fl__error_set(FL_EINVAL, FN ": extension \"%s\" has capitals: "
+                           "members' extensions are matched lowercased, as "
+                           "webdataset matches them", exts[i]);
+    for (j = 0; j < i; j++)
+      if (strcmp(exts[i], exts[j]) == 0)
+        return fl__error_set(FL_EINVAL, FN ": extension \"%s\" is given "
+                             "twice", exts[i]);
   }
   return 0;
 }
