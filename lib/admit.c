@@ -24,6 +24,7 @@ struct cost {
   size_t n, cap, window, nsegs, backlog;
   fl__layout layout;
   uint64_t order_bytes, own_bytes;
+  size_t moved_slots;  /* the lazy order's moved values */
   uint64_t segs_bytes; /* nsegs x layout.size */
   uint64_t total;      /* everything, saturated at UINT64_MAX */
   uint64_t fds;        /* the parent's: a segment's, with the fd strategy,
@@ -129,12 +130,15 @@ cost_of(struct cost *c, const fl_dataset *ds, const fl_options *opt,
     return FL__TOO_LARGE_ORDER;
   while (ring < c->window)
     ring <<= 1;
+  c->moved_slots = fl__order_moved_slots(opt, c->n, c->window);
   c->own_bytes = sat_add(opt->indices != NULL
                              ? sat_mul(c->n, sizeof(size_t))
                              : 0,
                          sat_add(sat_mul(ring, sizeof(void *)),
                                  sat_mul(sat_mul(nw, c->backlog),
                                          sizeof(struct fl__task))));
+  c->own_bytes = sat_add(c->own_bytes,
+                         sat_mul(c->moved_slots, 2 * sizeof(size_t)));
   c->segs_bytes = sat_mul(c->nsegs, c->layout.size);
   c->total = sat_add(c->segs_bytes, sat_add(c->order_bytes, c->own_bytes));
   c->fds = own_fds(nw) +
@@ -175,6 +179,7 @@ fl__plan_make(fl__plan *p, const fl_dataset *ds, const fl_options *opt,
   p->backlog = c.backlog;
   p->layout = c.layout;
   p->order_bytes = (size_t)c.order_bytes;
+  p->moved_slots = c.moved_slots;
   p->segs_bytes = c.segs_bytes;
   p->need = c.total;
   p->fds = c.fds;

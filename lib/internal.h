@@ -126,9 +126,9 @@ size_t fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r);
 /* Whether the shared order keeps a table (8 bytes a position) after its
    header. */
 int fl__order_table(const fl_options *opt);
-/* At create, in the parent: what the sampler keeps beside the order, for
-   a prefetch window of that many batches. */
-void fl__sampler_prepare(fl__sampler *s, size_t window);
+/* The slots of the lazy order's moved values (fl__moved, 16 bytes each)
+   for n positions and a window of that many batches; 0: none. */
+size_t fl__order_moved_slots(const fl_options *opt, size_t n, size_t window);
 void fl__sampler_free(fl__sampler *s);
 size_t fl__sampler_batches(const fl__sampler *s);
 void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
@@ -615,6 +615,7 @@ typedef struct fl__plan {
   size_t backlog;      /* tasks a worker's backlog holds */
   fl__layout layout;
   size_t order_bytes;
+  size_t moved_slots;  /* the lazy order's moved values, in the parent */
   uint64_t segs_bytes; /* nsegs segments */
   uint64_t need;       /* everything, in bytes */
   uint64_t fds;        /* the fds the parent keeps for the window */

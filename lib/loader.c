@@ -223,7 +223,9 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   l->sampler.rank = opt->rank;
   l->sampler.world = opt->world_size;
   l->sampler.mode = opt->shard_mode;
-  fl__sampler_prepare(&l->sampler, p->window);
+  /* Without it (out of memory), moves go to the shared order. */
+  if (p->moved_slots > 0)
+    (void)fl__moved_init(&l->sampler.moved, p->moved_slots);
   /* Until the first begin, the batches of a whole order's share. */
   l->sampler.n = fl__shard_len(opt->shard_mode, p->n, opt->world_size,
                                opt->rank);

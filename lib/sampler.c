@@ -104,24 +104,23 @@ fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r)
  * The lazy order's moved values: room for the swaps of the window's
  * batches twice over (what the first batch waits for), at most 65536 in
  * 131072 slots (2 MB), and never more than a byte a sample beside the
- * table's 8.  Without
- * it (a small order, or out of memory), moves go to the table.
+ * table's 8; 0 where the order is not lazy or is too small for it.
  */
-void
-fl__sampler_prepare(fl__sampler *s, size_t window)
+size_t
+fl__order_moved_slots(const fl_options *opt, size_t n, size_t window)
 {
   size_t most = (size_t)1 << 17, slots = 1024, swaps;
 
-  if (s->fn != NULL || !s->shuffle || s->algorithm != FL_SHUFFLE_TORCH ||
-      s->base >= FL__RANDPERM_NARROW_MAX)
-    return;
-  if (__builtin_mul_overflow(window, s->batch_size, &swaps) ||
-      __builtin_mul_overflow(swaps, (size_t)s->world * 4, &swaps))
+  if (opt->sampler != NULL || !opt->shuffle ||
+      opt->shuffle_algorithm != FL_SHUFFLE_TORCH ||
+      n >= FL__RANDPERM_NARROW_MAX)
+    return 0;
+  if (__builtin_mul_overflow(window, opt->batch_size, &swaps) ||
+      __builtin_mul_overflow(swaps, (size_t)opt->world_size * 4, &swaps))
     swaps = most;
   while (slots < swaps && slots < most)
     slots <<= 1;
-  if (2 * slots * sizeof(size_t) <= s->base)
-    (void)fl__moved_init(&s->moved, slots);
+  return 2 * slots * sizeof(size_t) <= n ? slots : 0;
 }
 
 void
