@@ -29,6 +29,13 @@ enum {
   STATE_BIJECTION = 0x8 /* shuffled by FL_SHUFFLE_BIJECTION (version 2) */
 };
 
+/* The version a state of these flags is written as. */
+static unsigned
+version_of(unsigned flags)
+{
+  return flags & STATE_BIJECTION ? 2 : 1;
+}
+
 static unsigned
 bijection_flag(const fl_loader *l)
 {
@@ -222,7 +229,7 @@ fl_loader_state_save(const fl_loader *l, void *buf, size_t cap)
   }
   memset(o, 0, need);
   put(o, STATE_MAGIC, 4);
-  put(o + 4, p.flags & STATE_BIJECTION ? 2 : 1, 2);
+  put(o + 4, version_of(p.flags), 2);
   put(o + 6, p.flags, 2);
   put(o + 8, need, 4);
   put(o + 16, p.epoch, 8);
@@ -368,7 +375,7 @@ read_place(fl_loader *l, const unsigned char *in, size_t len,
   /* In order, every batch from the first not handed out on is due: such
      a state lists none and asks for nothing beyond it. */
   if (p->world == 0 || p->rank >= p->world || p->first > p->next ||
-      get(in + 4, 2) != (p->flags & STATE_BIJECTION ? 2u : 1u) ||
+      get(in + 4, 2) != version_of(p->flags) ||
       ((p->flags & STATE_BIJECTION) && !(p->flags & STATE_SHUFFLE)) ||
       ((p->flags & STATE_IN_ORDER) &&
        (p->ntodo > 0 || p->next != p->first)) ||
