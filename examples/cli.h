@@ -239,11 +239,12 @@ int dataset_parse(const char *spec, struct dataset_spec *out);
 int dataset_open(const struct dataset_spec *spec, fl_dataset *ds);
 /* The same for an iterable kind (webdataset). */
 int dataset_open_iterable(const struct dataset_spec *spec, fl_iterable *it);
-/* gen_webdataset.c: `forkload gen webdataset`: 0, or -1 having said why
-   not; adds the bytes written to *bytes. */
+/* gen_webdataset.c: `forkload gen webdataset`, a sample at a time through
+   buf (sample_bytes): 0, or -1 having said why not; adds the bytes
+   written to *bytes. */
 int gen_webdataset(const char *dir, const struct synth *data,
-                   unsigned shards, int force, char *what, size_t len,
-                   uint64_t *bytes);
+                   unsigned shards, int force, unsigned char *buf,
+                   char *what, size_t len, uint64_t *bytes);
 /* gen_images.c: `forkload gen images`: 0, or -1 having said why not. */
 int gen_images(const char *dir, size_t samples, unsigned classes,
                uint64_t seed, int force, char *what, size_t len,

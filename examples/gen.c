@@ -625,7 +625,7 @@ gen_main(int argc, char **argv)
     goto out;
   }
   if (a.kind == DS_WEBDATASET)
-    rc = gen_webdataset(a.path, &a.data, a.shards, a.force, what,
+    rc = gen_webdataset(a.path, &a.data, a.shards, a.force, buf, what,
                         sizeof what, &bytes);
   else if (a.kind == DS_NPY_DIR)
     rc = write_npy_dir(&a, buf, what, sizeof what, &bytes);

@@ -11,7 +11,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -90,50 +89,43 @@ out:
 
 int
 gen_webdataset(const char *dir, const struct synth *data, unsigned shards,
-               int force, char *what, size_t len, uint64_t *bytes)
+               int force, unsigned char *buf, char *what, size_t len,
+               uint64_t *bytes)
 {
   char path[PATH_MAX];
-  unsigned char *buf = malloc(data->sample_bytes);
   size_t n = data->samples;
   unsigned s;
-  int rc = -1;
 
-  if (buf == NULL) {
-    cli_error("gen: %s", fl_strerror(FL_ENOMEM));
-    return -1;
-  }
   if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
     cli_error("gen: %s: %s", dir, strerror(errno));
-    goto out;
+    return -1;
   }
   for (s = 0; s < shards; s++) {
     if (snprintf(path, sizeof path, "%s/shard-%05u.tar", dir, s) >=
         (int)sizeof path) {
       cli_error("gen: %s: %s", dir, strerror(ENAMETOOLONG));
-      goto out;
+      return -1;
     }
     if (!force && access(path, F_OK) == 0) {
       cli_error("gen: %s exists (--force writes over it)", path);
-      goto out;
+      return -1;
     }
     if (write_shard(path, data, n * s / shards, n * (s + 1) / shards, buf,
                     bytes) < 0)
-      goto out;
+      return -1;
   }
   snprintf(what, len, "%u shards shard-00000.tar to shard-%05u.tar, "
            "members NNNNNNNN.bin and NNNNNNNN.cls", shards, shards - 1);
-  rc = 0;
-out:
-  free(buf);
-  return rc;
+  return 0;
 }
 #else
 int
 gen_webdataset(const char *dir, const struct synth *data, unsigned shards,
-               int force, char *what, size_t len, uint64_t *bytes)
+               int force, unsigned char *buf, char *what, size_t len,
+               uint64_t *bytes)
 {
-  (void)dir, (void)data, (void)shards, (void)force, (void)what, (void)len;
-  (void)bytes;
+  (void)dir, (void)data, (void)shards, (void)force, (void)buf, (void)what;
+  (void)len, (void)bytes;
   cli_error("gen: this forkload was built without libarchive: install "
             "libarchive-dev (sh tools/setup.sh) and build it again");
   return -1;
