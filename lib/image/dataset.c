@@ -107,10 +107,12 @@ decoded_tables(struct decoded *d, const size_t *in_bytes, size_t one,
         f == field ? fl__image_stage_bytes(d->stage) : d->in_bytes[f];
     *sum += d->field_bytes[f];
   }
-  if (d->in_bytes[field] == 0 ||
-      (d->buf = malloc(d->in_bytes[field])) == NULL)
-    return fl__error_set(d->in_bytes[field] ? FL_ENOMEM : FL_EINVAL,
-                         "%s: field %zu of in is %zu bytes", fn, field,
+  if (d->in_bytes[field] == 0)
+    return fl__error_set(FL_EINVAL, "%s: field %zu of in is 0 bytes", fn,
+                         field);
+  if ((d->buf = malloc(d->in_bytes[field])) == NULL)
+    return fl__error_set(FL_ENOMEM, "%s: out of memory for a buffer of "
+                         "field %zu's %zu bytes", fn, field,
                          d->in_bytes[field]);
   return 0;
 }
