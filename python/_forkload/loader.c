@@ -1,0 +1,714 @@
+/*
+ * The Loader type: one fl_loader over a Python dataset.  Its arguments are
+ * forkload.DataLoader's, already checked and resolved by dataloader.py
+ * into what libforkload takes.  The consumer's waits release the GIL and
+ * are cut in slices (fl_loader_poll) to answer Ctrl-C and `timeout`.
+ */
+#include "module.h"
+
+#include <structmember.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How often a waiting consumer looks at its signals. */
+#define FLPY_POLL_MS 100
+
+static double
+now(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* libforkload's code and sentence as forkload.Error (a RuntimeError),
+   or MemoryError. */
+static PyObject *
+raise_fl(flpy_loader *self, int code, const char *why)
+{
+  PyObject *exc;
+
+  if (code == FL_ENOMEM)
+    return PyErr_Format(PyExc_MemoryError, "forkload: %s", why);
+  exc = PyObject_CallMethod(flpy_state_of(self->module)->worker_module,
+                            "error", "iss", code, why != NULL ? why : "",
+                            fl_err_name(code));
+  if (exc != NULL) {
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+  }
+  return NULL;
+}
+
+static int
+fork_begin(flpy_loader *self)
+{
+  int rc;
+
+  /* Fork with the GIL held, as os.fork does, and only then. */
+  PyOS_BeforeFork();
+  rc = fl_loader_begin(self->l);
+  PyOS_AfterFork_Parent();
+  return rc;
+}
+
+/*
+ * The room of a batch, measured: a child forked for it fills the first
+ * batch into a growing buffer and reports its size, leaving the consumer's
+ * random state and memory as they were.  reply: the blob's bytes, its
+ * skeleton's, its arrays'; all 0 when the batch failed or is empty.
+ */
+static int
+probe(flpy_loader *self, PyObject *keys, uint64_t reply[3])
+{
+  int fds[2], status;
+  pid_t pid;
+  ssize_t got;
+  flpy_writer w;
+  flpy_blob *h;
+
+  memset(reply, 0, 3 * sizeof(*reply));
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  PyOS_BeforeFork();
+  pid = fork();
+  if (pid == 0) {
+    PyOS_AfterFork_Child();
+    close(fds[0]);
+    flpy_writer_init(&w, NULL, 0, 1);
+    if (self->src.kind == FLPY_ITERABLE)
+      flpy_source_open(&self->src, NULL);
+    h = (flpy_blob *)w.base;
+    if (flpy_source_fill(&self->src, keys == Py_None ? NULL : keys, &w) ==
+            1 && (h = (flpy_blob *)w.base)->kind == FLPY_BLOB_BATCH) {
+      reply[0] = w.len;
+      reply[1] = h->skel_len;
+      reply[2] = h->data_bytes;
+    }
+    if (write(fds[1], reply, 3 * sizeof(*reply)) != 3 * sizeof(*reply))
+      _exit(1);
+    _exit(0);
+  }
+  PyOS_AfterFork_Parent();
+  close(fds[1]);
+  if (pid < 0) {
+    close(fds[0]);
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  Py_BEGIN_ALLOW_THREADS
+  do
+    got = read(fds[0], reply, 3 * sizeof(*reply));
+  while (got < 0 && errno == EINTR);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  Py_END_ALLOW_THREADS
+  close(fds[0]);
+  if (got != 3 * sizeof(*reply))
+    memset(reply, 0, 3 * sizeof(*reply));
+  return 0;
+}
+
+/*
+ * Bytes of one libforkload sample's room, from the probe: a map-style
+ * batch of n samples gets n of them, so each holds a sample's arrays and
+ * the whole overhead (header, skeleton, alignment).  A skeleton that
+ * carries data (strings, pickled objects) may double; a first batch that
+ * failed leaves a megabyte.  Room for an error's record is always there:
+ * wrap() cuts a traceback to fit.
+ */
+static size_t
+room_of(const uint64_t reply[3], size_t per_batch)
+{
+  uint64_t total = reply[0], skel = reply[1], data = reply[2];
+  uint64_t overhead, fixed = skel < 4096;
+
+  if (total == 0)
+    return 1 << 20;
+  overhead = total - data;
+  if (!fixed)
+    overhead += skel;
+  data = (data + per_batch - 1) / per_batch;
+  return (size_t)((fixed ? data : 2 * data) + overhead + 4096);
+}
+
+/* A memfd for the epochs' plans, and a shared page saying which. */
+static int
+plan_setup(flpy_loader *self)
+{
+  void *page;
+
+  self->src.plan_fd = memfd_create("forkload-plan", MFD_CLOEXEC);
+  if (self->src.plan_fd < 0) {
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+              -1, 0);
+  if (page == MAP_FAILED) {
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  self->src.plan_gen = page;
+  return 0;
+}
+
+static int
+plan_write(flpy_loader *self, PyObject *plan)
+{
+  flpy_state *st = flpy_state_of(self->module);
+  PyObject *bytes = PyObject_CallFunction(st->dumps, "Oi", plan, 4);
+  const char *p;
+  size_t left;
+  ssize_t n;
+  off_t at = 0;
+
+  if (bytes == NULL)
+    return -1;
+  p = PyBytes_AS_STRING(bytes);
+  left = (size_t)PyBytes_GET_SIZE(bytes);
+  if (ftruncate(self->src.plan_fd, (off_t)left) != 0)
+    goto fail;
+  while (left > 0) {
+    n = pwrite(self->src.plan_fd, p, left, at);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      goto fail;
+    p += n;
+    at += n;
+    left -= (size_t)n;
+  }
+  self->src.plan_gen[1] = (uint64_t)PyBytes_GET_SIZE(bytes);
+  self->src.plan_gen[0]++;
+  Py_DECREF(bytes);
+  return 0;
+fail:
+  PyErr_SetFromErrno(PyExc_OSError);
+  Py_DECREF(bytes);
+  return -1;
+}
+
+/* The plan's batches, in order: the sampler libforkload calls at each
+   begin (the batch ids; the plan says what each is). */
+static size_t
+plan_order(void *ctx, uint64_t epoch, size_t *order, size_t cap)
+{
+  flpy_loader *self = ctx;
+  size_t n = (size_t)self->plan_batches, i;
+
+  (void)epoch;
+  n = n < cap ? n : cap;
+  for (i = 0; i < n; i++)
+    order[i] = i;
+  return n;
+}
+
+static int
+parse_choice(const char *s, const char *const *names, const char *what)
+{
+  int i;
+
+  for (i = 0; names[i] != NULL; i++)
+    if (strcmp(s, names[i]) == 0)
+      return i;
+  PyErr_Format(PyExc_ValueError, "forkload: unknown %s '%s'", what, s);
+  return -1;
+}
+
+static int
+loader_init(PyObject *op, PyObject *args, PyObject *kwds)
+{
+  static char *kwlist[] = {
+      "dataset", "kind", "collate_fn", "worker_setup", "batch_size",
+      "length", "num_workers", "prefetch_factor", "persistent_workers",
+      "in_order", "drop_last", "shuffle", "shuffle_algorithm", "seed",
+      "rank", "world_size", "shard_mode", "sharing", "sample_bytes",
+      "timeout", "tensor_type", "probe", NULL};
+  static const char *const kinds[] = {"map", "plan", "iterable", NULL};
+  static const char *const shards[] = {"pad", "trim", "uneven", NULL};
+  static const char *const sharings[] = {"fd", "file_system", NULL};
+  static const char *const algos[] = {"torch", "bijection", NULL};
+  static const char *const tensors[] = {"torch", "numpy", NULL};
+  flpy_loader *self = (flpy_loader *)op;
+  const char *kind, *shard = "pad", *sharing = "fd", *algo = "torch",
+             *tensor = "torch";
+  PyObject *dataset, *collate_fn, *setup, *probe_keys = Py_None;
+  Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0;
+  unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1;
+  int persistent = 0, in_order = 1, drop_last = 0, shuffle = 0;
+  uint64_t reply[3];
+  size_t per_batch;
+  unsigned long long seed = 0;
+  double timeout = 0;
+  fl_options opt;
+  fl_dataset ds;
+  fl_iterable it;
+  size_t room;
+  int rc, k;
+
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwds, "OsOO|$nnIIppppsKIIssndsO:Loader", kwlist, &dataset,
+          &kind, &collate_fn, &setup, &batch_size, &length, &num_workers,
+          &prefetch, &persistent, &in_order, &drop_last, &shuffle, &algo,
+          &seed, &rank, &world, &shard, &sharing, &sample_bytes, &timeout,
+          &tensor, &probe_keys))
+    return -1;
+  if (self->l != NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "Loader is already made");
+    return -1;
+  }
+  fl_options_init(&opt);
+  if ((k = parse_choice(kind, kinds, "kind")) < 0)
+    return -1;
+  self->src.kind = k;
+  if ((k = parse_choice(shard, shards, "shard mode")) < 0)
+    return -1;
+  opt.shard_mode = (fl_shard_mode)k;
+  if ((k = parse_choice(sharing, sharings, "sharing strategy")) < 0)
+    return -1;
+  opt.sharing = k ? FL_SHARE_FILE_SYSTEM : FL_SHARE_FILE_DESCRIPTOR;
+  if ((k = parse_choice(algo, algos, "shuffle_algorithm")) < 0)
+    return -1;
+  opt.shuffle_algorithm = k ? FL_SHUFFLE_BIJECTION : FL_SHUFFLE_TORCH;
+  if ((k = parse_choice(tensor, tensors, "tensor_type")) < 0)
+    return -1;
+  self->tensor_type = k ? FLPY_LEAF_NDARRAY : FLPY_LEAF_TENSOR;
+  if (batch_size < 0 || length < 0 || sample_bytes < 0 || timeout < 0) {
+    PyErr_SetString(PyExc_ValueError, "Loader: negative size or timeout");
+    return -1;
+  }
+  self->owner = getpid();
+  self->timeout = timeout;
+  self->src.module = self->module;
+  self->src.plan_fd = -1;
+  Py_INCREF(dataset);
+  self->src.dataset = dataset;
+  Py_INCREF(setup);
+  self->src.worker_setup = setup;
+  if (collate_fn == Py_False) {
+    self->src.collate = FLPY_CONVERT;
+  } else if (collate_fn == Py_None) {
+    self->src.collate = FLPY_COLLATE;
+  } else {
+    self->src.collate = FLPY_CUSTOM;
+    Py_INCREF(collate_fn);
+    self->src.collate_fn = collate_fn;
+  }
+  self->src.batch_size = (size_t)batch_size;
+  self->src.drop_last = drop_last;
+  if (self->src.kind != FLPY_ITERABLE) {
+    PyObject *gi = PyObject_GetAttrString(dataset, "__getitems__");
+
+    /* torch calls __getitems__ where the dataset has a true one. */
+    if (gi != NULL && PyObject_IsTrue(gi) == 1)
+      self->src.getitems = gi;
+    else
+      Py_XDECREF(gi);
+    PyErr_Clear();
+  }
+  if (self->src.kind == FLPY_PLAN && plan_setup(self) != 0)
+    return -1;
+  self->plan_cap = (size_t)length;
+  per_batch = self->src.kind == FLPY_MAP && batch_size > 1 ? (size_t)batch_size : 1;
+  if (sample_bytes > 0) {
+    /* The user's room for a sample's arrays, and the overhead's. */
+    room = (size_t)sample_bytes * (self->src.kind == FLPY_MAP ? 1
+                                   : batch_size ? (size_t)batch_size : 1) +
+           65536;
+  } else {
+    if (probe(self, probe_keys, reply) != 0)
+      return -1;
+    room = room_of(reply, per_batch);
+  }
+  room = (room + FLPY_ALIGN - 1) & ~(size_t)(FLPY_ALIGN - 1);
+  self->src.room = room;
+  opt.batch_size = self->src.kind == FLPY_MAP ? (size_t)batch_size : 1;
+  opt.drop_last = self->src.kind == FLPY_MAP && drop_last;
+  opt.shuffle = shuffle;
+  opt.seed = seed;
+  opt.num_workers = num_workers;
+  opt.prefetch_factor = num_workers ? prefetch : 2;
+  opt.persistent_workers = persistent;
+  opt.in_order = in_order;
+  opt.rank = rank;
+  opt.world_size = world;
+  opt.worker_init = flpy_source_worker_init;
+  opt.worker_init_arg = &self->src;
+  if (self->src.kind == FLPY_PLAN) {
+    opt.sampler = plan_order;
+    opt.sampler_ctx = self;
+    opt.sampler_len = (size_t)length;
+  }
+  if (self->src.kind == FLPY_ITERABLE) {
+    memset(&it, 0, sizeof(it));
+    it.ctx = &self->src;
+    it.sample_bytes = room;
+    it.open = flpy_source_open;
+    it.next = flpy_source_next;
+    it.close = flpy_source_close;
+    rc = fl_loader_create_iterable(&self->l, &it, &opt);
+  } else {
+    memset(&ds, 0, sizeof(ds));
+    ds.ctx = &self->src;
+    ds.len = (size_t)length;
+    ds.sample_bytes = room;
+    ds.get_batch = flpy_source_get_batch;
+    rc = fl_loader_create(&self->l, &ds, &opt);
+  }
+  if (rc != 0) {
+    raise_fl(self, rc, fl_loader_error(NULL));
+    return -1;
+  }
+  return 0;
+}
+
+/* begin(epoch, base_seed, plan=None): start an epoch, as iter(). */
+static PyObject *
+loader_begin(PyObject *op, PyObject *args, PyObject *kwds)
+{
+  static char *kwlist[] = {"epoch", "base_seed", "plan", NULL};
+  flpy_loader *self = (flpy_loader *)op;
+  unsigned long long epoch, base_seed;
+  PyObject *plan = Py_None;
+  int rc;
+
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "KK|O:begin", kwlist, &epoch,
+                                   &base_seed, &plan))
+    return NULL;
+  if (self->l == NULL || self->closed) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
+    return NULL;
+  }
+  if (plan != Py_None) {
+    Py_ssize_t n = PyObject_Length(plan);
+
+    if (n < 0)
+      return NULL;
+    if (self->src.kind != FLPY_PLAN || (size_t)n > self->plan_cap) {
+      PyErr_SetString(PyExc_ValueError, "forkload: this epoch's plan does "
+                      "not fit the loader");
+      return NULL;
+    }
+    if (plan_write(self, plan) != 0)
+      return NULL;
+    self->plan_batches = (size_t)n;
+  }
+  self->src.base_seed = base_seed;
+  pthread_mutex_lock(&self->lock);
+  flpy_loader_drain(self);
+  rc = fl_loader_set_epoch(self->l, epoch);
+  if (rc == 0)
+    rc = fork_begin(self);
+  pthread_mutex_unlock(&self->lock);
+  if (rc != 0)
+    return raise_fl(self, rc, fl_loader_error(self->l));
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+loader_next(PyObject *op, PyObject *unused)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  double deadline = self->timeout > 0 ? now() + self->timeout : 0, left;
+  unsigned wait;
+  fl_batch *b = NULL;
+  PyObject *seg, *out;
+  int rc;
+
+  (void)unused;
+  if (self->l == NULL || self->closed) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
+    return NULL;
+  }
+  for (;;) {
+    wait = FLPY_POLL_MS;
+    if (deadline > 0) {
+      left = deadline - now();
+      if (left <= 0) {
+        return PyErr_Format(PyExc_RuntimeError,
+                            "DataLoader timed out after %g seconds",
+                            self->timeout);
+      }
+      if (left * 1000 < wait)
+        wait = (unsigned)ceil(left * 1000);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->lock);
+    flpy_loader_drain(self);
+    rc = fl_loader_poll(self->l, &b, wait);
+    pthread_mutex_unlock(&self->lock);
+    Py_END_ALLOW_THREADS
+    if (rc != FL_EAGAIN)
+      break;
+    if (PyErr_CheckSignals() != 0) {
+      /* Ctrl-C: the workers go now, the batches held stay whole. */
+      pthread_mutex_lock(&self->lock);
+      fl_loader_stop(self->l);
+      pthread_mutex_unlock(&self->lock);
+      return NULL;
+    }
+  }
+  if (rc == 0)
+    Py_RETURN_NONE;
+  if (rc < 0)
+    return raise_fl(self, rc, fl_loader_error(self->l));
+  seg = flpy_segment_new(self, b);
+  if (seg == NULL)
+    return NULL;
+  out = flpy_unpack(self, seg);
+  Py_DECREF(seg);
+  return out;
+}
+
+/* close(): the workers go now; the loader itself, when the last batch
+   held is released. */
+static PyObject *
+loader_close(PyObject *op, PyObject *unused)
+{
+  flpy_loader *self = (flpy_loader *)op;
+
+  (void)unused;
+  if (self->l != NULL && !self->closed && self->owner == getpid()) {
+    pthread_mutex_lock(&self->lock);
+    flpy_loader_drain(self);
+    fl_loader_stop(self->l);
+    pthread_mutex_unlock(&self->lock);
+  }
+  self->closed = 1;
+  Py_RETURN_NONE;
+}
+
+/* stop(): the epoch under way ends and the workers with it; the loader
+   may begin again. */
+static PyObject *
+loader_stop(PyObject *op, PyObject *unused)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  int rc = 0;
+
+  (void)unused;
+  if (self->l != NULL && self->owner == getpid()) {
+    pthread_mutex_lock(&self->lock);
+    flpy_loader_drain(self);
+    rc = fl_loader_stop(self->l);
+    pthread_mutex_unlock(&self->lock);
+  }
+  if (rc != 0)
+    return raise_fl(self, rc, fl_loader_error(self->l));
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+loader_state_save(PyObject *op, PyObject *unused)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  PyObject *bytes;
+  int n;
+
+  (void)unused;
+  if (self->l == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
+    return NULL;
+  }
+  n = fl_loader_state_save(self->l, NULL, 0);
+  if (n < 0)
+    return raise_fl(self, n, fl_loader_error(self->l));
+  bytes = PyBytes_FromStringAndSize(NULL, n);
+  if (bytes == NULL)
+    return NULL;
+  n = fl_loader_state_save(self->l, PyBytes_AS_STRING(bytes), (size_t)n);
+  if (n < 0) {
+    Py_DECREF(bytes);
+    return raise_fl(self, n, fl_loader_error(self->l));
+  }
+  return bytes;
+}
+
+static PyObject *
+loader_state_load(PyObject *op, PyObject *arg)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  Py_buffer view;
+  int rc;
+
+  if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) != 0)
+    return NULL;
+  pthread_mutex_lock(&self->lock);
+  rc = fl_loader_state_load(self->l, view.buf, (size_t)view.len);
+  pthread_mutex_unlock(&self->lock);
+  PyBuffer_Release(&view);
+  if (rc != 0)
+    return raise_fl(self, rc, fl_loader_error(self->l));
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+loader_len(PyObject *op, PyObject *unused)
+{
+  flpy_loader *self = (flpy_loader *)op;
+
+  (void)unused;
+  return PyLong_FromSize_t(self->l != NULL ? fl_loader_len(self->l) : 0);
+}
+
+static PyObject *
+loader_get_held(PyObject *op, void *closure)
+{
+  (void)closure;
+  return PyLong_FromSize_t(((flpy_loader *)op)->held);
+}
+
+static PyObject *
+loader_get_room(PyObject *op, void *closure)
+{
+  (void)closure;
+  return PyLong_FromSize_t(((flpy_loader *)op)->src.room);
+}
+
+static PyObject *
+loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+  flpy_loader *self;
+  PyObject *module;
+
+  (void)args;
+  (void)kwds;
+  module = PyType_GetModule(type);
+  if (module == NULL)
+    return NULL;
+  self = (flpy_loader *)type->tp_alloc(type, 0);
+  if (self == NULL)
+    return NULL;
+  Py_INCREF(module);
+  self->module = module;
+  self->src.plan_fd = -1;
+  pthread_mutex_init(&self->lock, NULL);
+  pthread_mutex_init(&self->pending_lock, NULL);
+  return (PyObject *)self;
+}
+
+static int
+loader_traverse(PyObject *op, visitproc visit, void *arg)
+{
+  flpy_loader *self = (flpy_loader *)op;
+
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(self->module);
+  Py_VISIT(self->src.dataset);
+  Py_VISIT(self->src.collate_fn);
+  Py_VISIT(self->src.worker_setup);
+  Py_VISIT(self->src.getitems);
+  Py_VISIT(self->last_template);
+  return 0;
+}
+
+static int
+loader_clear(PyObject *op)
+{
+  flpy_loader *self = (flpy_loader *)op;
+
+  Py_CLEAR(self->src.dataset);
+  Py_CLEAR(self->src.collate_fn);
+  Py_CLEAR(self->src.worker_setup);
+  Py_CLEAR(self->src.getitems);
+  Py_CLEAR(self->src.init_error);
+  Py_CLEAR(self->src.iterator);
+  Py_CLEAR(self->src.stream_error);
+  Py_CLEAR(self->src.plan);
+  Py_CLEAR(self->last_skel);
+  Py_CLEAR(self->last_template);
+  return 0;
+}
+
+static void
+loader_dealloc(PyObject *op)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  PyTypeObject *tp = Py_TYPE(op);
+
+  PyObject_GC_UnTrack(op);
+  if (self->weakrefs != NULL)
+    PyObject_ClearWeakRefs(op);
+  if (self->l != NULL && self->owner == getpid()) {
+    flpy_loader_drain(self);
+    /* Reaping the workers can wait: let other threads run. */
+    Py_BEGIN_ALLOW_THREADS
+    fl_loader_destroy(self->l);
+    Py_END_ALLOW_THREADS
+  }
+  free(self->pending);
+  if (self->src.plan_fd >= 0)
+    close(self->src.plan_fd);
+  if (self->src.plan_gen != NULL)
+    munmap((void *)self->src.plan_gen, 4096);
+  pthread_mutex_destroy(&self->lock);
+  pthread_mutex_destroy(&self->pending_lock);
+  loader_clear(op);
+  Py_CLEAR(self->module);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyMethodDef loader_methods[] = {
+    {"begin", (PyCFunction)(void (*)(void))loader_begin,
+     METH_VARARGS | METH_KEYWORDS,
+     "begin(epoch, base_seed, plan=None): start an epoch."},
+    {"next", loader_next, METH_NOARGS,
+     "The next batch, or None when the epoch is over."},
+    {"stop", loader_stop, METH_NOARGS,
+     "End the epoch under way and its workers; batches held stay whole."},
+    {"close", loader_close, METH_NOARGS,
+     "Stop the workers for good; the loader goes with its last batch."},
+    {"state_save", loader_state_save, METH_NOARGS,
+     "libforkload's state of the loader (fl_loader_state_save)."},
+    {"state_load", loader_state_load, METH_O,
+     "Load a state saved by state_save (fl_loader_state_load)."},
+    {"batches", loader_len, METH_NOARGS, "Batches per epoch (fl_loader_len)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef loader_getset[] = {
+    {"held", loader_get_held, NULL, "Batches whose views are alive.", NULL},
+    {"room", loader_get_room, NULL, "Bytes of a batch's blob room.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* Weak references: forkload.dataloader closes the loaders alive at exit. */
+static PyMemberDef loader_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(flpy_loader, weakrefs),
+     READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot loader_slots[] = {
+    {Py_tp_members, loader_members},
+    {Py_tp_new, loader_new},
+    {Py_tp_init, loader_init},
+    {Py_tp_dealloc, loader_dealloc},
+    {Py_tp_traverse, loader_traverse},
+    {Py_tp_clear, loader_clear},
+    {Py_tp_methods, loader_methods},
+    {Py_tp_getset, loader_getset},
+    {Py_tp_doc, "One libforkload loader over a Python dataset "
+                "(forkload.DataLoader's engine)."},
+    {0, NULL},
+};
+
+PyType_Spec flpy_loader_spec = {
+    .name = "forkload._forkload.Loader",
+    .basicsize = sizeof(flpy_loader),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+             Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = loader_slots,
+};

@@ -1,0 +1,198 @@
+/*
+ * forkload's CPython extension: what its files share.  The module is a thin
+ * layer over libforkload's public API: a Loader wraps an fl_loader whose
+ * dataset calls back into Python in the workers; each batch reaches the
+ * consumer as a blob in the batch's segment (arrays laid out at aligned
+ * offsets, then a pickled skeleton naming them), and unpack.c turns it into
+ * views of that segment.
+ */
+#ifndef FLPY_MODULE_H
+#define FLPY_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <forkload.h>
+
+/* The state of one module object (multi-phase init): its types, and what
+   the per-batch path calls, looked up once. */
+typedef struct {
+  PyTypeObject *loader_type;
+  PyTypeObject *segment_type;
+  PyTypeObject *view_type;
+  PyObject *leaf_type;      /* forkload._worker.Leaf */
+  PyObject *worker_module;  /* forkload._worker */
+  PyObject *dumps, *loads;  /* pickle's */
+  PyObject *from_dlpack;    /* torch.from_dlpack, or None */
+  PyObject *tensor_type;    /* torch.Tensor, or None */
+  PyObject *torch_bool;     /* torch.bool, or None */
+  PyObject *torch_uint8;    /* torch.uint8, or None */
+  PyObject *ndarray_type;   /* numpy.ndarray, or None */
+  PyObject *np_generic;     /* numpy.generic, or None */
+  PyObject *np_asarray;     /* numpy.asarray, or None */
+  PyObject *mapping_abc, *sequence_abc; /* collections.abc's */
+} flpy_state;
+
+flpy_state *flpy_state_of(PyObject *module);
+/* The exception being raised, with its traceback (new ref), cleared. */
+PyObject *flpy_take_exception(void);
+
+/* Element types a batch's arrays may have: torch's, as default_collate
+   makes them. */
+enum flpy_dtype {
+  FLPY_BOOL,
+  FLPY_UINT8,
+  FLPY_INT8,
+  FLPY_INT16,
+  FLPY_INT32,
+  FLPY_INT64,
+  FLPY_FLOAT16,
+  FLPY_BFLOAT16,
+  FLPY_FLOAT32,
+  FLPY_FLOAT64,
+  FLPY_COMPLEX64,
+  FLPY_COMPLEX128,
+  FLPY_NDTYPES
+};
+size_t flpy_dtype_size(int dtype);
+const char *flpy_dtype_format(int dtype); /* the buffer protocol's; NULL */
+const char *flpy_dtype_name(int dtype);
+
+/* A leaf of a batch's skeleton: kind says what the consumer gets. */
+enum flpy_leaf_kind { FLPY_LEAF_TENSOR, FLPY_LEAF_NDARRAY };
+
+/*
+ * A batch's blob, at the start of its room in the segment: the arrays
+ * follow at FLPY_ALIGN-aligned offsets from the blob's start, then the
+ * skeleton (pickled).  An error blob's skeleton is the pickled exception
+ * record of forkload._worker.
+ */
+#define FLPY_MAGIC 0x59504c46u /* "FLPY" */
+#define FLPY_ALIGN 64
+enum flpy_blob_kind { FLPY_BLOB_BATCH = 1, FLPY_BLOB_ERROR = 2 };
+typedef struct {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t len;      /* bytes used, this header included */
+  uint64_t skel_off; /* the pickled skeleton */
+  uint64_t skel_len;
+  uint64_t nleaves;
+  uint64_t data_bytes; /* the arrays' bytes, padding included */
+  uint64_t reserved[2];
+} flpy_blob;
+
+/* Where a blob is written: the room in a segment, or (grow) a buffer that
+   grows, to measure a batch. */
+typedef struct {
+  unsigned char *base;
+  size_t cap, len;
+  int grow;
+  size_t nleaves;
+  size_t data; /* bytes reserved, padding left out */
+  int over; /* the room ran out: len is what it would have needed */
+} flpy_writer;
+
+void flpy_writer_init(flpy_writer *w, void *base, size_t cap, int grow);
+void flpy_writer_free(flpy_writer *w);
+/* Room for n bytes at an aligned offset: its offset, or -1 with an error
+   set (out of memory while growing).  Past the room, the writer counts on
+   with nowhere to write: *at is NULL and w->over set. */
+int64_t flpy_writer_reserve(flpy_writer *w, size_t n, unsigned char **at);
+
+/* How the worker gets a batch from the dataset (loader.c sets it up). */
+enum flpy_kind { FLPY_MAP, FLPY_PLAN, FLPY_ITERABLE };
+/* What becomes of the samples: default_collate, default_convert (no
+   batching), or the user's collate_fn. */
+enum flpy_collate { FLPY_COLLATE, FLPY_CONVERT, FLPY_CUSTOM };
+
+/* Everything the worker's callbacks read: set before the fork, read in
+   the child (the fork copies it). */
+typedef struct {
+  PyObject *module;   /* borrowed: the Loader holds it */
+  PyObject *dataset;
+  PyObject *collate_fn;   /* FLPY_CUSTOM's */
+  PyObject *worker_setup; /* forkload._worker's setup, bound to the loader */
+  PyObject *getitems;     /* dataset.__getitems__, or NULL */
+  int kind, collate;
+  size_t batch_size;      /* FLPY_ITERABLE: samples a batch; 0: none */
+  int drop_last;          /* FLPY_ITERABLE: a short batch is dropped */
+  size_t room;            /* bytes of one fl batch's blob room */
+  uint64_t base_seed;
+  /* FLPY_PLAN: the epoch's batches, pickled into a memfd by the parent;
+     a worker maps it again when its generation changes. */
+  int plan_fd;
+  volatile uint64_t *plan_gen; /* shared page: generation, length */
+  uint64_t plan_seen;
+  PyObject *plan;         /* the worker's unpickled copy */
+  /* In a worker: what went wrong in setup, raised at every batch. */
+  PyObject *init_error;   /* bytes: an error blob's skeleton */
+  PyObject *iterator;     /* FLPY_ITERABLE: this worker's stream, */
+  PyObject *stream_error; /* or why iter(dataset) failed */
+  int exhausted;
+} flpy_source;
+
+/* worker.c: the fl_dataset and fl_iterable callbacks, in the workers. */
+int flpy_source_get_batch(void *ctx, const size_t *indices, size_t n,
+                          void *dst, size_t *nbytes);
+void flpy_source_worker_init(unsigned worker_id, void *arg);
+int flpy_source_open(void *ctx, const fl_worker_info *w);
+int flpy_source_next(void *ctx, void *dst, size_t *nbytes);
+void flpy_source_close(void *ctx);
+/* One batch's blob for these keys (a list) into w, or for the iterable's
+   next batch when keys is NULL: 1 written, 0 the stream is over, -1 a
+   Python error that could not even be recorded. */
+int flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w);
+
+/* collate.c: a batch into a writer; the skeleton returned (new ref) has
+   Leaf objects where arrays were written.  NULL and a Python error. */
+PyObject *flpy_collate(flpy_state *st, PyObject *samples, flpy_writer *w);
+PyObject *flpy_convert(flpy_state *st, PyObject *obj, int custom,
+                       flpy_writer *w);
+/* Finish a blob: pickle the skeleton after the arrays, write the header.
+   0, or -1 and a Python error. */
+int flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
+                     int kind);
+
+/* The Python type of a Loader; segment.c and unpack.c use its lock. */
+typedef struct flpy_loader flpy_loader;
+struct flpy_loader {
+  PyObject_HEAD
+  PyObject *weakrefs;
+  PyObject *module;
+  fl_loader *l;
+  flpy_source src;
+  pid_t owner;             /* workers' copies never touch the loader */
+  pthread_mutex_t lock;    /* one thread in libforkload at a time */
+  pthread_mutex_t pending_lock;
+  fl_batch **pending;      /* released while the lock was busy */
+  size_t npending, cap_pending;
+  size_t held;             /* segments alive */
+  int tensor_type;         /* FLPY_LEAF_TENSOR: torch; NDARRAY: numpy */
+  double timeout;          /* seconds; 0: none */
+  PyObject *last_skel;     /* bytes of the last skeleton, and */
+  PyObject *last_template; /* what it unpickled to */
+  size_t plan_batches;     /* FLPY_PLAN: this epoch's, */
+  size_t plan_cap;         /* and the most any epoch may have */
+  int closed;
+};
+
+/* segment.c */
+PyObject *flpy_segment_new(flpy_loader *owner, fl_batch *b);
+const unsigned char *flpy_segment_data(PyObject *segment);
+PyObject *flpy_capsule_new(PyObject *segment, size_t offset, int dtype,
+                           PyObject *shape);
+PyObject *flpy_view_new(flpy_state *st, PyObject *segment, size_t offset,
+                        int dtype, PyObject *shape);
+void flpy_loader_release(flpy_loader *self, fl_batch *b);
+void flpy_loader_drain(flpy_loader *self);
+
+/* unpack.c: a received segment into what the consumer gets (new ref), or
+   NULL with the batch's exception raised. */
+PyObject *flpy_unpack(flpy_loader *self, PyObject *segment);
+
+extern PyType_Spec flpy_loader_spec, flpy_segment_spec, flpy_view_spec;
+
+#endif /* FLPY_MODULE_H */

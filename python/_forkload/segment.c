@@ -1,0 +1,353 @@
+/*
+ * A received batch and its views.  A Segment owns one fl_batch: every
+ * tensor or array made from the batch holds a reference to it (a DLPack
+ * capsule's manager context, or a View exporting the buffer protocol), and
+ * the batch goes back to forkload when the last of them is gone.  Its
+ * Loader stays alive as long as it does.
+ */
+#include "module.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlpack.h"
+
+typedef struct {
+  PyObject_HEAD
+  flpy_loader *owner;
+  fl_batch *batch;
+  const unsigned char *data;
+} flpy_segment;
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *segment;
+  size_t offset;
+  int dtype, ndim;
+  Py_ssize_t *shape;
+  Py_ssize_t *strides;
+} flpy_view;
+
+/* The loader's lock is held by a thread waiting for a batch with the GIL
+   released; a batch dropped meanwhile waits in a list, which the waiter
+   releases when it next holds the lock. */
+void
+flpy_loader_release(flpy_loader *self, fl_batch *b)
+{
+  fl_batch **grown;
+  size_t cap;
+
+  if (self->owner != getpid())
+    return; /* a worker's copy of a consumer's batch */
+  if (pthread_mutex_trylock(&self->lock) == 0) {
+    fl_batch_release(b);
+    pthread_mutex_unlock(&self->lock);
+    return;
+  }
+  pthread_mutex_lock(&self->pending_lock);
+  if (self->npending == self->cap_pending) {
+    cap = self->cap_pending ? 2 * self->cap_pending : 16;
+    grown = realloc(self->pending, cap * sizeof(*grown));
+    if (grown == NULL) {
+      /* fl_loader_destroy frees it with the rest. */
+      pthread_mutex_unlock(&self->pending_lock);
+      return;
+    }
+    self->pending = grown;
+    self->cap_pending = cap;
+  }
+  self->pending[self->npending++] = b;
+  pthread_mutex_unlock(&self->pending_lock);
+}
+
+/* With the lock held. */
+void
+flpy_loader_drain(flpy_loader *self)
+{
+  size_t i;
+
+  pthread_mutex_lock(&self->pending_lock);
+  for (i = 0; i < self->npending; i++)
+    fl_batch_release(self->pending[i]);
+  self->npending = 0;
+  pthread_mutex_unlock(&self->pending_lock);
+}
+
+PyObject *
+flpy_segment_new(flpy_loader *owner, fl_batch *b)
+{
+  flpy_state *st = flpy_state_of(owner->module);
+  flpy_segment *s = PyObject_New(flpy_segment, st->segment_type);
+
+  if (s == NULL) {
+    flpy_loader_release(owner, b);
+    return NULL;
+  }
+  Py_INCREF(owner);
+  s->owner = owner;
+  s->batch = b;
+  s->data = fl_batch_data(b);
+  owner->held++;
+  return (PyObject *)s;
+}
+
+const unsigned char *
+flpy_segment_data(PyObject *segment)
+{
+  return ((flpy_segment *)segment)->data;
+}
+
+static void
+segment_dealloc(PyObject *op)
+{
+  flpy_segment *s = (flpy_segment *)op;
+  PyTypeObject *tp = Py_TYPE(op);
+
+  flpy_loader_release(s->owner, s->batch);
+  s->owner->held--;
+  Py_DECREF(s->owner);
+  PyObject_Free(op);
+  Py_DECREF(tp);
+}
+
+/* The whole blob, as bytes: memoryview(segment). */
+static int
+segment_getbuffer(PyObject *op, Py_buffer *view, int flags)
+{
+  flpy_segment *s = (flpy_segment *)op;
+  const flpy_blob *h = (const flpy_blob *)s->data;
+
+  return PyBuffer_FillInfo(view, op, (void *)s->data, (Py_ssize_t)h->len, 0,
+                           flags);
+}
+
+static PyType_Slot segment_slots[] = {
+    {Py_tp_dealloc, segment_dealloc},
+    {Py_bf_getbuffer, segment_getbuffer},
+    {Py_tp_doc, "A batch's shared segment; its views keep it alive."},
+    {0, NULL},
+};
+
+PyType_Spec flpy_segment_spec = {
+    .name = "forkload._forkload.Segment",
+    .basicsize = sizeof(flpy_segment),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = segment_slots,
+};
+
+/* DLPack: the capsule's tensor keeps the segment until torch (or numpy)
+   calls the deleter, from whatever thread frees the tensor. */
+static void
+dl_deleter(flpy_dl_managed *m)
+{
+  PyGILState_STATE g;
+
+  if (m == NULL)
+    return;
+  g = PyGILState_Ensure();
+  Py_XDECREF((PyObject *)m->manager_ctx);
+  PyGILState_Release(g);
+  free(m);
+}
+
+static void
+capsule_destructor(PyObject *capsule)
+{
+  flpy_dl_managed *m;
+
+  /* Never handed to a consumer: ours to free. */
+  if (!PyCapsule_IsValid(capsule, FLPY_DL_CAPSULE))
+    return;
+  m = PyCapsule_GetPointer(capsule, FLPY_DL_CAPSULE);
+  Py_XDECREF((PyObject *)m->manager_ctx);
+  free(m);
+}
+
+static const flpy_dl_dtype dl_types[FLPY_NDTYPES] = {
+    [FLPY_BOOL] = {FLPY_DL_UINT, 8, 1}, /* torch 1.13 takes no kDLBool */
+    [FLPY_UINT8] = {FLPY_DL_UINT, 8, 1},
+    [FLPY_INT8] = {FLPY_DL_INT, 8, 1},
+    [FLPY_INT16] = {FLPY_DL_INT, 16, 1},
+    [FLPY_INT32] = {FLPY_DL_INT, 32, 1},
+    [FLPY_INT64] = {FLPY_DL_INT, 64, 1},
+    [FLPY_FLOAT16] = {FLPY_DL_FLOAT, 16, 1},
+    [FLPY_BFLOAT16] = {FLPY_DL_BFLOAT, 16, 1},
+    [FLPY_FLOAT32] = {FLPY_DL_FLOAT, 32, 1},
+    [FLPY_FLOAT64] = {FLPY_DL_FLOAT, 64, 1},
+    [FLPY_COMPLEX64] = {FLPY_DL_COMPLEX, 64, 1},
+    [FLPY_COMPLEX128] = {FLPY_DL_COMPLEX, 128, 1},
+};
+
+PyObject *
+flpy_capsule_new(PyObject *segment, size_t offset, int dtype,
+                 PyObject *shape)
+{
+  Py_ssize_t ndim = PyTuple_GET_SIZE(shape), i;
+  flpy_dl_managed *m;
+  PyObject *cap;
+  int64_t *dims;
+
+  m = calloc(1, sizeof(*m) + (size_t)(ndim ? ndim : 1) * sizeof(int64_t));
+  if (m == NULL)
+    return PyErr_NoMemory();
+  dims = (int64_t *)(m + 1);
+  for (i = 0; i < ndim; i++) {
+    dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    if (dims[i] == -1 && PyErr_Occurred()) {
+      free(m);
+      return NULL;
+    }
+  }
+  m->dl_tensor.data = (void *)(flpy_segment_data(segment) + offset);
+  m->dl_tensor.device.device_type = FLPY_DL_CPU;
+  m->dl_tensor.ndim = (int32_t)ndim;
+  m->dl_tensor.dtype = dl_types[dtype];
+  m->dl_tensor.shape = dims;
+  m->dl_tensor.strides = NULL;
+  m->manager_ctx = segment;
+  m->deleter = dl_deleter;
+  Py_INCREF(segment);
+  cap = PyCapsule_New(m, FLPY_DL_CAPSULE, capsule_destructor);
+  if (cap == NULL) {
+    Py_DECREF(segment);
+    free(m);
+  }
+  return cap;
+}
+
+PyObject *
+flpy_view_new(flpy_state *st, PyObject *segment, size_t offset, int dtype,
+              PyObject *shape)
+{
+  Py_ssize_t ndim = PyTuple_GET_SIZE(shape), i;
+  flpy_view *v = PyObject_New(flpy_view, st->view_type);
+
+  if (v == NULL)
+    return NULL;
+  v->shape = PyMem_Malloc(2 * (size_t)(ndim ? ndim : 1) * sizeof(Py_ssize_t));
+  if (v->shape == NULL) {
+    v->segment = NULL;
+    Py_DECREF(v);
+    return PyErr_NoMemory();
+  }
+  v->strides = v->shape + ndim;
+  for (i = 0; i < ndim; i++)
+    v->shape[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+  for (i = ndim - 1; i >= 0; i--)
+    v->strides[i] = i == ndim - 1 ? (Py_ssize_t)flpy_dtype_size(dtype)
+                                  : v->strides[i + 1] * v->shape[i + 1];
+  Py_INCREF(segment);
+  v->segment = segment;
+  v->offset = offset;
+  v->dtype = dtype;
+  v->ndim = (int)ndim;
+  return (PyObject *)v;
+}
+
+static void
+view_dealloc(PyObject *op)
+{
+  flpy_view *v = (flpy_view *)op;
+  PyTypeObject *tp = Py_TYPE(op);
+
+  Py_XDECREF(v->segment);
+  PyMem_Free(v->shape);
+  PyObject_Free(op);
+  Py_DECREF(tp);
+}
+
+static int
+view_getbuffer(PyObject *op, Py_buffer *view, int flags)
+{
+  flpy_view *v = (flpy_view *)op;
+  const char *fmt = flpy_dtype_format(v->dtype);
+  Py_ssize_t len = (Py_ssize_t)flpy_dtype_size(v->dtype);
+  int i;
+
+  if (fmt == NULL) {
+    PyErr_Format(PyExc_BufferError, "the buffer protocol has no %s: use "
+                 "torch.from_dlpack", flpy_dtype_name(v->dtype));
+    return -1;
+  }
+  for (i = 0; i < v->ndim; i++)
+    len *= v->shape[i];
+  view->buf = (void *)(flpy_segment_data(v->segment) + v->offset);
+  view->obj = Py_NewRef(op);
+  view->len = len;
+  view->readonly = 0;
+  view->itemsize = (Py_ssize_t)flpy_dtype_size(v->dtype);
+  view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
+  view->ndim = v->ndim;
+  view->shape = (flags & PyBUF_ND) ? v->shape : NULL;
+  view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? v->strides
+                                                           : NULL;
+  view->suboffsets = NULL;
+  view->internal = NULL;
+  return 0;
+}
+
+static PyObject *
+view_dlpack(PyObject *op, PyObject *args, PyObject *kwds)
+{
+  static char *kwlist[] = {"stream", NULL};
+  flpy_view *v = (flpy_view *)op;
+  PyObject *stream = Py_None, *shape, *cap;
+  int i;
+
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$O:__dlpack__", kwlist,
+                                   &stream))
+    return NULL;
+  if (stream != Py_None) {
+    PyErr_SetString(PyExc_BufferError, "a CPU batch takes no stream");
+    return NULL;
+  }
+  if (v->dtype == FLPY_BOOL) {
+    PyErr_SetString(PyExc_BufferError, "DLPack (as torch 1.13 and numpy "
+                    "read it) has no bool: use numpy.asarray");
+    return NULL;
+  }
+  shape = PyTuple_New(v->ndim);
+  if (shape == NULL)
+    return NULL;
+  for (i = 0; i < v->ndim; i++)
+    PyTuple_SET_ITEM(shape, i, PyLong_FromSsize_t(v->shape[i]));
+  cap = flpy_capsule_new(v->segment, v->offset, v->dtype, shape);
+  Py_DECREF(shape);
+  return cap;
+}
+
+static PyObject *
+view_dlpack_device(PyObject *op, PyObject *unused)
+{
+  (void)op;
+  (void)unused;
+  return Py_BuildValue("(ii)", FLPY_DL_CPU, 0);
+}
+
+static PyMethodDef view_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))view_dlpack,
+     METH_VARARGS | METH_KEYWORDS,
+     "A DLPack capsule of this array (torch.from_dlpack, numpy.from_dlpack)."},
+    {"__dlpack_device__", view_dlpack_device, METH_NOARGS,
+     "(1, 0): the CPU."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot view_slots[] = {
+    {Py_tp_dealloc, view_dealloc},
+    {Py_bf_getbuffer, view_getbuffer},
+    {Py_tp_methods, view_methods},
+    {Py_tp_doc, "An array of a batch's segment: the buffer protocol and "
+                "DLPack over the same bytes."},
+    {0, NULL},
+};
+
+PyType_Spec flpy_view_spec = {
+    .name = "forkload._forkload.View",
+    .basicsize = sizeof(flpy_view),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = view_slots,
+};

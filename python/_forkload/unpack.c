@@ -1,0 +1,186 @@
+/*
+ * The consumer's side of a blob: unpickle the skeleton (or reuse the last
+ * one, when the worker wrote the same bytes, as it does for every batch of
+ * fixed-shape samples), then rebuild it with each Leaf replaced by a view
+ * of the segment: a torch tensor through DLPack, or a numpy array through
+ * the buffer protocol.  An error blob raises its exception instead.
+ */
+#include "module.h"
+
+#include <string.h>
+
+static PyObject *
+leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
+          PyObject *leaf)
+{
+  long long off = PyLong_AsLongLong(PyTuple_GET_ITEM(leaf, 0));
+  int dtype = (int)PyLong_AsLong(PyTuple_GET_ITEM(leaf, 1));
+  PyObject *shape = PyTuple_GET_ITEM(leaf, 2);
+  int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(leaf, 3));
+  PyObject *obj, *t;
+
+  if (PyErr_Occurred())
+    return NULL;
+  if (dtype < 0 || dtype >= FLPY_NDTYPES || !PyTuple_Check(shape)) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: a malformed batch");
+    return NULL;
+  }
+  if (kind == FLPY_LEAF_TENSOR && self->tensor_type == FLPY_LEAF_TENSOR &&
+      st->from_dlpack != Py_None) {
+    obj = flpy_capsule_new(segment, (size_t)off, dtype, shape);
+    if (obj == NULL)
+      return NULL;
+    t = PyObject_CallOneArg(st->from_dlpack, obj);
+    Py_DECREF(obj);
+    if (t != NULL && dtype == FLPY_BOOL)
+      Py_SETREF(t, PyObject_CallMethod(t, "view", "O", st->torch_bool));
+    return t;
+  }
+  obj = flpy_view_new(st, segment, (size_t)off, dtype, shape);
+  if (obj == NULL || st->np_asarray == Py_None)
+    return obj;
+  t = PyObject_CallOneArg(st->np_asarray, obj);
+  Py_DECREF(obj);
+  return t;
+}
+
+static PyObject *rebuild(flpy_loader *self, flpy_state *st,
+                         PyObject *segment, PyObject *o);
+
+static PyObject *
+rebuild_items(flpy_loader *self, flpy_state *st, PyObject *segment,
+              PyObject *seq)
+{
+  PyObject *list = PySequence_List(seq), *v;
+  Py_ssize_t i;
+
+  if (list == NULL)
+    return NULL;
+  for (i = 0; i < PyList_GET_SIZE(list); i++) {
+    v = rebuild(self, st, segment, PyList_GET_ITEM(list, i));
+    if (v == NULL) {
+      Py_DECREF(list);
+      return NULL;
+    }
+    PyList_SetItem(list, i, v);
+  }
+  return list;
+}
+
+/* A container of the template's type over new contents, as the worker
+   built it (collate.c's same_type_or). */
+static PyObject *
+retype(PyObject *like, PyObject *contents)
+{
+  PyObject *r = PyObject_CallOneArg((PyObject *)Py_TYPE(like), contents);
+
+  if (r == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();
+    return contents;
+  }
+  Py_DECREF(contents);
+  return r;
+}
+
+static PyObject *
+rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
+{
+  PyObject *d, *k, *v, *items, *t;
+  Py_ssize_t pos = 0;
+
+  if (Py_IS_TYPE(o, (PyTypeObject *)st->leaf_type))
+    return leaf_view(self, st, segment, o);
+  if (PyDict_Check(o)) {
+    d = PyDict_New();
+    if (d == NULL)
+      return NULL;
+    while (PyDict_Next(o, &pos, &k, &v)) {
+      PyObject *r = rebuild(self, st, segment, v);
+
+      if (r == NULL || PyDict_SetItem(d, k, r) != 0) {
+        Py_XDECREF(r);
+        Py_DECREF(d);
+        return NULL;
+      }
+      Py_DECREF(r);
+    }
+    return PyDict_CheckExact(o) ? d : retype(o, d);
+  }
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    items = rebuild_items(self, st, segment, o);
+    if (items == NULL || PyList_CheckExact(o))
+      return items;
+    if (PyList_Check(o))
+      return retype(o, items);
+    t = PyList_AsTuple(items);
+    Py_DECREF(items);
+    if (t == NULL || PyTuple_CheckExact(o))
+      return t;
+    /* A namedtuple. */
+    Py_SETREF(t, PyObject_CallObject((PyObject *)Py_TYPE(o), t));
+    return t;
+  }
+  Py_INCREF(o);
+  return o;
+}
+
+/* Raise what the worker (or, with num_workers 0, the dataset) raised. */
+static PyObject *
+raise_record(flpy_state *st, PyObject *record)
+{
+  PyObject *f = PyObject_GetAttrString(st->worker_module, "reraise");
+  PyObject *r = f != NULL ? PyObject_CallOneArg(f, record) : NULL;
+
+  Py_XDECREF(f);
+  Py_XDECREF(r);
+  if (!PyErr_Occurred())
+    PyErr_SetString(PyExc_RuntimeError, "forkload: a worker's error "
+                    "could not be raised");
+  return NULL;
+}
+
+PyObject *
+flpy_unpack(flpy_loader *self, PyObject *segment)
+{
+  flpy_state *st = flpy_state_of(self->module);
+  const unsigned char *data = flpy_segment_data(segment);
+  const flpy_blob *h = (const flpy_blob *)data;
+  PyObject *bytes, *tmpl;
+
+  if (h->magic != FLPY_MAGIC || h->skel_off + h->skel_len > h->len ||
+      h->len > self->src.room * (self->src.kind == FLPY_MAP
+                                     ? (self->src.batch_size ? self->src.batch_size : 1)
+                                     : 1)) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: a batch without its "
+                    "header (did the worker write past its room?)");
+    return NULL;
+  }
+  bytes = PyBytes_FromStringAndSize((const char *)data + h->skel_off,
+                                    (Py_ssize_t)h->skel_len);
+  if (bytes == NULL)
+    return NULL;
+  if (h->kind == FLPY_BLOB_ERROR) {
+    tmpl = PyObject_CallOneArg(st->loads, bytes);
+    Py_DECREF(bytes);
+    if (tmpl == NULL)
+      return NULL;
+    raise_record(st, tmpl);
+    Py_DECREF(tmpl);
+    return NULL;
+  }
+  if (self->last_skel != NULL &&
+      PyBytes_GET_SIZE(self->last_skel) == PyBytes_GET_SIZE(bytes) &&
+      memcmp(PyBytes_AS_STRING(self->last_skel), PyBytes_AS_STRING(bytes),
+             (size_t)PyBytes_GET_SIZE(bytes)) == 0) {
+    Py_DECREF(bytes);
+  } else {
+    tmpl = PyObject_CallOneArg(st->loads, bytes);
+    if (tmpl == NULL) {
+      Py_DECREF(bytes);
+      return NULL;
+    }
+    Py_XSETREF(self->last_skel, bytes);
+    Py_XSETREF(self->last_template, tmpl);
+  }
+  return rebuild(self, st, segment, self->last_template);
+}

@@ -1,0 +1,337 @@
+/*
+ * The dataset's side, run by libforkload in each worker (or in the
+ * consumer with num_workers 0): set the forked interpreter up and seed it
+ * as PyTorch's worker loop does, then fetch each batch's samples from the
+ * Python dataset, collate them into the batch's room and finish its blob.
+ * An exception becomes an error blob at its batch: the worker goes on.
+ */
+#include "module.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static flpy_state *
+state(const flpy_source *src)
+{
+  return flpy_state_of(src->module);
+}
+
+/* The worker id torch's messages name; -1 in the consumer. */
+static int
+worker_id(void)
+{
+  const fl_worker_info *info = fl_get_worker_info();
+
+  return info != NULL && info->num_workers > 0 ? (int)info->id : -1;
+}
+
+/*
+ * The exception being raised, as an error blob's record: pickled by
+ * forkload._worker.wrap in a worker, as PyTorch's ExceptionWrapper; kept
+ * whole (with its traceback) in the consumer, which raises it as it is.
+ */
+static PyObject *
+error_record(flpy_source *src)
+{
+  PyObject *exc, *rec;
+
+  exc = flpy_take_exception();
+  if (exc == NULL)
+    return NULL;
+  rec = PyObject_CallMethod(state(src)->worker_module, "wrap", "Oin", exc,
+                            worker_id(), (Py_ssize_t)src->room - 512);
+  Py_DECREF(exc);
+  return rec;
+}
+
+static int
+write_error(flpy_source *src, PyObject *record, flpy_writer *w)
+{
+  flpy_writer_init(w, w->base, w->cap, w->grow);
+  if (flpy_blob_finish(state(src), w, record, FLPY_BLOB_ERROR) != 0)
+    return -1;
+  return w->over ? -1 : 1;
+}
+
+/* The exception now raised becomes the batch. */
+static int
+fail_batch(flpy_source *src, flpy_writer *w)
+{
+  PyObject *rec = error_record(src);
+  int rc;
+
+  if (rec == NULL)
+    return -1;
+  rc = write_error(src, rec, w);
+  Py_DECREF(rec);
+  return rc;
+}
+
+/* FLPY_PLAN: the worker's copy of the epoch's batches, mapped again from
+   the parent's memfd when its generation moved on. */
+static PyObject *
+plan_of(flpy_source *src)
+{
+  uint64_t gen = src->plan_gen[0], len = src->plan_gen[1];
+  PyObject *bytes;
+  void *at;
+
+  if (src->plan != NULL && gen == src->plan_seen)
+    return src->plan;
+  at = mmap(NULL, len ? len : 1, PROT_READ, MAP_SHARED, src->plan_fd, 0);
+  if (at == MAP_FAILED)
+    return PyErr_SetFromErrno(PyExc_OSError);
+  bytes = PyBytes_FromStringAndSize(at, (Py_ssize_t)len);
+  munmap(at, len ? len : 1);
+  if (bytes == NULL)
+    return NULL;
+  Py_XSETREF(src->plan, PyObject_CallOneArg(state(src)->loads, bytes));
+  Py_DECREF(bytes);
+  src->plan_seen = gen;
+  return src->plan;
+}
+
+/* The samples of a batch: __getitems__(keys), or [dataset[k] ...]. */
+static PyObject *
+fetch(flpy_source *src, PyObject *keys)
+{
+  Py_ssize_t i, n;
+  PyObject *out, *v;
+
+  if (src->collate == FLPY_CONVERT)
+    return PyObject_GetItem(src->dataset, keys);
+  if (src->getitems != NULL)
+    return PyObject_CallOneArg(src->getitems, keys);
+  n = PyList_GET_SIZE(keys);
+  out = PyList_New(n);
+  if (out == NULL)
+    return NULL;
+  for (i = 0; i < n; i++) {
+    v = PyObject_GetItem(src->dataset, PyList_GET_ITEM(keys, i));
+    if (v == NULL) {
+      Py_DECREF(out);
+      return NULL;
+    }
+    PyList_SET_ITEM(out, i, v);
+  }
+  return out;
+}
+
+/* An iterable's next batch: a list of up to batch_size samples, NULL at
+   the stream's end (no error) or on an error. */
+static PyObject *
+take(flpy_source *src)
+{
+  size_t want = src->batch_size ? src->batch_size : 1;
+  PyObject *list, *v;
+
+  if (src->iterator == NULL || src->exhausted)
+    return NULL;
+  list = PyList_New(0);
+  if (list == NULL)
+    return NULL;
+  while ((size_t)PyList_GET_SIZE(list) < want) {
+    v = PyIter_Next(src->iterator);
+    if (v == NULL)
+      break;
+    if (PyList_Append(list, v) != 0) {
+      Py_DECREF(v);
+      Py_DECREF(list);
+      return NULL;
+    }
+    Py_DECREF(v);
+  }
+  if (PyErr_Occurred()) {
+    Py_DECREF(list);
+    return NULL;
+  }
+  if ((size_t)PyList_GET_SIZE(list) < want) {
+    src->exhausted = 1;
+    if (PyList_GET_SIZE(list) == 0 || src->drop_last) {
+      Py_DECREF(list);
+      return NULL;
+    }
+  }
+  return list;
+}
+
+int
+flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
+{
+  flpy_state *st = state(src);
+  PyObject *data, *out;
+  int rc;
+
+  /* As PyTorch: worker_init_fn's exception at the worker's first batch,
+     then the batches as they come. */
+  if (src->init_error != NULL) {
+    rc = write_error(src, src->init_error, w);
+    Py_CLEAR(src->init_error);
+    return rc;
+  }
+  if (keys != NULL) {
+    data = fetch(src, keys);
+  } else {
+    data = take(src);
+    if (data == NULL && !PyErr_Occurred())
+      return 0;
+    if (data != NULL && src->collate == FLPY_CONVERT)
+      Py_SETREF(data, PySequence_GetItem(data, 0));
+  }
+  if (data == NULL)
+    return fail_batch(src, w);
+  if (src->collate == FLPY_CUSTOM) {
+    Py_SETREF(data, PyObject_CallOneArg(src->collate_fn, data));
+    out = data == NULL ? NULL : flpy_convert(st, data, 1, w);
+  } else if (src->collate == FLPY_CONVERT) {
+    out = flpy_convert(st, data, 0, w);
+  } else {
+    out = flpy_collate(st, data, w);
+  }
+  Py_XDECREF(data);
+  if (out == NULL)
+    return fail_batch(src, w);
+  rc = flpy_blob_finish(st, w, out, FLPY_BLOB_BATCH);
+  Py_DECREF(out);
+  if (rc != 0)
+    return fail_batch(src, w);
+  if (w->over) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "this batch needs %zu bytes of shared memory, more than "
+                 "the %zu its segment has: its samples are larger than the "
+                 "first batch's; pass DataLoader(..., sample_bytes=N) with "
+                 "N of at least %zu", w->len, w->cap,
+                 (w->len + 65536) / (src->kind == FLPY_MAP && src->batch_size
+                                         ? src->batch_size : 1));
+    return fail_batch(src, w);
+  }
+  return 1;
+}
+
+/* A hard failure, where not even an error blob could be written. */
+static int
+hard_failure(void)
+{
+  PyObject *exc = flpy_take_exception(), *s;
+
+  s = exc != NULL ? PyObject_Str(exc) : NULL;
+  fl_worker_error("%s", s != NULL ? PyUnicode_AsUTF8(s) : "Python error");
+  if (s == NULL)
+    PyErr_Clear();
+  Py_XDECREF(s);
+  Py_XDECREF(exc);
+  return -1;
+}
+
+int
+flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
+                      size_t *nbytes)
+{
+  flpy_source *src = ctx;
+  PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *keys = NULL, *plan;
+  flpy_writer w;
+  size_t i;
+  int rc = -1;
+
+  flpy_writer_init(&w, dst, n * src->room, 0);
+  if (src->kind == FLPY_PLAN) {
+    plan = plan_of(src);
+    keys = plan == NULL ? NULL
+                        : PySequence_GetItem(plan, (Py_ssize_t)indices[0]);
+  } else if (src->collate == FLPY_CONVERT) {
+    keys = PyLong_FromSize_t(indices[0]); /* batch_size None: one key */
+  } else {
+    keys = PyList_New((Py_ssize_t)n);
+    for (i = 0; keys != NULL && i < n; i++) {
+      PyObject *k = PyLong_FromSize_t(indices[i]);
+
+      if (k == NULL)
+        Py_CLEAR(keys);
+      else
+        PyList_SET_ITEM(keys, (Py_ssize_t)i, k);
+    }
+  }
+  if (keys == NULL)
+    rc = fail_batch(src, &w);
+  else
+    rc = flpy_source_fill(src, keys, &w);
+  Py_XDECREF(keys);
+  for (i = 0; i < n; i++)
+    nbytes[i] = src->room;
+  rc = rc < 0 ? hard_failure() : 0;
+  PyGILState_Release(g);
+  return rc;
+}
+
+/*
+ * First thing in a forked worker: the interpreter is made whole again
+ * (PyOS_AfterFork_Child, before any Python runs), then
+ * forkload._worker.setup seeds random, torch and numpy and calls
+ * worker_init_fn.  What it raises is raised at each of this worker's
+ * batches, as in PyTorch.
+ */
+void
+flpy_source_worker_init(unsigned id, void *arg)
+{
+  flpy_source *src = arg;
+  PyObject *r;
+
+  PyOS_AfterFork_Child();
+  r = PyObject_CallFunction(src->worker_setup, "IK", id,
+                            (unsigned long long)src->base_seed);
+  if (r == NULL)
+    src->init_error = error_record(src);
+  Py_XDECREF(r);
+  PyErr_Clear();
+}
+
+int
+flpy_source_open(void *ctx, const fl_worker_info *info)
+{
+  flpy_source *src = ctx;
+  PyGILState_STATE g = PyGILState_Ensure();
+
+  (void)info;
+  src->exhausted = 0;
+  Py_XSETREF(src->iterator, PyObject_GetIter(src->dataset));
+  /* Raised at this stream's first batch, which is then its last. */
+  if (src->iterator == NULL)
+    Py_XSETREF(src->stream_error, error_record(src));
+  PyErr_Clear();
+  PyGILState_Release(g);
+  return 0;
+}
+
+int
+flpy_source_next(void *ctx, void *dst, size_t *nbytes)
+{
+  flpy_source *src = ctx;
+  PyGILState_STATE g = PyGILState_Ensure();
+  flpy_writer w;
+  int rc;
+
+  flpy_writer_init(&w, dst, src->room, 0);
+  if (src->stream_error != NULL) {
+    rc = write_error(src, src->stream_error, &w);
+    Py_CLEAR(src->stream_error);
+  } else {
+    rc = flpy_source_fill(src, NULL, &w);
+  }
+  *nbytes = src->room;
+  if (rc < 0)
+    rc = hard_failure();
+  PyGILState_Release(g);
+  return rc;
+}
+
+void
+flpy_source_close(void *ctx)
+{
+  flpy_source *src = ctx;
+  PyGILState_STATE g = PyGILState_Ensure();
+
+  Py_CLEAR(src->iterator);
+  PyGILState_Release(g);
+}

@@ -1,0 +1,179 @@
+"""What forkload's workers run in Python, once per worker (not per batch):
+seeding as PyTorch's worker loop does, worker_init_fn, get_worker_info();
+and the records of exceptions raised in a worker, re-raised in the consumer
+as PyTorch's ExceptionWrapper does."""
+
+import pickle
+import random
+import traceback
+
+try:
+    import numpy as _np
+except ImportError:
+    _np = None
+try:
+    import torch as _torch
+except ImportError:
+    _torch = None
+
+
+class Leaf(tuple):
+    """(offset, dtype, shape, kind): an array of a batch's blob."""
+
+    __slots__ = ()
+
+
+class WorkerInfo:
+    """What get_worker_info() returns in a worker: id, num_workers, seed
+    and dataset, as torch.utils.data.get_worker_info()."""
+
+    __initialized = False
+
+    def __init__(self, **kwargs):
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+        self.__keys = tuple(kwargs.keys())
+        self.__initialized = True
+
+    def __setattr__(self, key, val):
+        if self.__initialized:
+            raise RuntimeError(
+                f"Cannot assign attributes to {type(self).__name__} objects")
+        return super().__setattr__(key, val)
+
+    def __repr__(self):
+        items = ", ".join(f"{k}={getattr(self, k)}" for k in self.__keys)
+        return f"{type(self).__name__}({items})"
+
+
+_worker_info = None
+
+
+def get_worker_info():
+    """In a worker of forkload.DataLoader: its WorkerInfo (id, num_workers,
+    seed, dataset); None in the main process."""
+    return _worker_info
+
+
+def numpy_seed(base_seed, worker_id):
+    """The four 32-bit words PyTorch seeds numpy.random with in a worker: a
+    SeedSequence-style hash of (worker_id, base_seed), as torch's
+    _generate_state computes it."""
+    mask = 0xFFFFFFFF
+    const_a = 0x43B0D7E5
+
+    def hashed(value):
+        nonlocal const_a
+        value = (value ^ const_a) & mask
+        const_a = (const_a * 0x931E8875) & mask
+        value = (value * const_a) & mask
+        return (value ^ (value >> 16)) & mask
+
+    def mix(x, y):
+        r = ((0xCA01F9DD * x) - (0x4973F715 * y)) & mask
+        return (r ^ (r >> 16)) & mask
+
+    pool = [hashed(v) for v in
+            (worker_id, base_seed & mask, base_seed >> 32, 0)]
+    for src in range(4):
+        for dst in range(4):
+            if src != dst:
+                pool[dst] = mix(pool[dst], hashed(pool[src]))
+    const_b = 0x8B51F9DD
+    state = []
+    for v in pool:
+        v = (v ^ const_b) & mask
+        const_b = (const_b * 0x58F38DED) & mask
+        v = (v * const_b) & mask
+        state.append((v ^ (v >> 16)) & mask)
+    return state
+
+
+def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
+    """A worker's start, in PyTorch's order: one thread for torch, seeds,
+    WorkerInfo (forkload's and torch's), then worker_init_fn."""
+    global _worker_info
+    seed = base_seed + worker_id
+    if _torch is not None:
+        _torch.set_num_threads(1)
+    random.seed(seed)
+    if _torch is not None:
+        _torch.manual_seed(seed)
+    if _np is not None:
+        _np.random.seed(numpy_seed(base_seed, worker_id))
+    _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers,
+                              seed=seed, dataset=dataset)
+    if _torch is not None:
+        # Datasets written for torch shard with torch's get_worker_info().
+        from torch.utils.data._utils import worker as torch_worker
+        torch_worker._worker_info = torch_worker.WorkerInfo(
+            id=worker_id, num_workers=num_workers, seed=seed,
+            dataset=dataset)
+    if worker_init_fn is not None:
+        worker_init_fn(worker_id)
+
+
+# Exceptions raised in the consumer itself (num_workers 0), kept whole
+# until the consumer raises them: they never leave the process.
+_inline = {}
+
+
+def wrap(exc, worker_id, max_bytes=1 << 16):
+    """The record of exc for its batch's blob, at most max_bytes pickled."""
+    if worker_id < 0:
+        key = id(exc)
+        _inline[key] = exc
+        return pickle.dumps(("inline", key))
+    text = "".join(traceback.format_exception(type(exc), exc,
+                                              exc.__traceback__))
+    where = f"in DataLoader worker process {worker_id}"
+    exc_type = type(exc)
+    try:
+        pickle.dumps(exc_type)
+    except Exception:
+        exc_type = RuntimeError
+    while True:
+        rec = pickle.dumps(("worker", exc_type, text, where))
+        if len(rec) <= max_bytes or len(text) < 64:
+            return rec
+        text = "...\n" + text[len(text) // 2:]
+
+
+class KeyErrorMessage(str):
+    """A KeyError's message shown as it is, not as repr() of a key."""
+
+    def __repr__(self):
+        return self
+
+
+def reraise(rec):
+    """Raise what a worker raised, as PyTorch's ExceptionWrapper.reraise."""
+    if rec[0] == "inline":
+        exc = _inline.pop(rec[1])
+        raise exc
+    _, exc_type, text, where = rec
+    msg = f"Caught {exc_type.__name__} {where}.\nOriginal {text}"
+    if exc_type is KeyError:
+        msg = KeyErrorMessage(msg)
+    elif getattr(exc_type, "message", None):
+        raise exc_type(message=msg)
+    try:
+        exception = exc_type(msg)
+    except TypeError:
+        raise RuntimeError(msg) from None
+    raise exception
+
+
+class Error(RuntimeError):
+    """An error of libforkload: code is its (negative) code, name its
+    FL_E* name."""
+
+    def __init__(self, message, code=0, name=""):
+        super().__init__(message)
+        self.code = code
+        self.name = name
+
+
+def error(code, why, name):
+    """The exception for libforkload's code and sentence."""
+    return Error(f"forkload: {why} ({name})", code, name)

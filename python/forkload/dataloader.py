@@ -1,0 +1,621 @@
+"""forkload.DataLoader: torch.utils.data.DataLoader's arguments, checks and
+random draws, in Python; the batches themselves come from libforkload's
+workers through forkload._forkload.Loader (C)."""
+
+import functools
+import math
+import os
+import threading
+import warnings
+import weakref
+
+from forkload import _forkload, _worker
+
+try:
+    import torch
+    from torch.utils.data import (BatchSampler, DistributedSampler,
+                                  IterableDataset, RandomSampler,
+                                  SequentialSampler)
+except ImportError:  # numpy arrays, without torch's samplers
+    torch = None
+    BatchSampler = DistributedSampler = RandomSampler = None
+    SequentialSampler = IterableDataset = None
+
+__all__ = ["DataLoader", "get_worker_info"]
+
+get_worker_info = _worker.get_worker_info
+
+# Every Loader alive, closed at exit: their workers are reaped, not left
+# to the kernel's parent-death signal.
+_live = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def _close_all():
+    with _live_lock:
+        loaders = list(_live)
+    for loader in loaders:
+        loader.close()
+
+
+import atexit  # noqa: E402
+
+atexit.register(_close_all)
+
+
+def _draw_seed(generator):
+    """One int64 draw, as torch draws its base and sampler seeds."""
+    if torch is None:
+        import random
+        return random.getrandbits(63)
+    return int(torch.empty((), dtype=torch.int64).random_(
+        generator=generator).item())
+
+
+def _is_iterable_dataset(dataset):
+    if IterableDataset is not None:
+        return isinstance(dataset, IterableDataset)
+    return not hasattr(dataset, "__getitem__") and hasattr(dataset,
+                                                           "__iter__")
+
+
+class _InfiniteConstantSampler:
+    """An IterableDataset's sampler, as torch's: None forever."""
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+class _SimpleBatchSampler:
+    """torch's BatchSampler where torch is missing."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def __iter__(self):
+        batch = []
+        for idx in self.sampler:
+            batch.append(idx)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self):
+        if self.drop_last:
+            return len(self.sampler) // self.batch_size
+        return (len(self.sampler) + self.batch_size - 1) // self.batch_size
+
+
+class DataLoader:
+    r"""Data loader. Combines a dataset and a sampler, and provides an iterable over
+    the given dataset, as :class:`torch.utils.data.DataLoader` does, with the
+    same arguments, defaults and errors; a training loop changes one import::
+
+        # was: from torch.utils.data import DataLoader
+        from forkload import DataLoader
+
+    Under the same ``torch.manual_seed`` (or the same :attr:`generator`) it hands
+    out the same batches as torch's DataLoader, batch for batch: the same draws
+    from torch's generator in the same order, workers seeded as PyTorch seeds
+    them (``random``, ``torch`` and ``numpy.random``), batch ``i`` of a map-style
+    dataset filled by worker ``i % num_workers``, and the batches of an
+    :class:`~torch.utils.data.IterableDataset` interleaved as PyTorch does.
+
+    Its workers are processes forked from the caller. Each runs the dataset's
+    Python code, collates a whole batch and writes its arrays straight into a
+    shared memory segment: the tensors handed out are views of that segment,
+    and a batch is neither pickled nor copied on its way. The segment goes back
+    to forkload once the last view of its batch is gone, so a batch kept
+    (``batches = list(loader)``) keeps its values.
+
+    See ``man forkload.DataLoader`` (``man ./man/forkload.DataLoader.3`` in the
+    source tree) for more details.
+
+    Args:
+        dataset (Dataset): dataset from which to load the data: map-style
+            (``__getitem__`` and ``__len__``, and ``__getitems__`` if it has
+            one) or an :class:`~torch.utils.data.IterableDataset`. Each worker
+            uses the copy of it that the fork gave it.
+        batch_size (int, optional): how many samples per batch to load
+            (default: ``1``).
+        shuffle (bool, optional): set to ``True`` to have the data reshuffled
+            at every epoch, in the order :attr:`shuffle_algorithm` names
+            (default: ``False``).
+        sampler (Sampler or Iterable, optional): defines the strategy to draw
+            samples from the dataset. Can be any ``Iterable`` with ``__len__``
+            implemented. If specified, :attr:`shuffle` must not be specified.
+        batch_sampler (Sampler or Iterable, optional): like :attr:`sampler`, but
+            returns a batch of indices at a time. Mutually exclusive with
+            :attr:`batch_size`, :attr:`shuffle`, :attr:`sampler`,
+            and :attr:`drop_last`.
+        num_workers (int, optional): how many worker processes to fork for data
+            loading. ``0`` means that the data will be loaded in the main
+            process, the same batches in the same order. (default: ``0``)
+        collate_fn (Callable, optional): merges a list of samples to form a
+            mini-batch of Tensor(s). ``None`` is ``default_collate``'s structure
+            and dtypes, collated in the worker straight into the batch's shared
+            segment. A function given here runs in the worker too, and its
+            result must be picklable.
+        pin_memory (bool, optional): If ``True``, the tensors handed out are in
+            page-locked memory, for copies to a CUDA device with
+            ``non_blocking=True``. Needs a CUDA build of torch.
+            (default: ``False``)
+        drop_last (bool, optional): set to ``True`` to drop the last incomplete
+            batch, if the dataset size is not divisible by the batch size. If
+            ``False`` and the size of dataset is not divisible by the batch size,
+            then the last batch will be smaller. (default: ``False``)
+        timeout (numeric, optional): if positive, the timeout value in seconds
+            for collecting a batch from workers; past it, ``RuntimeError(
+            'DataLoader timed out after N seconds')``. Should always be
+            non-negative. (default: ``0``)
+        worker_init_fn (Callable, optional): If not ``None``, this will be called
+            on each worker process with the worker id (an int in
+            ``[0, num_workers - 1]``) as input, after seeding and before data
+            loading. It need not be picklable. (default: ``None``)
+        multiprocessing_context (str or multiprocessing.context.BaseContext,
+            optional): ``None``, ``'fork'`` or a fork context: forkload's
+            workers are always forked. Any other, such as ``'spawn'`` or
+            ``'forkserver'``, raises ``ValueError``. (default: ``None``)
+        generator (torch.Generator, optional): If not ``None``, this RNG will be
+            used by RandomSampler to generate random indexes and to generate
+            ``base_seed`` for workers. (default: ``None``)
+        prefetch_factor (int, optional, keyword-only arg): Number of batches
+            loaded in advance by each worker. ``2`` means there will be a total
+            of 2 * num_workers batches prefetched across all workers. Must be
+            ``None`` when :attr:`num_workers` is ``0``. (default: ``None``,
+            which is ``2`` with workers)
+        persistent_workers (bool, optional): If ``True``, the data loader will
+            not shut down the worker processes after a dataset has been consumed
+            once. This keeps the workers' `Dataset` instances alive.
+            (default: ``False``)
+        pin_memory_device (str, optional): the device whose pinned memory
+            :attr:`pin_memory` uses. (default: ``''``)
+        in_order (bool, optional): If ``False``, the data loader will not
+            enforce that batches are returned in a first-in, first-out order.
+            Only applies when :attr:`num_workers` > 0. (default: ``True``)
+        sharing (str, optional, keyword-only arg, forkload's own): how a batch's
+            shared segment reaches the caller. ``'fd'``: its file descriptor is
+            passed over a Unix socket; the segment is a memfd, never named in
+            ``/dev/shm`` nor charged to it, and the caller holds one descriptor
+            per segment. ``'file_system'``: it is named in ``/dev/shm`` until the
+            caller opens it and removes the name; no descriptor is held.
+            ``torch.multiprocessing.set_sharing_strategy`` plays no part.
+            (default: ``'fd'``)
+        shuffle_algorithm (str, optional, keyword-only arg, forkload's own): the
+            order ``shuffle=True`` draws. ``'torch'``: the permutation
+            ``torch.randperm`` draws, bit for bit (8 bytes a sample).
+            ``'bijection'``: no memory for the order, a permutation of the same
+            kind but not torch's. (default: ``'torch'``)
+        sample_bytes (int, optional, keyword-only arg, forkload's own): the most
+            bytes one sample may take in a batch's segment, all its arrays
+            together as collated. ``None`` measures it from the first batch;
+            give it when later samples may be larger. (default: ``None``)
+        tensor_type (str, optional, keyword-only arg, forkload's own):
+            ``'torch'`` hands out torch tensors, ``'numpy'`` numpy arrays of the
+            same shapes with numpy dtypes. ``None`` means ``'torch'`` when torch
+            can be imported, else ``'numpy'``. (default: ``None``)
+
+
+    .. warning:: The workers are forked. As PyTorch documents for its fork
+                 context, CUDA initialised in the parent before the fork cannot
+                 be used in the workers: the dataset, :attr:`collate_fn` and
+                 :attr:`worker_init_fn` must make CPU tensors only, and the
+                 training loop moves each batch to the GPU. Changes made to the
+                 dataset in the parent after the fork are not seen by the
+                 workers.
+
+    .. warning:: A batch's tensors are views of its shared segment, which stays
+                 held as long as any of them (or a view of them) lives. Each
+                 batch held holds its segment's memory and, with
+                 ``sharing='fd'``, a file descriptor. Copy a tensor
+                 (``x.clone()``) to keep its values without its segment.
+
+    .. note:: An exception raised in a worker (in ``__getitem__``,
+              ``__getitems__``, :attr:`collate_fn`, :attr:`worker_init_fn` or an
+              iterable's ``__iter__``/``__next__``) is raised again at its batch,
+              of its own type, with PyTorch's message ("Caught ValueError in
+              DataLoader worker process 0. ..."), and iteration can go on with
+              the next batch. A worker that dies raises ``RuntimeError`` naming
+              its id, its pid and the signal or exit status, within about a
+              second.
+
+    .. note:: ``state_dict()`` and ``load_state_dict(state)``, torchdata
+              ``StatefulDataLoader``'s names, save and resume the loader's
+              place: a new loader that loads the state of one stopped after
+              ``k`` batches of an epoch hands out exactly the batches the first
+              would have handed out next.
+
+    .. warning:: ``len(dataloader)`` heuristic is based on the length of the
+                 sampler used, and for an
+                 :class:`~torch.utils.data.IterableDataset` is an estimate
+                 based on ``len(dataset) / batch_size``, as torch's.
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
+                 batch_sampler=None, num_workers=0, collate_fn=None,
+                 pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None,
+                 generator=None, *, prefetch_factor=None,
+                 persistent_workers=False, pin_memory_device="",
+                 in_order=True, sharing="fd", shuffle_algorithm="torch",
+                 sample_bytes=None, tensor_type=None):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; "
+                             "use num_workers=0 to disable multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError(
+                "prefetch_factor option could only be specified in "
+                "multiprocessing.let num_workers > 0 to enable "
+                "multiprocessing, otherwise set prefetch_factor to None.")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        _check_context(multiprocessing_context)
+        if sharing not in ("fd", "file_system"):
+            raise ValueError("sharing should be 'fd' (each batch's segment "
+                             "passed as a file descriptor) or 'file_system' "
+                             f"(a name in /dev/shm), not {sharing!r}")
+        if shuffle_algorithm not in ("torch", "bijection"):
+            raise ValueError("shuffle_algorithm should be 'torch' "
+                             "(torch.randperm's order) or 'bijection', not "
+                             f"{shuffle_algorithm!r}")
+        if tensor_type is None:
+            tensor_type = "torch" if _forkload.has_torch else "numpy"
+        if tensor_type not in ("torch", "numpy"):
+            raise ValueError("tensor_type should be 'torch' or 'numpy', not "
+                             f"{tensor_type!r}")
+        if tensor_type == "torch" and not _forkload.has_torch:
+            raise ValueError("tensor_type='torch' needs torch, which does "
+                             "not import here; use tensor_type='numpy'")
+        if sample_bytes is not None and sample_bytes <= 0:
+            raise ValueError("sample_bytes should be a positive number of "
+                             "bytes, or None to measure the first batch")
+
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.in_order = in_order
+        self.sharing = sharing
+        self.shuffle_algorithm = shuffle_algorithm
+        self.sample_bytes = sample_bytes
+        self.tensor_type = tensor_type
+
+        if _is_iterable_dataset(dataset):
+            self._iterable = True
+            if shuffle not in {False, None}:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified "
+                    f"shuffle option, but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified "
+                    f"sampler option, but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified "
+                    f"batch_sampler option, but got batch_sampler="
+                    f"{batch_sampler}")
+        else:
+            self._iterable = False
+            shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with "
+                             "shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive "
+                                 "with batch_size, shuffle, sampler, and "
+                                 "drop_last")
+            batch_size = None
+            drop_last = False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching "
+                             "and is mutually exclusive with drop_last")
+        if sampler is None:
+            if self._iterable:
+                sampler = _InfiniteConstantSampler()
+            elif torch is None:
+                if shuffle:
+                    raise ValueError("shuffle=True needs torch (its "
+                                     "RandomSampler), which does not import")
+                sampler = range(len(dataset))
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)
+            else:
+                sampler = SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = (BatchSampler or _SimpleBatchSampler)(
+                sampler, batch_size, drop_last)
+        if pin_memory and not (torch is not None and
+                               torch.cuda.is_available()):
+            warnings.warn("'pin_memory' argument is set as true but no "
+                          "accelerator is found, then device pinned memory "
+                          "won't be used.")
+            self._pin = False
+        else:
+            self._pin = bool(pin_memory)
+
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.generator = generator
+        self.collate_fn = collate_fn
+        self.persistent_workers = persistent_workers
+        self._iterator = None
+        self._resume = None
+        self._room = None
+
+    @property
+    def _auto_collation(self):
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self):
+        return self.batch_sampler if self._auto_collation else self.sampler
+
+    def __len__(self):
+        if self._iterable:
+            length = len(self.dataset)
+            if self.batch_size is not None:
+                if self.drop_last:
+                    length = length // self.batch_size
+                else:
+                    length = math.ceil(length / self.batch_size)
+            return length
+        return len(self._index_sampler)
+
+    def __iter__(self):
+        if self.persistent_workers and self.num_workers > 0:
+            if self._iterator is None:
+                self._iterator = _Iterator(self)
+            else:
+                self._iterator._reset()
+            return self._iterator
+        return _Iterator(self)
+
+    def state_dict(self):
+        """The loader's place, as torchdata's StatefulDataLoader: every
+        batch handed out counts as consumed; load_state_dict on a new
+        DataLoader with the same arguments resumes right after it."""
+        it = self._iterator if self.persistent_workers else \
+            getattr(self, "_last_iterator", lambda: None)()
+        if it is None or it._finished:
+            return {"_iterator_finished": True,
+                    "_num_yielded": 0 if it is None else it._yielded,
+                    "_snapshot": None}
+        return it._state()
+
+    def load_state_dict(self, state_dict):
+        """Resume, at the next iter(), where state_dict was saved."""
+        if state_dict.get("_iterator_finished", False):
+            self._resume = None
+            return
+        snap = state_dict.get("_snapshot")
+        if not isinstance(snap, dict) or "forkload" not in snap:
+            raise ValueError("not a forkload.DataLoader state_dict: it has "
+                             "no forkload snapshot")
+        self._resume = state_dict
+        if self._iterator is not None:
+            self._iterator._close()
+            self._iterator = None
+
+    def __del__(self):
+        it = self.__dict__.get("_iterator")
+        if it is not None:
+            it._close()
+
+
+def _check_context(ctx):
+    if ctx is None:
+        return
+    method = ctx if isinstance(ctx, str) else getattr(
+        ctx, "get_start_method", lambda: None)()
+    if method != "fork":
+        raise ValueError(
+            f"multiprocessing_context={ctx!r}: forkload forks its workers "
+            "from the consumer (as the 'fork' context does); 'spawn' and "
+            "'forkserver' are not available. Pass None or 'fork'.")
+
+
+class _Iterator:
+    """One pass over a DataLoader: what torch's _BaseDataLoaderIter does,
+    with libforkload doing the work."""
+
+    def __init__(self, loader):
+        self._dl = loader
+        self._loader = None
+        self._plan_cap = 0
+        self._start(first=True)
+        loader._last_iterator = weakref.ref(self)
+
+    # The order of draws is torch's: iter(sampler) draws nothing, then the
+    # base seed, then the sampler's seed at its first next(): at iter()
+    # with workers, which prefetch, and at the first batch without.
+    def _start(self, first):
+        dl = self._dl
+        resume = dl._resume
+        dl._resume = None
+        if resume is not None:
+            if first or not dl.persistent_workers:
+                self._base_seed = resume["_snapshot"]["base_seed"]
+        elif first:
+            self._base_seed = _draw_seed(dl.generator)
+        self._yielded = 0 if resume is None else resume["_num_yielded"]
+        self._finished = False
+        self._resume_from = resume
+        self._begun = False
+        if dl.num_workers > 0:
+            self._begin()
+
+    def _begin(self):
+        resume = self._resume_from
+        self._resume_from = None
+        if resume is not None:
+            self._order = resume["_snapshot"]["order"]
+        else:
+            self._order = self._draw_order()
+        self._begun = True
+        o = self._order
+        if (o["kind"] == "plan" and not o["plan"]) or (
+                o["kind"] == "map" and len(self._dl.dataset) == 0):
+            self._finished = True  # an epoch of no batch: nothing to fork
+            return
+        self._make_loader()
+        if resume is not None:
+            self._loader.state_load(resume["_snapshot"]["forkload"])
+        self._loader.begin(self._order["epoch"], self._base_seed % 2**64,
+                           self._order.get("plan"))
+
+    def _draw_order(self):
+        """What libforkload needs for this epoch's order: a recognised
+        sampler is drawn in C, anything else iterated here, as torch
+        does, into a plan of batches."""
+        dl = self._dl
+        if dl._iterable:
+            return {"kind": "iterable", "epoch": 0}
+        sampler = dl.sampler if dl.batch_sampler is None else \
+            getattr(dl.batch_sampler, "sampler", None)
+        bs = dl.batch_sampler
+        plain_batches = bs is None or (
+            BatchSampler is not None and type(bs) is BatchSampler)
+        n = len(dl.dataset) if hasattr(dl.dataset, "__len__") else None
+        if plain_batches and SequentialSampler is not None:
+            t = type(sampler)
+            if t is SequentialSampler and sampler.data_source is dl.dataset:
+                return {"kind": "map", "epoch": 0, "shuffle": False}
+            if (t is RandomSampler and sampler.data_source is dl.dataset and
+                    not sampler.replacement and
+                    sampler._num_samples is None and
+                    sampler.generator is None and n is not None):
+                # RandomSampler.__iter__'s own draw, then torch.randperm
+                # for that seed: drawn in C.
+                seed = _draw_seed(None)
+                return {"kind": "map", "epoch": seed, "shuffle": True}
+            if (t is DistributedSampler and sampler.dataset is dl.dataset):
+                return {"kind": "map", "shuffle": sampler.shuffle,
+                        "epoch": (sampler.seed + sampler.epoch)
+                        % 2**64 if sampler.shuffle else 0,
+                        "rank": sampler.rank,
+                        "world_size": sampler.num_replicas,
+                        "shard_mode": "trim" if sampler.drop_last else "pad"}
+        return {"kind": "plan", "epoch": 0, "plan": list(dl._index_sampler)}
+
+    def _make_loader(self):
+        dl = self._dl
+        o = self._order
+        kind = o["kind"]
+        plan = o.get("plan")
+        if self._loader is not None and dl.persistent_workers:
+            if kind != "plan" or len(plan) <= self._plan_cap:
+                return
+            self._close()
+        if kind == "plan":
+            length = len(plan)
+            if dl.persistent_workers:
+                length = max(length, 1) * 2
+            self._plan_cap = length
+            probe = plan[0] if plan else None
+            batch_size = 1
+        elif kind == "map":
+            length = len(dl.dataset)
+            batch_size = dl.batch_size or 1
+            probe = list(range(min(batch_size, length)))
+            if dl.batch_size is None:
+                probe = 0
+        else:
+            length = 0
+            batch_size = dl.batch_size or 0
+            probe = None
+        collate = dl.collate_fn
+        if collate is None and not dl._auto_collation:
+            collate = False
+        setup = functools.partial(_worker.setup, dl.num_workers, dl.dataset,
+                                  dl.worker_init_fn)
+        args = dict(batch_size=batch_size, length=length,
+                    num_workers=dl.num_workers,
+                    prefetch_factor=dl.prefetch_factor or 2,
+                    persistent_workers=dl.persistent_workers,
+                    in_order=dl.in_order,
+                    drop_last=dl.drop_last,
+                    shuffle=o.get("shuffle", False),
+                    shuffle_algorithm=dl.shuffle_algorithm,
+                    rank=o.get("rank", 0), world_size=o.get("world_size", 1),
+                    shard_mode=o.get("shard_mode", "pad"),
+                    sharing=dl.sharing, timeout=float(dl.timeout),
+                    tensor_type=dl.tensor_type, probe=probe)
+        if dl.sample_bytes is not None:
+            args["sample_bytes"] = dl.sample_bytes
+        self._loader = _forkload.Loader(dl.dataset, kind, collate, setup,
+                                        **args)
+        with _live_lock:
+            _live.add(self._loader)
+
+    def _reset(self):
+        """A persistent loader's next epoch: a new order, the same base
+        seed and workers."""
+        if self._loader is not None and not self._finished:
+            self._loader.stop()
+        self._start(first=False)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._dl)
+
+    def __next__(self):
+        if self._finished:
+            raise StopIteration
+        if not self._begun:
+            self._begin()
+        if self._finished or self._loader is None:  # empty, or interrupted
+            raise StopIteration
+        try:
+            batch = self._loader.next()
+        except KeyboardInterrupt:
+            self._close()
+            raise
+        if batch is None:
+            self._finished = True
+            if not self._dl.persistent_workers:
+                self._close()
+            raise StopIteration
+        self._yielded += 1
+        if self._dl._pin:
+            from torch.utils.data._utils.pin_memory import pin_memory
+            batch = pin_memory(batch, self._dl.pin_memory_device or None)
+        return batch
+
+    def _state(self):
+        if not self._begun:  # nothing drawn yet for this epoch
+            return {"_iterator_finished": True, "_num_yielded": 0,
+                    "_snapshot": None}
+        snap = {"forkload": self._loader.state_save(),
+                "base_seed": self._base_seed, "order": self._order}
+        return {"_iterator_finished": False, "_num_yielded": self._yielded,
+                "_sampler_iter_yielded": self._yielded,
+                "_snapshot": snap}
+
+    def _close(self):
+        if self._loader is not None:
+            self._loader.close()
+            self._loader = None
+
+    def __del__(self):
+        self._close()
