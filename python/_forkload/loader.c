@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -61,10 +63,10 @@ fork_begin(flpy_loader *self)
 }
 
 /*
- * The room of a batch, measured: a child forked for it fills the first
- * batch into a growing buffer and reports its size, leaving the consumer's
- * random state and memory as they were.  reply: the blob's bytes, its
- * skeleton's, its arrays'; all 0 when the batch failed or is empty.
+ * The room of a batch, measured: a child forked for it collates one sample
+ * as a batch of one into a growing buffer and reports its size, leaving
+ * the consumer's random state and memory as they were.  reply: the blob's
+ * bytes, its skeleton's, its arrays'; all 0 when it failed.
  */
 static int
 probe(flpy_loader *self, PyObject *keys, uint64_t reply[3])
@@ -86,6 +88,8 @@ probe(flpy_loader *self, PyObject *keys, uint64_t reply[3])
     PyOS_AfterFork_Child();
     close(fds[0]);
     flpy_writer_init(&w, NULL, 0, 1);
+    if (self->src.batch_size > 1)
+      self->src.batch_size = 1; /* this child's copy: a batch of one */
     if (self->src.kind == FLPY_ITERABLE)
       flpy_source_open(&self->src, NULL);
     h = (flpy_blob *)w.base;
@@ -106,40 +110,52 @@ probe(flpy_loader *self, PyObject *keys, uint64_t reply[3])
     PyErr_SetFromErrno(PyExc_OSError);
     return -1;
   }
+  /* Its sample may be slow: Ctrl-C meanwhile ends it and raises. */
+  for (;;) {
+    struct pollfd pfd = {fds[0], POLLIN, 0};
+
+    Py_BEGIN_ALLOW_THREADS
+    got = poll(&pfd, 1, FLPY_POLL_MS);
+    Py_END_ALLOW_THREADS
+    if (got > 0)
+      break;
+    if (PyErr_CheckSignals() != 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+  }
+  got = PyErr_Occurred() ? -1 : read(fds[0], reply, 3 * sizeof(*reply));
   Py_BEGIN_ALLOW_THREADS
-  do
-    got = read(fds[0], reply, 3 * sizeof(*reply));
-  while (got < 0 && errno == EINTR);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
   Py_END_ALLOW_THREADS
   close(fds[0]);
+  if (PyErr_Occurred())
+    return -1;
   if (got != 3 * sizeof(*reply))
     memset(reply, 0, 3 * sizeof(*reply));
   return 0;
 }
 
 /*
- * Bytes of one libforkload sample's room, from the probe: a map-style
- * batch of n samples gets n of them, so each holds a sample's arrays and
- * the whole overhead (header, skeleton, alignment).  A skeleton that
- * carries data (strings, pickled objects) may double; a first batch that
- * failed leaves a megabyte.  Room for an error's record is always there:
- * wrap() cuts a traceback to fit.
+ * Bytes of one libforkload sample's room, from the probe's batch of one:
+ * its arrays and the whole overhead (header, skeleton, alignment), so that
+ * a map-style batch of n samples, which gets n rooms, holds its n samples'
+ * arrays and one overhead.  A skeleton that carries data (strings, pickled
+ * objects) grows with each sample, and either part may double from one
+ * sample to the next.  A probe that failed leaves a megabyte.  An error's
+ * record always fits: wrap() cuts a traceback to the room.
  */
 static size_t
-room_of(const uint64_t reply[3], size_t per_batch)
+room_of(const uint64_t reply[3])
 {
   uint64_t total = reply[0], skel = reply[1], data = reply[2];
-  uint64_t overhead, fixed = skel < 4096;
 
   if (total == 0)
     return 1 << 20;
-  overhead = total - data;
-  if (!fixed)
-    overhead += skel;
-  data = (data + per_batch - 1) / per_batch;
-  return (size_t)((fixed ? data : 2 * data) + overhead + 4096);
+  if (skel < 4096)
+    return (size_t)(total + 4096);
+  return (size_t)(2 * (data + skel) + (total - data - skel) + 4096);
 }
 
 /* A memfd for the epochs' plans, and a shared page saying which. */
@@ -234,7 +250,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       "length", "num_workers", "prefetch_factor", "persistent_workers",
       "in_order", "drop_last", "shuffle", "shuffle_algorithm", "seed",
       "rank", "world_size", "shard_mode", "sharing", "sample_bytes",
-      "timeout", "tensor_type", "probe", NULL};
+      "timeout", "tensor_type", "probe", "room", NULL};
   static const char *const kinds[] = {"map", "plan", "iterable", NULL};
   static const char *const shards[] = {"pad", "trim", "uneven", NULL};
   static const char *const sharings[] = {"fd", "file_system", NULL};
@@ -244,11 +260,11 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   const char *kind, *shard = "pad", *sharing = "fd", *algo = "torch",
              *tensor = "torch";
   PyObject *dataset, *collate_fn, *setup, *probe_keys = Py_None;
-  Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0;
+  Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0, room_given = 0;
   unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1;
   int persistent = 0, in_order = 1, drop_last = 0, shuffle = 0;
   uint64_t reply[3];
-  size_t per_batch;
+  size_t per_room;
   unsigned long long seed = 0;
   double timeout = 0;
   fl_options opt;
@@ -258,11 +274,11 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   int rc, k;
 
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwds, "OsOO|$nnIIppppsKIIssndsO:Loader", kwlist, &dataset,
+          args, kwds, "OsOO|$nnIIppppsKIIssndsOn:Loader", kwlist, &dataset,
           &kind, &collate_fn, &setup, &batch_size, &length, &num_workers,
           &prefetch, &persistent, &in_order, &drop_last, &shuffle, &algo,
           &seed, &rank, &world, &shard, &sharing, &sample_bytes, &timeout,
-          &tensor, &probe_keys))
+          &tensor, &probe_keys, &room_given))
     return -1;
   if (self->l != NULL) {
     PyErr_SetString(PyExc_RuntimeError, "Loader is already made");
@@ -320,16 +336,18 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   if (self->src.kind == FLPY_PLAN && plan_setup(self) != 0)
     return -1;
   self->plan_cap = (size_t)length;
-  per_batch = self->src.kind == FLPY_MAP && batch_size > 1 ? (size_t)batch_size : 1;
-  if (sample_bytes > 0) {
+  /* A libforkload sample is a whole batch but in a map-style loader. */
+  per_room = self->src.kind == FLPY_MAP || batch_size == 0 ? 1
+                                                          : (size_t)batch_size;
+  if (room_given > 0) {
+    room = (size_t)room_given;
+  } else if (sample_bytes > 0) {
     /* The user's room for a sample's arrays, and the overhead's. */
-    room = (size_t)sample_bytes * (self->src.kind == FLPY_MAP ? 1
-                                   : batch_size ? (size_t)batch_size : 1) +
-           65536;
+    room = (size_t)sample_bytes * per_room + 65536;
   } else {
     if (probe(self, probe_keys, reply) != 0)
       return -1;
-    room = room_of(reply, per_batch);
+    room = room_of(reply) * per_room;
   }
   room = (room + FLPY_ALIGN - 1) & ~(size_t)(FLPY_ALIGN - 1);
   self->src.room = room;
@@ -436,9 +454,13 @@ loader_next(PyObject *op, PyObject *unused)
     if (deadline > 0) {
       left = deadline - now();
       if (left <= 0) {
-        return PyErr_Format(PyExc_RuntimeError,
-                            "DataLoader timed out after %g seconds",
-                            self->timeout);
+        PyObject *secs = PyFloat_FromDouble(self->timeout);
+
+        if (secs != NULL)
+          PyErr_Format(PyExc_RuntimeError,
+                       "DataLoader timed out after %S seconds", secs);
+        Py_XDECREF(secs);
+        return NULL;
       }
       if (left * 1000 < wait)
         wait = (unsigned)ceil(left * 1000);

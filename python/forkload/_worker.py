@@ -124,8 +124,13 @@ def wrap(exc, worker_id, max_bytes=1 << 16):
         key = id(exc)
         _inline[key] = exc
         return pickle.dumps(("inline", key))
-    text = "".join(traceback.format_exception(type(exc), exc,
-                                              exc.__traceback__))
+    if exc.__traceback__ is None:  # raised by forkload's C collation
+        text = ("Traceback (most recent call last):\n"
+                "  (forkload's default_collate, in C)\n" +
+                "".join(traceback.format_exception_only(type(exc), exc)))
+    else:
+        text = "".join(traceback.format_exception(type(exc), exc,
+                                                  exc.__traceback__))
     where = f"in DataLoader worker process {worker_id}"
     exc_type = type(exc)
     try:

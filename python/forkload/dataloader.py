@@ -253,13 +253,17 @@ class DataLoader:
             raise ValueError(
                 "prefetch_factor option could only be specified in "
                 "multiprocessing.let num_workers > 0 to enable "
-                "multiprocessing, otherwise set prefetch_factor to None.")
+                "multiprocessing.")
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         elif prefetch_factor is not None and prefetch_factor < 0:
             raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
+        if multiprocessing_context is not None and num_workers == 0:
+            raise ValueError(
+                "multiprocessing_context can only be used with multi-process "
+                "loading (num_workers > 0), but got num_workers=0")
         _check_context(multiprocessing_context)
         if sharing not in ("fd", "file_system"):
             raise ValueError("sharing should be 'fd' (each batch's segment "
@@ -359,7 +363,16 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self._iterator = None
         self._resume = None
-        self._room = None
+        self._rooms = {}
+        self.__initialized = True
+
+    def __setattr__(self, attr, val):
+        if self.__dict__.get("_DataLoader__initialized") and attr in (
+                "batch_size", "batch_sampler", "sampler", "drop_last",
+                "dataset", "persistent_workers"):
+            raise ValueError(f"{attr} attribute should not be set after "
+                             f"{type(self).__name__} is initialized")
+        super().__setattr__(attr, val)
 
     @property
     def _auto_collation(self):
@@ -381,6 +394,10 @@ class DataLoader:
         return len(self._index_sampler)
 
     def __iter__(self):
+        if self.timeout and self.num_workers == 0:
+            # torch's single-process iterator asserts this too.
+            raise AssertionError("timeout needs num_workers > 0: without "
+                                 "workers, nothing is waited for")
         if self.persistent_workers and self.num_workers > 0:
             if self._iterator is None:
                 self._iterator = _Iterator(self)
@@ -438,7 +455,15 @@ class _Iterator:
     with libforkload doing the work."""
 
     def __init__(self, loader):
-        self._dl = loader
+        # A persistent loader holds its iterator: then the iterator holds
+        # it weakly, so that `del loader` ends the workers at once.
+        if loader.persistent_workers and loader.num_workers > 0:
+            self._dl_ref = weakref.ref(loader)
+        else:
+            self._dl_strong = loader
+        self._persistent = loader.persistent_workers
+        self._pin = loader._pin
+        self._pin_device = loader.pin_memory_device or None
         self._loader = None
         self._plan_cap = 0
         self._start(first=True)
@@ -525,19 +550,20 @@ class _Iterator:
             if kind != "plan" or len(plan) <= self._plan_cap:
                 return
             self._close()
+        # The probe measures one sample, collated as a batch of one.
         if kind == "plan":
             length = len(plan)
             if dl.persistent_workers:
                 length = max(length, 1) * 2
             self._plan_cap = length
-            probe = plan[0] if plan else None
-            batch_size = 1
+            probe = plan[0] if dl.batch_size is None and \
+                dl.batch_sampler is None else list(plan[0])[:1]
+            batch_size = max(len(b) for b in plan) if \
+                dl._auto_collation else 0
         elif kind == "map":
             length = len(dl.dataset)
             batch_size = dl.batch_size or 1
-            probe = list(range(min(batch_size, length)))
-            if dl.batch_size is None:
-                probe = 0
+            probe = 0 if dl.batch_size is None else [0]
         else:
             length = 0
             batch_size = dl.batch_size or 0
@@ -561,10 +587,22 @@ class _Iterator:
                     tensor_type=dl.tensor_type, probe=probe)
         if dl.sample_bytes is not None:
             args["sample_bytes"] = dl.sample_bytes
+        elif dl._rooms.get(kind):
+            args["room"] = dl._rooms[kind]  # measured for an earlier epoch
         self._loader = _forkload.Loader(dl.dataset, kind, collate, setup,
                                         **args)
+        dl._rooms[kind] = self._loader.room
         with _live_lock:
             _live.add(self._loader)
+
+    @property
+    def _dl(self):
+        if "_dl_strong" in self.__dict__:
+            return self._dl_strong
+        dl = self._dl_ref()
+        if dl is None:
+            raise RuntimeError("forkload: this iterator's DataLoader is gone")
+        return dl
 
     def _reset(self):
         """A persistent loader's next epoch: a new order, the same base
@@ -593,13 +631,13 @@ class _Iterator:
             raise
         if batch is None:
             self._finished = True
-            if not self._dl.persistent_workers:
+            if not self._persistent:
                 self._close()
             raise StopIteration
         self._yielded += 1
-        if self._dl._pin:
+        if self._pin:
             from torch.utils.data._utils.pin_memory import pin_memory
-            batch = pin_memory(batch, self._dl.pin_memory_device or None)
+            batch = pin_memory(batch, self._pin_device)
         return batch
 
     def _state(self):
