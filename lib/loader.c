@@ -417,18 +417,27 @@ fl_loader_len(const fl_loader *l)
 }
 
 /*
- * Run the loop once, waiting at most until *deadline (0: forever).
- * Returns 0, or FL_ETIMEDOUT once the deadline has passed.
+ * Run the loop once, waiting at most until the earlier of deadline (the
+ * loader's timeout_ms) and until (fl_loader_poll's wait_ms); 0: none.
+ * Returns 0; FL_ETIMEDOUT once deadline has passed (it wins a tie); or
+ * FL_EAGAIN once until has, after a run that takes in what has arrived
+ * without waiting.
  */
 static int
-wait_once(fl_loader *l, double deadline)
+wait_once(fl_loader *l, double deadline, double until)
 {
-  double t0 = fl__now(), left;
+  double t0 = fl__now(), end = deadline, left;
 
-  if (deadline > 0) {
-    left = deadline - t0;
-    if (left <= 0)
+  if (until > 0 && (end == 0 || until < end))
+    end = until;
+  if (end > 0) {
+    left = end - t0;
+    if (left <= 0 && end == deadline)
       return FL_ETIMEDOUT;
+    if (left <= 0) {
+      uv_run(&l->loop, UV_RUN_NOWAIT);
+      return FL_EAGAIN;
+    }
     l->timed_out = 0;
     /* libuv times a timer from the loop's cached clock, which is as old
        as the loop's last run: after a training step longer than the
@@ -437,10 +446,12 @@ wait_once(fl_loader *l, double deadline)
     uv_timer_start(&l->timer, on_timer, (uint64_t)(left * 1000) + 1, 0);
   }
   uv_run(&l->loop, UV_RUN_ONCE);
-  if (deadline > 0)
+  if (end > 0)
     uv_timer_stop(&l->timer);
   l->stats.wait_seconds += fl__now() - t0;
-  return l->timed_out ? FL_ETIMEDOUT : 0;
+  if (end == 0 || !l->timed_out)
+    return 0;
+  return end == deadline ? FL_ETIMEDOUT : FL_EAGAIN;
 }
 
 /* Throw away what an unfinished epoch left, so the next starts clean. */
@@ -478,7 +489,7 @@ abandon_epoch(fl_loader *l)
       busy += l->workers[i].sent;
     if (busy == 0 || l->fatal)
       return l->fatal;
-    if (wait_once(l, deadline) != FL_ETIMEDOUT)
+    if (wait_once(l, deadline, 0) != FL_ETIMEDOUT)
       continue;
     if (fl__workers_kill_hung(l) > 0)
       deadline = fl__now() + l->opt.timeout_ms / 1e3;
@@ -821,26 +832,32 @@ next_inline(fl_loader *l, fl_batch **out)
   return hand_out(l, b, out);
 }
 
-int
-fl_loader_next(fl_loader *l, fl_batch **out)
+/*
+ * fl_loader_next, or with poll set fl_loader_poll: then the wait for the
+ * workers ends wait_ms after the call, with FL_EAGAIN and the epoch as it
+ * was.
+ */
+static int
+take(fl_loader *l, fl_batch **out, int poll, unsigned wait_ms)
 {
+  const char *fn = poll ? "fl_loader_poll" : "fl_loader_next";
   const fl_batch *lost;
-  double deadline;
+  double deadline, until;
   fl_batch *b;
-  int rc;
+  int rc, looked = 0;
 
   if (out != NULL)
     *out = NULL;
   if (l == NULL || out == NULL)
     return FL_EINVAL;
   if (FL__FOREIGN(l))
-    return fl__loader_foreign(l, "fl_loader_next");
+    return fl__loader_foreign(l, fn);
   if (l->fatal)
     return l->fatal;
   if (!l->in_epoch)
     return fl__loader_set_error(l, FL_ESTATE,
-                                "no epoch is under way: fl_loader_next "
-                                "needs a successful fl_loader_begin first");
+                                "no epoch is under way: %s needs a "
+                                "successful fl_loader_begin first", fn);
   if (l->epoch_over)
     return 0;
   if (l->unpinned != NULL) {
@@ -855,6 +872,7 @@ fl_loader_next(fl_loader *l, fl_batch **out)
   if (l->opt.num_workers == 0)
     return next_inline(l, out);
   deadline = l->opt.timeout_ms ? fl__now() + l->opt.timeout_ms / 1e3 : 0;
+  until = poll ? fl__now() + wait_ms / 1e3 : 0;
   /* Batches lost for want of fds or shm: ask again, once per call; short
      of fds, only the one due, for which room was made. */
   if (l->nrefetch > 0 &&
@@ -907,7 +925,8 @@ fl_loader_next(fl_loader *l, fl_batch **out)
         return rc;
       continue;
     }
-    if (wait_once(l, deadline) == FL_ETIMEDOUT) {
+    rc = wait_once(l, deadline, until);
+    if (rc == FL_ETIMEDOUT) {
       /* With restarts to spare, a hung worker is killed and respawned. */
       if (fl__workers_kill_hung(l) > 0) {
         deadline = fl__now() + l->opt.timeout_ms / 1e3;
@@ -920,7 +939,28 @@ fl_loader_next(fl_loader *l, fl_batch **out)
     }
     if (l->fatal)
       return l->fatal;
+    if (rc == FL_EAGAIN) {
+      /* The wait is over: once what its last run took in is looked at. */
+      if (looked)
+        return fl__loader_set_error(l, FL_EAGAIN,
+                                    "no batch within %u ms (wait_ms of "
+                                    "fl_loader_poll); the epoch goes on",
+                                    wait_ms);
+      looked = 1;
+    }
   }
+}
+
+int
+fl_loader_next(fl_loader *l, fl_batch **out)
+{
+  return take(l, out, 0, 0);
+}
+
+int
+fl_loader_poll(fl_loader *l, fl_batch **out, unsigned wait_ms)
+{
+  return take(l, out, 1, wait_ms);
 }
 
 void
