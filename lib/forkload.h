@@ -333,6 +333,13 @@ FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);
    each call's start, so a wait_ms below it never ends in FL_ETIMEDOUT.
    With num_workers 0 the batch is filled here, whatever wait_ms. */
 FL_EXTERN int fl_loader_poll(fl_loader *l, fl_batch **out, unsigned wait_ms);
+/* Since 0.8: end the epoch under way, if any, and stop every worker,
+   persistent ones too, at once.  The batches sent to them and not handed
+   out are dropped; those the caller holds stay valid until released or the
+   loader destroyed.  fl_loader_next is then FL_ESTATE until
+   fl_loader_begin, which forks new workers.  0, or a negative code (the
+   loader's final error, its workers stopped all the same). */
+FL_EXTERN int fl_loader_stop(fl_loader *l);
 /* The last error as a sentence; NULL l: why the last fl_loader_create*
    or fl_dataset_* call of this thread failed. */
 FL_EXTERN const char *fl_loader_error(const fl_loader *l);

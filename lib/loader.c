@@ -454,9 +454,12 @@ wait_once(fl_loader *l, double deadline, double until)
   return end == deadline ? FL_ETIMEDOUT : FL_EAGAIN;
 }
 
-/* Throw away what an unfinished epoch left, so the next starts clean. */
+/*
+ * Throw away what an unfinished epoch left, so the next starts clean; with
+ * stop (or workers forked per epoch), by stopping every worker.
+ */
 static int
-abandon_epoch(fl_loader *l)
+abandon_epoch(fl_loader *l, int stop)
 {
   double deadline = l->opt.timeout_ms ? fl__now() + l->opt.timeout_ms / 1e3 : 0;
   unsigned i, busy;
@@ -464,7 +467,7 @@ abandon_epoch(fl_loader *l)
   int rc;
 
   l->in_epoch = 0;
-  if (!l->opt.persistent_workers) {
+  if (stop || !l->opt.persistent_workers) {
     fl__workers_stop(l);
     fl__reorder_reset(&l->reorder);
     return 0;
@@ -499,6 +502,16 @@ abandon_epoch(fl_loader *l)
                                   "epoch's batches in %u ms",
                                   l->opt.timeout_ms);
   }
+}
+
+/* The batch kept unpinned for the next call goes with an epoch cut short:
+   with workers, abandon_epoch takes it back with the rest. */
+static void
+drop_unpinned(fl_loader *l)
+{
+  if (l->unpinned != NULL && l->opt.num_workers == 0)
+    fl__slot_recycle(l, l->unpinned);
+  l->unpinned = NULL;
 }
 
 /*
@@ -571,12 +584,9 @@ fl_loader_begin(fl_loader *l)
     return fl__loader_foreign(l, "fl_loader_begin");
   if (l->fatal)
     return l->fatal;
-  /* With workers, an epoch cut short takes back a batch kept unpinned. */
-  if (l->unpinned != NULL && l->opt.num_workers == 0)
-    fl__slot_recycle(l, l->unpinned);
-  l->unpinned = NULL;
+  drop_unpinned(l);
   if (l->in_epoch && !l->epoch_over && l->opt.num_workers > 0) {
-    rc = abandon_epoch(l);
+    rc = abandon_epoch(l, 0);
     if (rc != 0)
       return rc;
   }
@@ -623,6 +633,28 @@ fl_loader_set_epoch(fl_loader *l, uint64_t epoch)
     return l->fatal;
   l->next_epoch = epoch;
   return 0;
+}
+
+/*
+ * Ends the epoch, as a begin would, and stops every worker: a batch the
+ * caller holds keeps its mapping, and at its release goes to the pool or
+ * is unmapped, as one of any worker that ended.
+ */
+int
+fl_loader_stop(fl_loader *l)
+{
+  if (l == NULL)
+    return FL_EINVAL;
+  if (FL__FOREIGN(l))
+    return fl__loader_foreign(l, "fl_loader_stop");
+  drop_unpinned(l);
+  /* A stream read here is closed, as each worker's is when it stops. */
+  if (l->iterable)
+    fl__stream_close(l, &l->stream);
+  abandon_epoch(l, 1);
+  /* The stats' figure is otherwise set as tasks are sent: none are now. */
+  l->stats.in_flight = 0;
+  return l->fatal;
 }
 
 uint64_t

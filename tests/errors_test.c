@@ -615,6 +615,8 @@ next_before_begin_is_estate_with_message(void **state)
     assert_null(b);
     assert_non_null(strstr(fl_loader_error(l), "fl_loader_poll needs"));
     assert_int_equal(fl_loader_poll(l, NULL, 0), FL_EINVAL);
+    /* Stopping a loader that never began is no misuse. */
+    assert_int_equal(fl_loader_stop(l), 0);
     fl_loader_destroy(l);
     flt_assert_clean(&base);
     flt_data_free(&d);
@@ -636,6 +638,7 @@ null_loader_calls_are_einval_or_noops(void **state)
   b = (fl_batch *)(void *)&sentinel_storage;
   assert_int_equal(fl_loader_poll(NULL, &b, 0), FL_EINVAL);
   assert_null(b);
+  assert_int_equal(fl_loader_stop(NULL), FL_EINVAL);
   assert_int_equal(fl_loader_stats(NULL, &s), FL_EINVAL);
   assert_int_equal(fl_loader_len(NULL), 0);
   fl_loader_destroy(NULL);

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -417,6 +418,191 @@ begin_mid_epoch_discards_stale_batches(void **state)
   restart(1, FL_SHARE_FILE_SYSTEM);
   restart(0, FL_SHARE_FILE_DESCRIPTOR);
   restart(0, FL_SHARE_FILE_SYSTEM);
+}
+
+/* Batch b, the seq-th of an unshuffled epoch of batches of 4, is whole. */
+static void
+assert_whole(const fl_batch *b, size_t seq, size_t sb)
+{
+  const unsigned char *data = fl_batch_data(b);
+  size_t i;
+
+  assert_int_equal(fl_batch_seq(b), seq);
+  assert_int_equal(fl_batch_count(b), 4);
+  for (i = 0; i < 4; i++) {
+    assert_int_equal(fl_batch_indices(b)[i], seq * 4 + i);
+    assert_true(flt_sample_ok(data + i * sb, sb, seq * 4 + i));
+  }
+}
+
+/* The worker processes recorded by flt_worker_init are reaped. */
+static void
+assert_gone(const flt_case *f, const pid_t *pids, unsigned n)
+{
+  unsigned w;
+
+  for (w = 0; w < n; w++) {
+    assert_true(pids[w] > 0);
+    assert_int_equal(kill(pids[w], 0), -1);
+    assert_int_equal(errno, ESRCH);
+  }
+  assert_int_equal(flt_child_count(), f->base.children);
+}
+
+/*
+ * Stopped in the middle of an epoch, holding three batches: the workers
+ * are reaped at once, persistent or not; the batches held keep their
+ * bytes, across a new epoch whose new workers reuse what was freed; next
+ * and poll are FL_ESTATE until begin; a second stop does nothing.
+ * Persistent workers forked anew are seeded as at a loader's first begin
+ * of that epoch (the seed of epoch 1's workers without persistence).
+ */
+static void
+stop_mid_epoch(fl_sharing sharing, int persistent)
+{
+  const size_t sb = 4096;
+  fl_batch *held[3], *b;
+  uint64_t seeds[6];
+  pid_t pids[2];
+  fl_stats st;
+  flt_case f;
+  unsigned w;
+  size_t i;
+
+  worker_seeds(0, 0, 2, seeds);
+  flt_case_init(&f, 64, sb);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 2;
+  f.opt.prefetch_factor = 3;
+  f.opt.sharing = sharing;
+  f.opt.persistent_workers = persistent;
+  f.opt.worker_init = flt_worker_init;
+  f.opt.worker_init_arg = &f.d;
+  flt_case_start(&f);
+  for (i = 0; i < 3; i++)
+    assert_int_equal(fl_loader_next(f.l, &held[i]), 1);
+  for (w = 0; w < 2; w++)
+    pids[w] = (pid_t)f.d.counters->init_pid[w];
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_gone(&f, pids, 2);
+  for (i = 0; i < 3; i++)
+    assert_whole(held[i], i, sb);
+  assert_int_equal(fl_loader_stats(f.l, &st), 0);
+  assert_int_equal(st.batches_held, 3);
+  assert_int_equal(st.reorder_depth, 0);
+  assert_int_equal(st.in_flight, 0);
+  b = held[0];
+  assert_int_equal(fl_loader_next(f.l, &b), FL_ESTATE);
+  assert_null(b);
+  assert_int_equal(fl_loader_poll(f.l, &b, 0), FL_ESTATE);
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  fl_batch_release(held[1]);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  assert_int_equal(fl_loader_epoch(f.l), 1);
+  assert_int_equal(flt_drain(f.l, 0), 16);
+  for (w = 0; w < 2; w++) {
+    assert_int_equal(f.d.counters->init_calls[w], 2);
+    assert_int_not_equal(f.d.counters->init_pid[w], pids[w]);
+  }
+  if (persistent)
+    assert_int_equal(f.d.counters->init_seed[0], seeds[3]);
+  assert_whole(held[0], 0, sb);
+  assert_whole(held[2], 2, sb);
+  fl_batch_release(held[0]);
+  fl_batch_release(held[2]);
+  flt_case_end(&f);
+}
+
+static void
+stop_mid_epoch_reaps_the_workers_and_keeps_the_held_batches(void **state)
+{
+  (void)state;
+  stop_mid_epoch(FL_SHARE_FILE_DESCRIPTOR, 0);
+  stop_mid_epoch(FL_SHARE_FILE_DESCRIPTOR, 1);
+  stop_mid_epoch(FL_SHARE_FILE_SYSTEM, 0);
+  stop_mid_epoch(FL_SHARE_FILE_SYSTEM, 1);
+}
+
+/*
+ * Between epochs, persistent workers stay until stop ends them; the next
+ * begin forks new ones.  Without workers, stop ends the epoch alone.
+ */
+static void
+stop_ends_persistent_workers_between_epochs_and_with_none_the_epoch(
+    void **state)
+{
+  fl_batch *held, *b;
+  pid_t pids[2];
+  flt_case f;
+  unsigned w;
+
+  (void)state;
+  flt_case_init(&f, 64, 64);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 2;
+  f.opt.persistent_workers = 1;
+  f.opt.worker_init = flt_worker_init;
+  f.opt.worker_init_arg = &f.d;
+  flt_case_start(&f);
+  assert_int_equal(flt_drain(f.l, 0), 16);
+  for (w = 0; w < 2; w++) {
+    pids[w] = (pid_t)f.d.counters->init_pid[w];
+    assert_int_equal(kill(pids[w], 0), 0);
+  }
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_gone(&f, pids, 2);
+  assert_int_equal(fl_loader_next(f.l, &b), FL_ESTATE);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  assert_int_equal(flt_drain(f.l, 0), 16);
+  for (w = 0; w < 2; w++)
+    assert_int_equal(f.d.counters->init_calls[w], 2);
+  flt_case_end(&f);
+
+  flt_case_init(&f, 64, 64);
+  f.opt.batch_size = 4;
+  flt_case_start(&f);
+  assert_int_equal(fl_loader_next(f.l, &held), 1);
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_int_equal(fl_loader_next(f.l, &b), FL_ESTATE);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  assert_int_equal(flt_drain(f.l, 0), 16);
+  assert_whole(held, 0, 64);
+  fl_batch_release(held);
+  flt_case_end(&f);
+}
+
+/* Held batches outlive stop, not destroy, which frees them all. */
+static void
+stop_then_destroy(fl_sharing sharing, int persistent, int reuse)
+{
+  flt_case f;
+  fl_batch *b[3];
+  int i;
+
+  flt_case_init(&f, 1000, 256);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 3;
+  f.opt.sharing = sharing;
+  f.opt.persistent_workers = persistent;
+  f.opt.reuse_segments = reuse;
+  flt_case_start(&f);
+  for (i = 0; i < 3; i++)
+    assert_int_equal(fl_loader_next(f.l, &b[i]), 1);
+  fl_batch_release(b[1]);
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_int_equal(flt_child_count(), f.base.children);
+  flt_case_end(&f);
+}
+
+static void
+stop_then_destroy_with_batches_held_leaves_no_process_name_or_fd(void **st)
+{
+  (void)st;
+  stop_then_destroy(FL_SHARE_FILE_DESCRIPTOR, 0, 1);
+  stop_then_destroy(FL_SHARE_FILE_SYSTEM, 0, 1);
+  stop_then_destroy(FL_SHARE_FILE_DESCRIPTOR, 1, 0);
+  stop_then_destroy(FL_SHARE_FILE_SYSTEM, 1, 0);
 }
 
 /* PyTorch's test_in_order_index_ds / test_out_of_order_index_ds. */
@@ -1671,6 +1857,12 @@ main(void)
       cmocka_unit_test(dataset_error_message_names_the_call_and_the_index),
       cmocka_unit_test(early_destroy_leaves_no_process_name_or_fd),
       cmocka_unit_test(begin_mid_epoch_discards_stale_batches),
+      cmocka_unit_test(
+          stop_mid_epoch_reaps_the_workers_and_keeps_the_held_batches),
+      cmocka_unit_test(
+          stop_ends_persistent_workers_between_epochs_and_with_none_the_epoch),
+      cmocka_unit_test(
+          stop_then_destroy_with_batches_held_leaves_no_process_name_or_fd),
       cmocka_unit_test(slow_index_in_order_waits_as_arrival_does_not),
       cmocka_unit_test(custom_indices_sampler_gives_those_indices_in_batches),
       cmocka_unit_test(drop_last_drops_the_short_batch),
