@@ -50,7 +50,8 @@ fl_error_is_final(int code)
   case FL_ENOSPC:
   case FL_ENOMEM:    /* pin_memory: the batch comes next, unpinned */
   case FL_EPERM:
-  case FL_EAGAIN:    /* fl_loader_begin may be tried again */
+  case FL_EAGAIN:    /* fl_loader_begin may be tried again; no batch yet
+                        in fl_loader_poll's wait */
     return 0;
   default:
     return code < 0;

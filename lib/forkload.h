@@ -326,6 +326,20 @@ FL_EXTERN int fl_loader_state_load(fl_loader *l, const void *buf,
 /* 1 and a batch the caller owns until fl_batch_release; 0 (and *out NULL)
    when the epoch is over; a negative code on error. */
 FL_EXTERN int fl_loader_next(fl_loader *l, fl_batch **out);
+/* Since 0.8: fl_loader_next, waiting at most wait_ms for the workers (0:
+   only what has arrived), for a caller with more to watch (Ctrl-C).  When
+   the wait ends first, FL_EAGAIN (not final) and the epoch as it was: the
+   next call goes on, nothing lost or repeated.  timeout_ms counts from
+   each call's start, so a wait_ms below it never ends in FL_ETIMEDOUT.
+   With num_workers 0 the batch is filled here, whatever wait_ms. */
+FL_EXTERN int fl_loader_poll(fl_loader *l, fl_batch **out, unsigned wait_ms);
+/* Since 0.8: end the epoch under way, if any, and stop every worker,
+   persistent ones too, at once.  The batches sent to them and not handed
+   out are dropped; those the caller holds stay valid until released or the
+   loader destroyed.  fl_loader_next is then FL_ESTATE until
+   fl_loader_begin, which forks new workers.  0, or a negative code (the
+   loader's final error, its workers stopped all the same). */
+FL_EXTERN int fl_loader_stop(fl_loader *l);
 /* The last error as a sentence; NULL l: why the last fl_loader_create*
    or fl_dataset_* call of this thread failed. */
 FL_EXTERN const char *fl_loader_error(const fl_loader *l);
@@ -533,8 +547,8 @@ FL_EXTERN const char *fl_err_name(int code);
 /* 1 when, after a call returned code, the loader can hand out no more
    batches (a dead worker, a protocol error, FL_EFATAL, a misuse): destroy
    it.  0 when the error concerned one batch or one call (a dataset error,
-   a timeout, a batch kept at the fd or shm limit, an unpinned segment):
-   call fl_loader_next again for the next batch. */
+   a timeout, fl_loader_poll's wait, a batch kept at the fd or shm limit,
+   an unpinned segment): call fl_loader_next again for the next batch. */
 FL_EXTERN int fl_error_is_final(int code);
 
 #ifdef __cplusplus

@@ -417,18 +417,27 @@ fl_loader_len(const fl_loader *l)
 }
 
 /*
- * Run the loop once, waiting at most until *deadline (0: forever).
- * Returns 0, or FL_ETIMEDOUT once the deadline has passed.
+ * Run the loop once, waiting at most until the earlier of deadline (the
+ * loader's timeout_ms) and until (fl_loader_poll's wait_ms); 0: none.
+ * Returns 0; FL_ETIMEDOUT once deadline has passed (it wins a tie); or
+ * FL_EAGAIN once until has, after a run that takes in what has arrived
+ * without waiting.
  */
 static int
-wait_once(fl_loader *l, double deadline)
+wait_once(fl_loader *l, double deadline, double until)
 {
-  double t0 = fl__now(), left;
+  double t0 = fl__now(), end = deadline, left;
 
-  if (deadline > 0) {
-    left = deadline - t0;
-    if (left <= 0)
+  if (until > 0 && (end == 0 || until < end))
+    end = until;
+  if (end > 0) {
+    left = end - t0;
+    if (left <= 0 && end == deadline)
       return FL_ETIMEDOUT;
+    if (left <= 0) {
+      uv_run(&l->loop, UV_RUN_NOWAIT);
+      return FL_EAGAIN;
+    }
     l->timed_out = 0;
     /* libuv times a timer from the loop's cached clock, which is as old
        as the loop's last run: after a training step longer than the
@@ -437,15 +446,20 @@ wait_once(fl_loader *l, double deadline)
     uv_timer_start(&l->timer, on_timer, (uint64_t)(left * 1000) + 1, 0);
   }
   uv_run(&l->loop, UV_RUN_ONCE);
-  if (deadline > 0)
+  if (end > 0)
     uv_timer_stop(&l->timer);
   l->stats.wait_seconds += fl__now() - t0;
-  return l->timed_out ? FL_ETIMEDOUT : 0;
+  if (end == 0 || !l->timed_out)
+    return 0;
+  return end == deadline ? FL_ETIMEDOUT : FL_EAGAIN;
 }
 
-/* Throw away what an unfinished epoch left, so the next starts clean. */
+/*
+ * Throw away what an unfinished epoch left, so the next starts clean; with
+ * stop (or workers forked per epoch), by stopping every worker.
+ */
 static int
-abandon_epoch(fl_loader *l)
+abandon_epoch(fl_loader *l, int stop)
 {
   double deadline = l->opt.timeout_ms ? fl__now() + l->opt.timeout_ms / 1e3 : 0;
   unsigned i, busy;
@@ -453,7 +467,7 @@ abandon_epoch(fl_loader *l)
   int rc;
 
   l->in_epoch = 0;
-  if (!l->opt.persistent_workers) {
+  if (stop || !l->opt.persistent_workers) {
     fl__workers_stop(l);
     fl__reorder_reset(&l->reorder);
     return 0;
@@ -478,7 +492,7 @@ abandon_epoch(fl_loader *l)
       busy += l->workers[i].sent;
     if (busy == 0 || l->fatal)
       return l->fatal;
-    if (wait_once(l, deadline) != FL_ETIMEDOUT)
+    if (wait_once(l, deadline, 0) != FL_ETIMEDOUT)
       continue;
     if (fl__workers_kill_hung(l) > 0)
       deadline = fl__now() + l->opt.timeout_ms / 1e3;
@@ -488,6 +502,16 @@ abandon_epoch(fl_loader *l)
                                   "epoch's batches in %u ms",
                                   l->opt.timeout_ms);
   }
+}
+
+/* The batch kept unpinned for the next call goes with an epoch cut short:
+   with workers, abandon_epoch takes it back with the rest. */
+static void
+drop_unpinned(fl_loader *l)
+{
+  if (l->unpinned != NULL && l->opt.num_workers == 0)
+    fl__slot_recycle(l, l->unpinned);
+  l->unpinned = NULL;
 }
 
 /*
@@ -560,12 +584,9 @@ fl_loader_begin(fl_loader *l)
     return fl__loader_foreign(l, "fl_loader_begin");
   if (l->fatal)
     return l->fatal;
-  /* With workers, an epoch cut short takes back a batch kept unpinned. */
-  if (l->unpinned != NULL && l->opt.num_workers == 0)
-    fl__slot_recycle(l, l->unpinned);
-  l->unpinned = NULL;
+  drop_unpinned(l);
   if (l->in_epoch && !l->epoch_over && l->opt.num_workers > 0) {
-    rc = abandon_epoch(l);
+    rc = abandon_epoch(l, 0);
     if (rc != 0)
       return rc;
   }
@@ -612,6 +633,28 @@ fl_loader_set_epoch(fl_loader *l, uint64_t epoch)
     return l->fatal;
   l->next_epoch = epoch;
   return 0;
+}
+
+/*
+ * Ends the epoch, as a begin would, and stops every worker: a batch the
+ * caller holds keeps its mapping, and at its release goes to the pool or
+ * is unmapped, as one of any worker that ended.
+ */
+int
+fl_loader_stop(fl_loader *l)
+{
+  if (l == NULL)
+    return FL_EINVAL;
+  if (FL__FOREIGN(l))
+    return fl__loader_foreign(l, "fl_loader_stop");
+  drop_unpinned(l);
+  /* A stream read here is closed, as each worker's is when it stops. */
+  if (l->iterable)
+    fl__stream_close(l, &l->stream);
+  abandon_epoch(l, 1);
+  /* The stats' figure is otherwise set as tasks are sent: none are now. */
+  l->stats.in_flight = 0;
+  return l->fatal;
 }
 
 uint64_t
@@ -821,26 +864,32 @@ next_inline(fl_loader *l, fl_batch **out)
   return hand_out(l, b, out);
 }
 
-int
-fl_loader_next(fl_loader *l, fl_batch **out)
+/*
+ * fl_loader_next, or with poll set fl_loader_poll: then the wait for the
+ * workers ends wait_ms after the call, with FL_EAGAIN and the epoch as it
+ * was.
+ */
+static int
+take(fl_loader *l, fl_batch **out, int poll, unsigned wait_ms)
 {
+  const char *fn = poll ? "fl_loader_poll" : "fl_loader_next";
   const fl_batch *lost;
-  double deadline;
+  double deadline, until;
   fl_batch *b;
-  int rc;
+  int rc, looked = 0;
 
   if (out != NULL)
     *out = NULL;
   if (l == NULL || out == NULL)
     return FL_EINVAL;
   if (FL__FOREIGN(l))
-    return fl__loader_foreign(l, "fl_loader_next");
+    return fl__loader_foreign(l, fn);
   if (l->fatal)
     return l->fatal;
   if (!l->in_epoch)
     return fl__loader_set_error(l, FL_ESTATE,
-                                "no epoch is under way: fl_loader_next "
-                                "needs a successful fl_loader_begin first");
+                                "no epoch is under way: %s needs a "
+                                "successful fl_loader_begin first", fn);
   if (l->epoch_over)
     return 0;
   if (l->unpinned != NULL) {
@@ -855,6 +904,7 @@ fl_loader_next(fl_loader *l, fl_batch **out)
   if (l->opt.num_workers == 0)
     return next_inline(l, out);
   deadline = l->opt.timeout_ms ? fl__now() + l->opt.timeout_ms / 1e3 : 0;
+  until = poll ? fl__now() + wait_ms / 1e3 : 0;
   /* Batches lost for want of fds or shm: ask again, once per call; short
      of fds, only the one due, for which room was made. */
   if (l->nrefetch > 0 &&
@@ -907,7 +957,8 @@ fl_loader_next(fl_loader *l, fl_batch **out)
         return rc;
       continue;
     }
-    if (wait_once(l, deadline) == FL_ETIMEDOUT) {
+    rc = wait_once(l, deadline, until);
+    if (rc == FL_ETIMEDOUT) {
       /* With restarts to spare, a hung worker is killed and respawned. */
       if (fl__workers_kill_hung(l) > 0) {
         deadline = fl__now() + l->opt.timeout_ms / 1e3;
@@ -920,7 +971,28 @@ fl_loader_next(fl_loader *l, fl_batch **out)
     }
     if (l->fatal)
       return l->fatal;
+    if (rc == FL_EAGAIN) {
+      /* The wait is over: once what its last run took in is looked at. */
+      if (looked)
+        return fl__loader_set_error(l, FL_EAGAIN,
+                                    "no batch within %u ms (wait_ms of "
+                                    "fl_loader_poll); the epoch goes on",
+                                    wait_ms);
+      looked = 1;
+    }
   }
+}
+
+int
+fl_loader_next(fl_loader *l, fl_batch **out)
+{
+  return take(l, out, 0, 0);
+}
+
+int
+fl_loader_poll(fl_loader *l, fl_batch **out, unsigned wait_ms)
+{
+  return take(l, out, 1, wait_ms);
 }
 
 void

@@ -610,6 +610,13 @@ next_before_begin_is_estate_with_message(void **state)
     assert_int_equal(fl_loader_next(l, &b), FL_ESTATE);
     assert_null(b);
     assert_non_null(strstr(fl_loader_error(l), "fl_loader_begin"));
+    b = (fl_batch *)(void *)&sentinel_storage;
+    assert_int_equal(fl_loader_poll(l, &b, 0), FL_ESTATE);
+    assert_null(b);
+    assert_non_null(strstr(fl_loader_error(l), "fl_loader_poll needs"));
+    assert_int_equal(fl_loader_poll(l, NULL, 0), FL_EINVAL);
+    /* Stopping a loader that never began is no misuse. */
+    assert_int_equal(fl_loader_stop(l), 0);
     fl_loader_destroy(l);
     flt_assert_clean(&base);
     flt_data_free(&d);
@@ -628,6 +635,10 @@ null_loader_calls_are_einval_or_noops(void **state)
   assert_int_equal(fl_loader_begin(NULL), FL_EINVAL);
   assert_int_equal(fl_loader_next(NULL, &b), FL_EINVAL);
   assert_null(b); /* *out is NULL unless a batch is handed out */
+  b = (fl_batch *)(void *)&sentinel_storage;
+  assert_int_equal(fl_loader_poll(NULL, &b, 0), FL_EINVAL);
+  assert_null(b);
+  assert_int_equal(fl_loader_stop(NULL), FL_EINVAL);
   assert_int_equal(fl_loader_stats(NULL, &s), FL_EINVAL);
   assert_int_equal(fl_loader_len(NULL), 0);
   fl_loader_destroy(NULL);

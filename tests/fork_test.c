@@ -121,6 +121,9 @@ a_child_of_the_host_cannot_reach_the_parents_loader(void **state)
              NULL;
       bad |= fl_loader_begin(c.l) != FL_ESTATE;
       bad |= fl_loader_set_epoch(c.l, 3) != FL_ESTATE;
+      bad |= fl_loader_poll(c.l, &cb, 0) != FL_ESTATE;
+      /* Were the maker's workers stopped, its epoch would not go on. */
+      bad |= fl_loader_stop(c.l) != FL_ESTATE;
       fl_loader_destroy(c.l);
       /* exit, not _exit: the host's atexit handlers run, as in system(). */
       exit(bad);

@@ -329,6 +329,73 @@ every_epoch_reopens_the_streams(void **state)
   epochs(0, 0, 0);
 }
 
+/* Streams closed in this process (num_workers 0). */
+static unsigned closes;
+
+static void
+s_close(void *ctx)
+{
+  (void)ctx;
+  closes++;
+}
+
+/*
+ * Stopped after one batch of an epoch, which stays held, the loader
+ * begins the next with every stream opened anew (in new workers), and
+ * gives the batches of a whole epoch.  Without workers, stop closes the
+ * stream read here at once, as a stopped worker closes its own.
+ */
+static void
+stop_mid_epoch(int persistent, unsigned nw)
+{
+  struct seen whole, again;
+  struct streams s;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  fl_batch *held;
+  uint64_t v;
+  unsigned w;
+
+  flt_baseline_take(&base);
+  s_init(&s, &it);
+  it.close = s_close;
+  closes = 0;
+  s.counts[0] = s.counts[1] = 10;
+  s.first[1] = 10;
+  l = make(&it, nw, 3, 1, persistent, 0);
+  one_epoch(l, &whole);
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(fl_loader_next(l, &held), 1);
+  assert_int_equal(fl_loader_stop(l), 0);
+  assert_int_equal(flt_child_count(), base.children);
+  if (nw == 0)
+    assert_int_equal(closes, 2);
+  one_epoch(l, &again);
+  assert_int_equal(again.nvalues, whole.nvalues);
+  assert_memory_equal(again.values, whole.values,
+                      whole.nvalues * sizeof(uint64_t));
+  memcpy(&v, fl_batch_data(held), sizeof(v));
+  assert_int_equal(v, whole.values[0]);
+  fl_batch_release(held);
+  for (w = 0; w < nw; w++)
+    assert_int_equal(s.opens[w], 3);
+  if (nw == 0)
+    assert_int_equal(s.opens[4], 3);
+  fl_loader_destroy(l);
+  s_free(&s);
+  flt_assert_clean(&base);
+}
+
+static void
+stop_mid_epoch_then_begin_opens_every_stream_anew(void **state)
+{
+  (void)state;
+  stop_mid_epoch(1, 2);
+  stop_mid_epoch(0, 2);
+  stop_mid_epoch(0, 0);
+}
+
 static void
 an_epoch_repeated_by_set_epoch_reopens_the_streams(void **state)
 {
@@ -792,6 +859,7 @@ main(void)
       cmocka_unit_test(each_worker_sends_its_own_short_final_batch),
       cmocka_unit_test(drop_last_drops_each_worker_short_batch),
       cmocka_unit_test(every_epoch_reopens_the_streams),
+      cmocka_unit_test(stop_mid_epoch_then_begin_opens_every_stream_anew),
       cmocka_unit_test(an_epoch_repeated_by_set_epoch_reopens_the_streams),
       cmocka_unit_test(errors_arrive_in_place_and_the_epoch_goes_on),
       cmocka_unit_test_teardown(

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -419,6 +420,191 @@ begin_mid_epoch_discards_stale_batches(void **state)
   restart(0, FL_SHARE_FILE_SYSTEM);
 }
 
+/* Batch b, the seq-th of an unshuffled epoch of batches of 4, is whole. */
+static void
+assert_whole(const fl_batch *b, size_t seq, size_t sb)
+{
+  const unsigned char *data = fl_batch_data(b);
+  size_t i;
+
+  assert_int_equal(fl_batch_seq(b), seq);
+  assert_int_equal(fl_batch_count(b), 4);
+  for (i = 0; i < 4; i++) {
+    assert_int_equal(fl_batch_indices(b)[i], seq * 4 + i);
+    assert_true(flt_sample_ok(data + i * sb, sb, seq * 4 + i));
+  }
+}
+
+/* The worker processes recorded by flt_worker_init are reaped. */
+static void
+assert_gone(const flt_case *f, const pid_t *pids, unsigned n)
+{
+  unsigned w;
+
+  for (w = 0; w < n; w++) {
+    assert_true(pids[w] > 0);
+    assert_int_equal(kill(pids[w], 0), -1);
+    assert_int_equal(errno, ESRCH);
+  }
+  assert_int_equal(flt_child_count(), f->base.children);
+}
+
+/*
+ * Stopped in the middle of an epoch, holding three batches: the workers
+ * are reaped at once, persistent or not; the batches held keep their
+ * bytes, across a new epoch whose new workers reuse what was freed; next
+ * and poll are FL_ESTATE until begin; a second stop does nothing.
+ * Persistent workers forked anew are seeded as at a loader's first begin
+ * of that epoch (the seed of epoch 1's workers without persistence).
+ */
+static void
+stop_mid_epoch(fl_sharing sharing, int persistent)
+{
+  const size_t sb = 4096;
+  fl_batch *held[3], *b;
+  uint64_t seeds[6];
+  pid_t pids[2];
+  fl_stats st;
+  flt_case f;
+  unsigned w;
+  size_t i;
+
+  worker_seeds(0, 0, 2, seeds);
+  flt_case_init(&f, 64, sb);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 2;
+  f.opt.prefetch_factor = 3;
+  f.opt.sharing = sharing;
+  f.opt.persistent_workers = persistent;
+  f.opt.worker_init = flt_worker_init;
+  f.opt.worker_init_arg = &f.d;
+  flt_case_start(&f);
+  for (i = 0; i < 3; i++)
+    assert_int_equal(fl_loader_next(f.l, &held[i]), 1);
+  for (w = 0; w < 2; w++)
+    pids[w] = (pid_t)f.d.counters->init_pid[w];
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_gone(&f, pids, 2);
+  for (i = 0; i < 3; i++)
+    assert_whole(held[i], i, sb);
+  assert_int_equal(fl_loader_stats(f.l, &st), 0);
+  assert_int_equal(st.batches_held, 3);
+  assert_int_equal(st.reorder_depth, 0);
+  assert_int_equal(st.in_flight, 0);
+  b = held[0];
+  assert_int_equal(fl_loader_next(f.l, &b), FL_ESTATE);
+  assert_null(b);
+  assert_int_equal(fl_loader_poll(f.l, &b, 0), FL_ESTATE);
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  fl_batch_release(held[1]);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  assert_int_equal(fl_loader_epoch(f.l), 1);
+  assert_int_equal(flt_drain(f.l, 0), 16);
+  for (w = 0; w < 2; w++) {
+    assert_int_equal(f.d.counters->init_calls[w], 2);
+    assert_int_not_equal(f.d.counters->init_pid[w], pids[w]);
+  }
+  if (persistent)
+    assert_int_equal(f.d.counters->init_seed[0], seeds[3]);
+  assert_whole(held[0], 0, sb);
+  assert_whole(held[2], 2, sb);
+  fl_batch_release(held[0]);
+  fl_batch_release(held[2]);
+  flt_case_end(&f);
+}
+
+static void
+stop_mid_epoch_reaps_the_workers_and_keeps_the_held_batches(void **state)
+{
+  (void)state;
+  stop_mid_epoch(FL_SHARE_FILE_DESCRIPTOR, 0);
+  stop_mid_epoch(FL_SHARE_FILE_DESCRIPTOR, 1);
+  stop_mid_epoch(FL_SHARE_FILE_SYSTEM, 0);
+  stop_mid_epoch(FL_SHARE_FILE_SYSTEM, 1);
+}
+
+/*
+ * Between epochs, persistent workers stay until stop ends them; the next
+ * begin forks new ones.  Without workers, stop ends the epoch alone.
+ */
+static void
+stop_ends_persistent_workers_between_epochs_and_with_none_the_epoch(
+    void **state)
+{
+  fl_batch *held, *b;
+  pid_t pids[2];
+  flt_case f;
+  unsigned w;
+
+  (void)state;
+  flt_case_init(&f, 64, 64);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 2;
+  f.opt.persistent_workers = 1;
+  f.opt.worker_init = flt_worker_init;
+  f.opt.worker_init_arg = &f.d;
+  flt_case_start(&f);
+  assert_int_equal(flt_drain(f.l, 0), 16);
+  for (w = 0; w < 2; w++) {
+    pids[w] = (pid_t)f.d.counters->init_pid[w];
+    assert_int_equal(kill(pids[w], 0), 0);
+  }
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_gone(&f, pids, 2);
+  assert_int_equal(fl_loader_next(f.l, &b), FL_ESTATE);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  assert_int_equal(flt_drain(f.l, 0), 16);
+  for (w = 0; w < 2; w++)
+    assert_int_equal(f.d.counters->init_calls[w], 2);
+  flt_case_end(&f);
+
+  flt_case_init(&f, 64, 64);
+  f.opt.batch_size = 4;
+  flt_case_start(&f);
+  assert_int_equal(fl_loader_next(f.l, &held), 1);
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_int_equal(fl_loader_next(f.l, &b), FL_ESTATE);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  assert_int_equal(flt_drain(f.l, 0), 16);
+  assert_whole(held, 0, 64);
+  fl_batch_release(held);
+  flt_case_end(&f);
+}
+
+/* Held batches outlive stop, not destroy, which frees them all. */
+static void
+stop_then_destroy(fl_sharing sharing, int persistent, int reuse)
+{
+  flt_case f;
+  fl_batch *b[3];
+  int i;
+
+  flt_case_init(&f, 1000, 256);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 3;
+  f.opt.sharing = sharing;
+  f.opt.persistent_workers = persistent;
+  f.opt.reuse_segments = reuse;
+  flt_case_start(&f);
+  for (i = 0; i < 3; i++)
+    assert_int_equal(fl_loader_next(f.l, &b[i]), 1);
+  fl_batch_release(b[1]);
+  assert_int_equal(fl_loader_stop(f.l), 0);
+  assert_int_equal(flt_child_count(), f.base.children);
+  flt_case_end(&f);
+}
+
+static void
+stop_then_destroy_with_batches_held_leaves_no_process_name_or_fd(void **st)
+{
+  (void)st;
+  stop_then_destroy(FL_SHARE_FILE_DESCRIPTOR, 0, 1);
+  stop_then_destroy(FL_SHARE_FILE_SYSTEM, 0, 1);
+  stop_then_destroy(FL_SHARE_FILE_DESCRIPTOR, 1, 0);
+  stop_then_destroy(FL_SHARE_FILE_SYSTEM, 1, 0);
+}
+
 /* PyTorch's test_in_order_index_ds / test_out_of_order_index_ds. */
 static void
 slow_index(int in_order, const size_t *want_idx, const unsigned *want_w)
@@ -649,6 +835,180 @@ begin_after_a_step_longer_than_timeout_ms_waits_the_whole_timeout(void **s)
     fail_msg("%s", fl_loader_error(f.l));
   assert_int_equal(flt_drain(f.l, 0), 4);
   flt_case_end(&f);
+}
+
+/* flt_data's get, each sample slow_get_us late, in the workers too. */
+static int (*plain_get)(void *ctx, size_t index, void *dst, size_t *nbytes);
+static unsigned slow_get_us;
+
+static int
+slow_get(void *ctx, size_t index, void *dst, size_t *nbytes)
+{
+  usleep(slow_get_us);
+  return plain_get(ctx, index, dst, nbytes);
+}
+
+static void
+make_slow(flt_case *f, unsigned us)
+{
+  plain_get = f->ds.get;
+  slow_get_us = us;
+  f->ds.get = slow_get;
+}
+
+/*
+ * An epoch of 24 batches of 40 ms taken by fl_loader_poll, which times out
+ * again and again (wait 0: with 2 ms of other work between the calls):
+ * every batch comes once, in order the very sequence fl_loader_next
+ * gives, and the polls after the last return 0, as fl_loader_next does.
+ * A batch that has arrived is taken by a wait of 0, as they arrive too
+ * (where only the loop's run reads the workers' sockets).
+ */
+static void
+poll_through_an_epoch(int in_order, unsigned wait_ms)
+{
+  const size_t len = 48, bs = 2, nb = 24;
+  unsigned char seen[48], seqs[24];
+  size_t *expect, n = 0, i, k = 0;
+  unsigned timeouts = 0;
+  flt_case f;
+  fl_batch *b;
+  double t0;
+  int rc;
+
+  expect = sequence(0, 0, 9, 1, len, bs);
+  memset(seen, 0, sizeof(seen));
+  memset(seqs, 0, sizeof(seqs));
+  flt_case_init(&f, len, 16);
+  make_slow(&f, 20000);
+  f.opt.batch_size = bs;
+  f.opt.shuffle = 1;
+  f.opt.seed = 9;
+  f.opt.num_workers = 2;
+  f.opt.in_order = in_order;
+  flt_case_start(&f);
+  /* No worker has had 40 ms for a batch yet. */
+  b = (fl_batch *)(void *)&f;
+  rc = fl_loader_poll(f.l, &b, 0);
+  assert_int_equal(rc, FL_EAGAIN);
+  assert_null(b);
+  assert_false(fl_error_is_final(rc));
+  assert_non_null(strstr(fl_loader_error(f.l), "wait_ms"));
+  /* Then one has had the time to arrive (a worker filled both its
+     samples, and 100 ms went by): the next poll takes it. */
+  t0 = flt_now();
+  while (f.d.counters->samples_fetched < 3) {
+    assert_true(flt_now() - t0 < 10);
+    usleep(1000);
+  }
+  usleep(100000);
+  t0 = flt_now();
+  while (n < nb) {
+    if (flt_now() - t0 >= 20)
+      fail_msg("in_order %d, wait %u ms: batch %zu not in 20 s", in_order,
+               wait_ms, n);
+    rc = fl_loader_poll(f.l, &b, wait_ms);
+    if (rc == FL_EAGAIN) {
+      assert_true(n > 0);
+      timeouts++;
+      if (wait_ms == 0)
+        usleep(2000);
+      continue;
+    }
+    if (rc != 1)
+      fail_msg("fl_loader_poll returned %d: %s", rc, fl_loader_error(f.l));
+    check_batch(b, 16, seen, len);
+    assert_true(fl_batch_seq(b) < nb);
+    assert_int_equal(seqs[fl_batch_seq(b)]++, 0);
+    if (in_order) {
+      assert_int_equal(fl_batch_seq(b), n);
+      for (i = 0; i < fl_batch_count(b); i++)
+        assert_int_equal(fl_batch_indices(b)[i], expect[k++]);
+    }
+    fl_batch_release(b);
+    n++;
+  }
+  for (i = 0; i < len; i++)
+    assert_int_equal(seen[i], 1);
+  assert_true(timeouts >= 3);
+  assert_int_equal(fl_loader_poll(f.l, &b, wait_ms), 0);
+  assert_null(b);
+  assert_int_equal(fl_loader_poll(f.l, &b, 0), 0);
+  assert_int_equal(fl_loader_next(f.l, &b), 0);
+  free(expect);
+  flt_case_end(&f);
+}
+
+static void
+poll_that_times_out_loses_and_repeats_no_batch_of_the_epoch(void **state)
+{
+  (void)state;
+  poll_through_an_epoch(1, 0);
+  poll_through_an_epoch(1, 7);
+  poll_through_an_epoch(0, 0);
+  poll_through_an_epoch(0, 7);
+}
+
+/* Without workers there is nothing to wait for: the batch is made here. */
+static void
+poll_without_workers_fills_the_batch_whatever_the_wait(void **state)
+{
+  unsigned char seen[8];
+  flt_case f;
+  fl_batch *b;
+  size_t n;
+
+  (void)state;
+  memset(seen, 0, sizeof(seen));
+  flt_case_init(&f, 8, 16);
+  make_slow(&f, 20000);
+  f.opt.batch_size = 2;
+  flt_case_start(&f);
+  for (n = 0; n < 4; n++) {
+    assert_int_equal(fl_loader_poll(f.l, &b, 0), 1);
+    assert_int_equal(fl_batch_seq(b), n);
+    check_batch(b, 16, seen, 8);
+    fl_batch_release(b);
+  }
+  assert_int_equal(fl_loader_poll(f.l, &b, 0), 0);
+  flt_case_end(&f);
+}
+
+/*
+ * A hung worker: a wait shorter than timeout_ms ends in FL_EAGAIN, one
+ * longer in FL_ETIMEDOUT at timeout_ms, and an equal one too.
+ */
+static void
+poll_past_timeout_ms_is_etimedout_and_a_shorter_wait_eagain(void **state)
+{
+  flt_case f;
+  fl_batch *b;
+  double t0, t;
+
+  (void)state;
+  flt_case_init(&f, 10, 16);
+  f.d.slow_index = 0;
+  f.d.slow_us = 5000000;
+  f.opt.num_workers = 1;
+  f.opt.timeout_ms = 200;
+  flt_case_start(&f);
+  t0 = flt_now();
+  assert_int_equal(fl_loader_poll(f.l, &b, 50), FL_EAGAIN);
+  t = flt_now() - t0;
+  assert_true(t >= 0.045 && t < 1.0);
+  t0 = flt_now();
+  assert_int_equal(fl_loader_poll(f.l, &b, 2000), FL_ETIMEDOUT);
+  t = flt_now() - t0;
+  assert_true(t >= 0.19 && t < 1.0);
+  assert_non_null(strstr(fl_loader_error(f.l), "no batch from the workers"));
+  assert_non_null(strstr(fl_loader_error(f.l), "200 ms"));
+  assert_int_equal(fl_loader_poll(f.l, &b, 200), FL_ETIMEDOUT);
+  assert_null(b);
+  t0 = flt_now();
+  fl_loader_destroy(f.l);
+  assert_true(flt_now() - t0 < 1.5);
+  flt_data_free(&f.d);
+  flt_assert_clean(&f.base);
 }
 
 static void
@@ -1497,6 +1857,12 @@ main(void)
       cmocka_unit_test(dataset_error_message_names_the_call_and_the_index),
       cmocka_unit_test(early_destroy_leaves_no_process_name_or_fd),
       cmocka_unit_test(begin_mid_epoch_discards_stale_batches),
+      cmocka_unit_test(
+          stop_mid_epoch_reaps_the_workers_and_keeps_the_held_batches),
+      cmocka_unit_test(
+          stop_ends_persistent_workers_between_epochs_and_with_none_the_epoch),
+      cmocka_unit_test(
+          stop_then_destroy_with_batches_held_leaves_no_process_name_or_fd),
       cmocka_unit_test(slow_index_in_order_waits_as_arrival_does_not),
       cmocka_unit_test(custom_indices_sampler_gives_those_indices_in_batches),
       cmocka_unit_test(drop_last_drops_the_short_batch),
@@ -1508,6 +1874,11 @@ main(void)
           a_step_longer_than_timeout_ms_does_not_time_out_the_next_wait),
       cmocka_unit_test(
           begin_after_a_step_longer_than_timeout_ms_waits_the_whole_timeout),
+      cmocka_unit_test(
+          poll_that_times_out_loses_and_repeats_no_batch_of_the_epoch),
+      cmocka_unit_test(poll_without_workers_fills_the_batch_whatever_the_wait),
+      cmocka_unit_test(
+          poll_past_timeout_ms_is_etimedout_and_a_shorter_wait_eagain),
       cmocka_unit_test(dead_worker_is_reported_with_pid_and_signal_or_status),
       cmocka_unit_test(no_reuse_gives_a_new_segment_per_batch_and_frees_it),
       cmocka_unit_test(stats_count_held_batches_segments_and_fds),
