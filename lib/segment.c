@@ -135,6 +135,17 @@ explain_reserve(char *err, size_t errlen, const char *name, size_t size,
            (double)vfs.f_bavail * vfs.f_frsize / 1e6);
 }
 
+/*
+ * mmap's EAGAIN (locked memory past RLIMIT_MEMLOCK under mlockall) is a
+ * want of memory: said as EAGAIN it would read as fl_loader_poll's "no
+ * batch yet", and the batch would be lost.
+ */
+static int
+map_error(void)
+{
+  return errno == EAGAIN ? FL_ENOMEM : -errno;
+}
+
 int
 fl__segment_create(fl__segment *seg, const char *name, size_t size,
                    char *err, size_t errlen)
@@ -168,7 +179,7 @@ fl__segment_create(fl__segment *seg, const char *name, size_t size,
   }
   base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
-    rc = -errno;
+    rc = map_error();
     snprintf(err, errlen, "cannot map a %zu-byte segment: %s", size,
              fl__strerror(errno));
     goto fail;
@@ -242,7 +253,7 @@ attach(fl__segment *seg, int fd, size_t size, int flags)
     return FL_EPROTO;
   base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | flags, fd, 0);
   if (base == MAP_FAILED)
-    return -errno;
+    return map_error();
   /* Workers forked later must not keep this batch's memory alive. */
   madvise(base, size, MADV_DONTFORK);
   seg->base = base;
@@ -303,7 +314,7 @@ fl__segment_private(fl__segment *seg, size_t size)
   base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
               -1, 0);
   if (base == MAP_FAILED)
-    return -errno;
+    return map_error();
   /* A worker forked later shares no page of it, to copy on our writes. */
   madvise(base, size, MADV_DONTFORK);
   seg->base = base;
