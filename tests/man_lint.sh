@@ -12,11 +12,12 @@
 #     defines the command NAME (its struct cli_command), forkload.1 for
 #     the options the commands share; and every command has its page;
 #     every public name of lib/forkload.h (tools/man-links.sh -h: its
-#     functions, function-like macros and types) is documented by exactly
+#     functions, function-like macros and types) and of the Python module
+#     (forkload.NAME for each NAME of its __all__) is documented by exactly
 #     one page: in its NAME section (.Nm) or, for a type, in a typedef of
 #     its SYNOPSIS (.Vt), as tools/man-links.sh reads them;
 #     every name a section 3 page documents so is a public name of the
-#     header, or the page's own (forkload);
+#     header or the module, or the page's own (forkload);
 #     every .Xr names a page that exists: one of ours, a name one of ours
 #     documents, or one of the system's pages (where the system has its
 #     section);
@@ -125,6 +126,10 @@ fi
 # that a name two pages claim shows twice.
 links=$(for page in $pages; do sh "$links_sh" "$page"; done 2>/dev/null)
 names=$(sh "$links_sh" -h "$header" 2>/dev/null)
+# The Python module's public names, from its package's __all__.
+names="$names
+$(sed -n 's/^__all__ = \[\(.*\)\]/\1/p' "$top_srcdir/python/forkload/__init__.py" |
+  tr -d '" ' | tr ',' '\n' | sed 's/^/forkload./')"
 wrong=
 for name in $names; do
   owners=$(printf '%s\n' "$links" | awk -v n="$name.3" '$1 == n { print $2 }')
@@ -149,9 +154,9 @@ for pair in $(printf '%s\n' "$links" | awk '$1 ~ /\.3$/ { print $1 ":" $2 }'); d
   printf '%s\n' "$names" | grep -qx "$name" || stray="$stray $page:$name"
 done
 if [ -z "$stray" ]; then
-  ok "every name the section 3 pages document is in lib/forkload.h"
+  ok "every name the section 3 pages document is in lib/forkload.h or the module"
 else
-  not_ok "every name the section 3 pages document is in lib/forkload.h"
+  not_ok "every name the section 3 pages document is in lib/forkload.h or the module"
   diag "not in the header:$stray"
 fi
 
