@@ -1,11 +1,11 @@
 #!/bin/sh
 # Installs, on Debian or Ubuntu, whatever building forkload and running
 # make check need and the machine lacks (Open MPI included, for
-# examples/train_ddp and its test); with --fuzz, also what make fuzz
-# needs; with --study, what make study needs for its plots (gnuplot) and
-# the PyTorch side of make study and make bench (python3-torch and
-# python3-torchvision, where the release has them).  Does
-# nothing when all of it is there.
+# examples/train_ddp and its test, and Python's headers, numpy, pytest and
+# torch, for the Python module and its tests); with --fuzz, also what make
+# fuzz needs; with --study, what make study needs for its plots (gnuplot)
+# and the PyTorch side of make study and make bench (python3-torchvision
+# too, where the release has it).  Does nothing when all of it is there.
 set -e
 usage() {
   echo "usage: sh tools/setup.sh [--fuzz] [--study]"
@@ -33,6 +33,15 @@ update() {
 pkgs="gcc make autoconf automake libtool pkg-config libuv1-dev libcmocka-dev
 mandoc libopenmpi-dev openmpi-bin libjpeg-dev libspng-dev liblmdb-dev
 libarchive-dev"
+# The Python module (python/) is built for the release's python3 and
+# tested with its pytest, numpy and torch (tests/python: without torch
+# they are skipped, that is untested); python3-pil is small, and tests may
+# compare images with it.  Older releases have no python3-torch.
+pkgs="$pkgs python3-dev python3-numpy python3-pytest python3-pil"
+if ! dpkg -s python3-torch >/dev/null 2>&1; then
+  apt-cache show python3-torch >/dev/null 2>&1 || update
+  apt-cache show python3-torch >/dev/null 2>&1 && pkgs="$pkgs python3-torch"
+fi
 # make fuzz (CI) needs clang and libFuzzer's runtime: its own package in
 # Debian 12, which clang only recommends; older releases ship it in clang.
 # A fresh machine may have no package lists yet to tell which it is.
