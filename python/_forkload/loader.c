@@ -50,6 +50,19 @@ raise_fl(flpy_loader *self, int code, const char *why)
   return NULL;
 }
 
+/* torch's sentence for `timeout`. */
+static PyObject *
+timed_out(flpy_loader *self)
+{
+  PyObject *secs = PyFloat_FromDouble(self->timeout);
+
+  if (secs != NULL)
+    PyErr_Format(PyExc_RuntimeError, "DataLoader timed out after %S seconds",
+                 secs);
+  Py_XDECREF(secs);
+  return NULL;
+}
+
 static int
 fork_begin(flpy_loader *self)
 {
@@ -64,20 +77,20 @@ fork_begin(flpy_loader *self)
 
 /*
  * The room of a batch, measured: a child forked for it collates one sample
- * as a batch of one into a growing buffer and reports its size, leaving
- * the consumer's random state and memory as they were.  reply: the blob's
- * bytes, its skeleton's, its arrays'; all 0 when it failed.
+ * as a batch of one into a growing buffer and writes its size to a pipe
+ * (the blob's bytes, its skeleton's, its arrays'; all 0 when it failed),
+ * leaving the consumer's random state and memory as they were.  It runs
+ * while the consumer goes on; the first batch waits for it.
  */
 static int
-probe(flpy_loader *self, PyObject *keys, uint64_t reply[3])
+probe_start(flpy_loader *self, PyObject *keys)
 {
-  int fds[2], status;
+  uint64_t reply[3] = {0, 0, 0};
+  int fds[2];
   pid_t pid;
-  ssize_t got;
   flpy_writer w;
   flpy_blob *h;
 
-  memset(reply, 0, 3 * sizeof(*reply));
   if (pipe2(fds, O_CLOEXEC) != 0) {
     PyErr_SetFromErrno(PyExc_OSError);
     return -1;
@@ -87,21 +100,18 @@ probe(flpy_loader *self, PyObject *keys, uint64_t reply[3])
   if (pid == 0) {
     PyOS_AfterFork_Child();
     close(fds[0]);
-    flpy_writer_init(&w, NULL, 0, 1);
     if (self->src.batch_size > 1)
       self->src.batch_size = 1; /* this child's copy: a batch of one */
+    flpy_writer_init(&w, NULL, 0, 1);
     if (self->src.kind == FLPY_ITERABLE)
       flpy_source_open(&self->src, NULL);
-    h = (flpy_blob *)w.base;
     if (flpy_source_fill(&self->src, keys == Py_None ? NULL : keys, &w) ==
             1 && (h = (flpy_blob *)w.base)->kind == FLPY_BLOB_BATCH) {
       reply[0] = w.len;
       reply[1] = h->skel_len;
       reply[2] = h->data_bytes;
     }
-    if (write(fds[1], reply, 3 * sizeof(*reply)) != 3 * sizeof(*reply))
-      _exit(1);
-    _exit(0);
+    _exit(write(fds[1], reply, sizeof(reply)) == sizeof(reply) ? 0 : 1);
   }
   PyOS_AfterFork_Parent();
   close(fds[1]);
@@ -110,31 +120,28 @@ probe(flpy_loader *self, PyObject *keys, uint64_t reply[3])
     PyErr_SetFromErrno(PyExc_OSError);
     return -1;
   }
-  /* Its sample may be slow: Ctrl-C meanwhile ends it and raises. */
-  for (;;) {
-    struct pollfd pfd = {fds[0], POLLIN, 0};
+  self->probe_pid = pid;
+  self->probe_fd = fds[0];
+  return 0;
+}
 
-    Py_BEGIN_ALLOW_THREADS
-    got = poll(&pfd, 1, FLPY_POLL_MS);
-    Py_END_ALLOW_THREADS
-    if (got > 0)
-      break;
-    if (PyErr_CheckSignals() != 0) {
-      kill(pid, SIGKILL);
-      break;
-    }
-  }
-  got = PyErr_Occurred() ? -1 : read(fds[0], reply, 3 * sizeof(*reply));
+/* The probe's child goes, whatever it was doing. */
+static void
+probe_end(flpy_loader *self, int kill_it)
+{
+  int status;
+
+  if (self->probe_pid <= 0)
+    return;
+  if (kill_it)
+    kill(self->probe_pid, SIGKILL);
   Py_BEGIN_ALLOW_THREADS
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+  while (waitpid(self->probe_pid, &status, 0) < 0 && errno == EINTR)
     ;
   Py_END_ALLOW_THREADS
-  close(fds[0]);
-  if (PyErr_Occurred())
-    return -1;
-  if (got != 3 * sizeof(*reply))
-    memset(reply, 0, 3 * sizeof(*reply));
-  return 0;
+  close(self->probe_fd);
+  self->probe_pid = 0;
+  self->probe_fd = -1;
 }
 
 /*
@@ -156,6 +163,77 @@ room_of(const uint64_t reply[3])
   if (skel < 4096)
     return (size_t)(total + 4096);
   return (size_t)(2 * (data + skel) + (total - data - skel) + 4096);
+}
+
+static int
+create(flpy_loader *self, size_t room)
+{
+  fl_dataset ds;
+  fl_iterable it;
+  int rc;
+
+  room = (room + FLPY_ALIGN - 1) & ~(size_t)(FLPY_ALIGN - 1);
+  self->src.room = room;
+  if (self->src.kind == FLPY_ITERABLE) {
+    memset(&it, 0, sizeof(it));
+    it.ctx = &self->src;
+    it.sample_bytes = room;
+    it.open = flpy_source_open;
+    it.next = flpy_source_next;
+    it.close = flpy_source_close;
+    rc = fl_loader_create_iterable(&self->l, &it, &self->opt);
+  } else {
+    memset(&ds, 0, sizeof(ds));
+    ds.ctx = &self->src;
+    ds.len = self->length;
+    ds.sample_bytes = room;
+    ds.get_batch = flpy_source_get_batch;
+    rc = fl_loader_create(&self->l, &ds, &self->opt);
+  }
+  if (rc != 0) {
+    raise_fl(self, rc, fl_loader_error(NULL));
+    return -1;
+  }
+  return 0;
+}
+
+/*
+ * Wait for the probe (the GIL released, Ctrl-C and `timeout` heard, as
+ * for a batch), then make the loader for the room it measured.  A timeout
+ * leaves the probe running, for the next call.
+ */
+static int
+probe_finish(flpy_loader *self)
+{
+  double deadline = self->timeout > 0 ? now() + self->timeout : 0;
+  uint64_t reply[3];
+  ssize_t got;
+  int ready;
+
+  for (;;) {
+    struct pollfd pfd = {self->probe_fd, POLLIN, 0};
+
+    Py_BEGIN_ALLOW_THREADS
+    ready = poll(&pfd, 1, FLPY_POLL_MS);
+    Py_END_ALLOW_THREADS
+    if (ready > 0)
+      break;
+    if (PyErr_CheckSignals() != 0) {
+      probe_end(self, 1);
+      return -1;
+    }
+    if (deadline > 0 && now() >= deadline) {
+      timed_out(self);
+      return -1;
+    }
+  }
+  do
+    got = read(self->probe_fd, reply, sizeof(reply));
+  while (got < 0 && errno == EINTR);
+  probe_end(self, 0);
+  if (got != sizeof(reply))
+    memset(reply, 0, sizeof(reply));
+  return create(self, room_of(reply) * self->per_room);
 }
 
 /* A memfd for the epochs' plans, and a shared page saying which. */
@@ -263,15 +341,10 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0, room_given = 0;
   unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1;
   int persistent = 0, in_order = 1, drop_last = 0, shuffle = 0;
-  uint64_t reply[3];
-  size_t per_room;
   unsigned long long seed = 0;
   double timeout = 0;
   fl_options opt;
-  fl_dataset ds;
-  fl_iterable it;
-  size_t room;
-  int rc, k;
+  int k;
 
   if (!PyArg_ParseTupleAndKeywords(
           args, kwds, "OsOO|$nnIIppppsKIIssndsOn:Loader", kwlist, &dataset,
@@ -280,7 +353,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
           &seed, &rank, &world, &shard, &sharing, &sample_bytes, &timeout,
           &tensor, &probe_keys, &room_given))
     return -1;
-  if (self->l != NULL) {
+  if (self->l != NULL || self->probe_pid > 0) {
     PyErr_SetString(PyExc_RuntimeError, "Loader is already made");
     return -1;
   }
@@ -337,20 +410,9 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
     return -1;
   self->plan_cap = (size_t)length;
   /* A libforkload sample is a whole batch but in a map-style loader. */
-  per_room = self->src.kind == FLPY_MAP || batch_size == 0 ? 1
-                                                          : (size_t)batch_size;
-  if (room_given > 0) {
-    room = (size_t)room_given;
-  } else if (sample_bytes > 0) {
-    /* The user's room for a sample's arrays, and the overhead's. */
-    room = (size_t)sample_bytes * per_room + 65536;
-  } else {
-    if (probe(self, probe_keys, reply) != 0)
-      return -1;
-    room = room_of(reply) * per_room;
-  }
-  room = (room + FLPY_ALIGN - 1) & ~(size_t)(FLPY_ALIGN - 1);
-  self->src.room = room;
+  self->per_room = self->src.kind == FLPY_MAP || batch_size == 0
+                       ? 1 : (size_t)batch_size;
+  self->length = (size_t)length;
   opt.batch_size = self->src.kind == FLPY_MAP ? (size_t)batch_size : 1;
   opt.drop_last = self->src.kind == FLPY_MAP && drop_last;
   opt.shuffle = shuffle;
@@ -368,70 +430,80 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
     opt.sampler_ctx = self;
     opt.sampler_len = (size_t)length;
   }
-  if (self->src.kind == FLPY_ITERABLE) {
-    memset(&it, 0, sizeof(it));
-    it.ctx = &self->src;
-    it.sample_bytes = room;
-    it.open = flpy_source_open;
-    it.next = flpy_source_next;
-    it.close = flpy_source_close;
-    rc = fl_loader_create_iterable(&self->l, &it, &opt);
-  } else {
-    memset(&ds, 0, sizeof(ds));
-    ds.ctx = &self->src;
-    ds.len = (size_t)length;
-    ds.sample_bytes = room;
-    ds.get_batch = flpy_source_get_batch;
-    rc = fl_loader_create(&self->l, &ds, &opt);
-  }
-  if (rc != 0) {
-    raise_fl(self, rc, fl_loader_error(NULL));
-    return -1;
-  }
-  return 0;
+  self->opt = opt;
+  if (room_given > 0)
+    return create(self, (size_t)room_given);
+  if (sample_bytes > 0) /* the user's room for the arrays, and overhead */
+    return create(self, (size_t)sample_bytes * self->per_room + 65536);
+  return probe_start(self, probe_keys);
 }
 
-/* begin(epoch, base_seed, plan=None): start an epoch, as iter(). */
+static int begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed,
+                 PyObject *plan, const Py_buffer *state);
+
+/* begin(epoch, base_seed, plan=None, state=None): start an epoch, as
+   iter(), or resume the one a state saved. */
 static PyObject *
 loader_begin(PyObject *op, PyObject *args, PyObject *kwds)
 {
-  static char *kwlist[] = {"epoch", "base_seed", "plan", NULL};
+  static char *kwlist[] = {"epoch", "base_seed", "plan", "state", NULL};
   flpy_loader *self = (flpy_loader *)op;
   unsigned long long epoch, base_seed;
   PyObject *plan = Py_None;
+  Py_buffer state = {0};
   int rc;
 
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "KK|O:begin", kwlist, &epoch,
-                                   &base_seed, &plan))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "KK|Oz*:begin", kwlist,
+                                   &epoch, &base_seed, &plan, &state))
     return NULL;
-  if (self->l == NULL || self->closed) {
+  rc = begin(self, epoch, base_seed, plan, &state);
+  PyBuffer_Release(&state);
+  if (rc != 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static int
+begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
+      const Py_buffer *state)
+{
+  int rc;
+
+  if (self->closed) {
     PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
-    return NULL;
+    return -1;
   }
+  if (self->l == NULL && probe_finish(self) != 0)
+    return -1;
   if (plan != Py_None) {
     Py_ssize_t n = PyObject_Length(plan);
 
     if (n < 0)
-      return NULL;
+      return -1;
     if (self->src.kind != FLPY_PLAN || (size_t)n > self->plan_cap) {
       PyErr_SetString(PyExc_ValueError, "forkload: this epoch's plan does "
                       "not fit the loader");
-      return NULL;
+      return -1;
     }
     if (plan_write(self, plan) != 0)
-      return NULL;
+      return -1;
     self->plan_batches = (size_t)n;
   }
   self->src.base_seed = base_seed;
   pthread_mutex_lock(&self->lock);
   flpy_loader_drain(self);
   rc = fl_loader_set_epoch(self->l, epoch);
+  /* A state saved by state_save: this epoch resumes where it stood. */
+  if (rc == 0 && state->buf != NULL)
+    rc = fl_loader_state_load(self->l, state->buf, (size_t)state->len);
   if (rc == 0)
     rc = fork_begin(self);
   pthread_mutex_unlock(&self->lock);
-  if (rc != 0)
-    return raise_fl(self, rc, fl_loader_error(self->l));
-  Py_RETURN_NONE;
+  if (rc != 0) {
+    raise_fl(self, rc, fl_loader_error(self->l));
+    return -1;
+  }
+  return 0;
 }
 
 static PyObject *
@@ -453,15 +525,8 @@ loader_next(PyObject *op, PyObject *unused)
     wait = FLPY_POLL_MS;
     if (deadline > 0) {
       left = deadline - now();
-      if (left <= 0) {
-        PyObject *secs = PyFloat_FromDouble(self->timeout);
-
-        if (secs != NULL)
-          PyErr_Format(PyExc_RuntimeError,
-                       "DataLoader timed out after %S seconds", secs);
-        Py_XDECREF(secs);
-        return NULL;
-      }
+      if (left <= 0)
+        return timed_out(self);
       if (left * 1000 < wait)
         wait = (unsigned)ceil(left * 1000);
     }
@@ -501,6 +566,8 @@ loader_close(PyObject *op, PyObject *unused)
   flpy_loader *self = (flpy_loader *)op;
 
   (void)unused;
+  if (self->owner == getpid())
+    probe_end(self, 1);
   if (self->l != NULL && !self->closed && self->owner == getpid()) {
     pthread_mutex_lock(&self->lock);
     flpy_loader_drain(self);
@@ -558,24 +625,6 @@ loader_state_save(PyObject *op, PyObject *unused)
 }
 
 static PyObject *
-loader_state_load(PyObject *op, PyObject *arg)
-{
-  flpy_loader *self = (flpy_loader *)op;
-  Py_buffer view;
-  int rc;
-
-  if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) != 0)
-    return NULL;
-  pthread_mutex_lock(&self->lock);
-  rc = fl_loader_state_load(self->l, view.buf, (size_t)view.len);
-  pthread_mutex_unlock(&self->lock);
-  PyBuffer_Release(&view);
-  if (rc != 0)
-    return raise_fl(self, rc, fl_loader_error(self->l));
-  Py_RETURN_NONE;
-}
-
-static PyObject *
 loader_len(PyObject *op, PyObject *unused)
 {
   flpy_loader *self = (flpy_loader *)op;
@@ -615,6 +664,7 @@ loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
   Py_INCREF(module);
   self->module = module;
   self->src.plan_fd = -1;
+  self->probe_fd = -1;
   pthread_mutex_init(&self->lock, NULL);
   pthread_mutex_init(&self->pending_lock, NULL);
   return (PyObject *)self;
@@ -662,6 +712,8 @@ loader_dealloc(PyObject *op)
   PyObject_GC_UnTrack(op);
   if (self->weakrefs != NULL)
     PyObject_ClearWeakRefs(op);
+  if (self->owner == getpid())
+    probe_end(self, 1);
   if (self->l != NULL && self->owner == getpid()) {
     flpy_loader_drain(self);
     /* Reaping the workers can wait: let other threads run. */
@@ -685,7 +737,8 @@ loader_dealloc(PyObject *op)
 static PyMethodDef loader_methods[] = {
     {"begin", (PyCFunction)(void (*)(void))loader_begin,
      METH_VARARGS | METH_KEYWORDS,
-     "begin(epoch, base_seed, plan=None): start an epoch."},
+     "begin(epoch, base_seed, plan=None, state=None): start an epoch, or "
+     "resume the one state_save saved."},
     {"next", loader_next, METH_NOARGS,
      "The next batch, or None when the epoch is over."},
     {"stop", loader_stop, METH_NOARGS,
@@ -694,8 +747,6 @@ static PyMethodDef loader_methods[] = {
      "Stop the workers for good; the loader goes with its last batch."},
     {"state_save", loader_state_save, METH_NOARGS,
      "libforkload's state of the loader (fl_loader_state_save)."},
-    {"state_load", loader_state_load, METH_O,
-     "Load a state saved by state_save (fl_loader_state_load)."},
     {"batches", loader_len, METH_NOARGS, "Batches per epoch (fl_loader_len)."},
     {NULL, NULL, 0, NULL},
 };

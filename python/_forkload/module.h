@@ -176,6 +176,12 @@ struct flpy_loader {
   PyObject *last_template; /* what it unpickled to */
   size_t plan_batches;     /* FLPY_PLAN: this epoch's, */
   size_t plan_cap;         /* and the most any epoch may have */
+  /* Until the probe has measured a batch's room, no fl_loader: what
+     makes it, and the probe's child and pipe. */
+  fl_options opt;
+  size_t length, per_room;
+  pid_t probe_pid;
+  int probe_fd;
   int closed;
 };
 

@@ -465,6 +465,7 @@ class _Iterator:
         self._pin = loader._pin
         self._pin_device = loader.pin_memory_device or None
         self._loader = None
+        self._pending = None
         self._plan_cap = 0
         self._start(first=True)
         loader._last_iterator = weakref.ref(self)
@@ -498,14 +499,25 @@ class _Iterator:
         self._begun = True
         o = self._order
         if (o["kind"] == "plan" and not o["plan"]) or (
-                o["kind"] == "map" and len(self._dl.dataset) == 0):
+                o["kind"] == "map" and len(self._dl.dataset) == 0) or (
+                resume is not None and
+                resume["_snapshot"]["forkload"] is None):
             self._finished = True  # an epoch of no batch: nothing to fork
             return
         self._make_loader()
-        if resume is not None:
-            self._loader.state_load(resume["_snapshot"]["forkload"])
-        self._loader.begin(self._order["epoch"], self._base_seed % 2**64,
-                           self._order.get("plan"))
+        # The workers start now, unless the probe is still measuring the
+        # room of a batch: then at the first batch, which waits for it.
+        self._pending = (self._order["epoch"], self._base_seed % 2**64,
+                         self._order.get("plan"),
+                         None if resume is None else
+                         resume["_snapshot"]["forkload"])
+        if self._loader.room:
+            self._start_workers()
+
+    def _start_workers(self):
+        self._loader.begin(*self._pending)
+        self._pending = None
+        self._dl._rooms[self._order["kind"]] = self._loader.room
 
     def _draw_order(self):
         """What libforkload needs for this epoch's order: a recognised
@@ -591,7 +603,6 @@ class _Iterator:
             args["room"] = dl._rooms[kind]  # measured for an earlier epoch
         self._loader = _forkload.Loader(dl.dataset, kind, collate, setup,
                                         **args)
-        dl._rooms[kind] = self._loader.room
         with _live_lock:
             _live.add(self._loader)
 
@@ -625,6 +636,8 @@ class _Iterator:
         if self._finished or self._loader is None:  # empty, or interrupted
             raise StopIteration
         try:
+            if self._pending is not None:
+                self._start_workers()
             batch = self._loader.next()
         except KeyboardInterrupt:
             self._close()
@@ -641,10 +654,18 @@ class _Iterator:
         return batch
 
     def _state(self):
-        if not self._begun:  # nothing drawn yet for this epoch
-            return {"_iterator_finished": True, "_num_yielded": 0,
-                    "_snapshot": None}
-        snap = {"forkload": self._loader.state_save(),
+        # Without workers the order is drawn at the first batch: drawn now,
+        # it is in the state, and the first batch comes from it as well.
+        if not self._begun:
+            self._begin()
+        if self._pending is not None and self._loader is not None:
+            self._start_workers()
+        # Every batch of the epoch handed out: what is left is nothing,
+        # and libforkload's state would start the epoch again.
+        done = self._finished or self._loader is None or (
+            self._order["kind"] != "iterable" and
+            self._yielded >= self._loader.batches())
+        snap = {"forkload": None if done else self._loader.state_save(),
                 "base_seed": self._base_seed, "order": self._order}
         return {"_iterator_finished": False, "_num_yielded": self._yielded,
                 "_sampler_iter_yielded": self._yielded,
