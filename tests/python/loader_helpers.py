@@ -1,0 +1,438 @@
+"""Shared helpers for forkload's Python tests: run forkload.DataLoader and
+torch.utils.data.DataLoader the same way, compare what they hand out, and look
+at the processes and /dev/shm names a loader leaves behind.
+
+The datasets here are plain classes at module level: forkload forks its
+workers, so nothing needs to be pickled, but exceptions and custom collate
+results that cross from a worker to the consumer must be importable.
+"""
+
+import collections.abc
+import os
+import random
+import time
+
+import numpy as np
+import torch
+import torch.utils.data as tud
+
+import forkload
+
+SHM_DIR = "/dev/shm"
+
+
+# --------------------------------------------------------------------------
+# Running both loaders
+# --------------------------------------------------------------------------
+
+class fresh:
+    """A keyword value built anew for each loader (a Generator, a sampler with
+    its own epoch): run_both(..., generator=fresh(lambda: make_gen(7)))."""
+
+    def __init__(self, make):
+        self.make = make
+
+
+def seed_all(seed):
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def draw_after():
+    """What the consumer's generators give next: torch's global generator,
+    random's and numpy.random's, so that two runs that drew the same number of
+    values in the same order give the same tuple."""
+    return (torch.rand(3), random.random(), float(np.random.rand()))
+
+
+class Run:
+    """The batches of each epoch of one run, and draw_after() at its end."""
+
+    def __init__(self, epochs, after):
+        self.epochs = epochs
+        self.after = after
+
+
+def _resolve(kwargs):
+    return {k: (v.make() if isinstance(v, fresh) else v) for k, v in kwargs.items()}
+
+
+def run_epochs(cls, dataset, *, seed=0, epochs=1, takes=None, before_epoch=None,
+               **kwargs):
+    """Seeds every generator with `seed`, builds cls(dataset, **kwargs) and
+    iterates it `epochs` times (takes[e] batches of epoch e when given, None
+    for all of them, breaking out of the loop otherwise).  before_epoch(loader,
+    e) runs before each epoch (a sampler's set_epoch).  Returns the batches of
+    every epoch and draw_after() taken after the last epoch."""
+    kwargs = _resolve(kwargs)
+    if takes is None:
+        takes = [None] * epochs
+    seed_all(seed)
+    loader = cls(dataset, **kwargs)
+    out = []
+    for e, take in enumerate(takes):
+        if before_epoch is not None:
+            before_epoch(loader, e)
+        batches = []
+        if take is None:
+            batches = list(loader)
+        elif take > 0:
+            for b in loader:
+                batches.append(b)
+                if len(batches) == take:
+                    break
+        out.append(batches)
+    after = draw_after()
+    del loader
+    return Run(out, after)
+
+
+def run_both(dataset, *, fl_kwargs=None, torch_kwargs=None, **kwargs):
+    """The same run with forkload.DataLoader (plus fl_kwargs, its own
+    keywords) and torch.utils.data.DataLoader (with torch_kwargs overriding
+    kwargs: num_workers=0 makes torch's reference run cheap where the dataset
+    is deterministic and says nothing of its worker, for torch hands out the
+    same batches and makes the same draws from its generators with or without
+    workers)."""
+    fl = run_epochs(forkload.DataLoader, dataset, **kwargs, **(fl_kwargs or {}))
+    th = run_epochs(tud.DataLoader, dataset, **dict(kwargs, **(torch_kwargs or {})))
+    return fl, th
+
+
+TORCH_IN_PROCESS = {"num_workers": 0}
+
+
+def assert_runs_same(fl, th, *, check_after=True):
+    assert len(fl.epochs) == len(th.epochs)
+    for e, (a, b) in enumerate(zip(fl.epochs, th.epochs)):
+        assert len(a) == len(b), "epoch %d: %d batches, torch %d" % (e, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, "epoch %d batch %d" % (e, i))
+    if check_after:
+        assert_same(fl.after, th.after, "generators after the run")
+
+
+# --------------------------------------------------------------------------
+# Comparing batches
+# --------------------------------------------------------------------------
+
+def assert_same(a, b, path="batch"):
+    """a (forkload's) is b (torch's): same types all the way down (namedtuple
+    and mapping types included), tensors and arrays of the same dtype, shape
+    and values, dict keys in the same order, anything else equal."""
+    assert type(a) is type(b), "%s: %s, torch gives %s" % (path, type(a), type(b))
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype, "%s: dtype %s, torch %s" % (path, a.dtype, b.dtype)
+        assert a.shape == b.shape, "%s: shape %s, torch %s" % (path, tuple(a.shape), tuple(b.shape))
+        assert torch.equal(a, b), "%s: values differ:\n%s\ntorch:\n%s" % (path, a, b)
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype, "%s: dtype %s, torch %s" % (path, a.dtype, b.dtype)
+        assert a.shape == b.shape, "%s: shape %s, torch %s" % (path, a.shape, b.shape)
+        assert np.array_equal(a, b), "%s: values differ:\n%s\ntorch:\n%s" % (path, a, b)
+    elif isinstance(a, collections.abc.Mapping):
+        assert list(a.keys()) == list(b.keys()), "%s: keys %s, torch %s" % (path, list(a), list(b))
+        for k in a:
+            assert_same(a[k], b[k], "%s[%r]" % (path, k))
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), "%s: length %d, torch %d" % (path, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, "%s[%d]" % (path, i))
+    else:
+        assert a == b, "%s: %r, torch %r" % (path, a, b)
+
+
+def assert_same_as_numpy(a, b, path="batch"):
+    """a came from tensor_type='numpy', b is torch's batch: numpy arrays where
+    torch has tensors (the dtype torch's .numpy() has), the rest as
+    assert_same."""
+    if isinstance(b, torch.Tensor):
+        assert isinstance(a, np.ndarray), "%s: %s where torch has a tensor" % (path, type(a))
+        want = b.numpy()
+        assert a.dtype == want.dtype, "%s: dtype %s, torch's as numpy %s" % (path, a.dtype, want.dtype)
+        assert a.shape == want.shape, "%s: shape %s, torch %s" % (path, a.shape, want.shape)
+        assert np.array_equal(a, want), "%s: values differ" % path
+        return
+    assert type(a) is type(b), "%s: %s, torch gives %s" % (path, type(a), type(b))
+    if isinstance(b, collections.abc.Mapping):
+        assert list(a.keys()) == list(b.keys())
+        for k in b:
+            assert_same_as_numpy(a[k], b[k], "%s[%r]" % (path, k))
+    elif isinstance(b, (list, tuple)):
+        assert len(a) == len(b)
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_as_numpy(x, y, "%s[%d]" % (path, i))
+    else:
+        assert_same(a, b, path)
+
+
+def outcomes(loader, limit=60, stop_at_error=False):
+    """Each next() of one epoch: ('batch', batch) or ('error', type, message),
+    going on after an error (or not, stop_at_error) up to StopIteration."""
+    out = []
+    it = iter(loader)
+    for _ in range(limit):
+        try:
+            out.append(("batch", next(it)))
+        except StopIteration:
+            break
+        except Exception as e:  # noqa: BLE001  (what the worker raised)
+            out.append(("error", type(e), str(e)))
+            if stop_at_error:
+                break
+    end_iterator(it)
+    return out
+
+
+def end_iterator(it):
+    """Ends torch's iterator now (a no-op for forkload's, which del ends).
+    torch's exception re-raised from a worker keeps its iterator in a
+    reference cycle, and torch 1.13's _shutdown_workers run by the collector
+    (its __del__) waits 5 s per worker and leaves them unreaped."""
+    shutdown = getattr(it, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+
+
+def assert_outcomes_same(a, b, num_workers, messages=True):
+    """forkload's outcomes a are torch's b: the same batches, the same
+    exception types where torch raises; and with messages, with workers the
+    same first line ("Caught X in DataLoader worker process N.") and last line
+    (the original exception), without workers the same message."""
+    assert [o[0] for o in a] == [o[0] for o in b]
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x[0] == "batch":
+            assert_same(x[1], y[1], "next() %d" % i)
+            continue
+        assert x[1] is y[1], "next() %d: %s, torch raises %s" % (i, x[1], y[1])
+        if not messages:
+            continue
+        if num_workers:
+            assert x[2].splitlines()[0] == y[2].splitlines()[0]
+            assert x[2].splitlines()[-1] == y[2].splitlines()[-1]
+        else:
+            assert x[2] == y[2]
+
+
+def freeze(x):
+    """A hashable, comparable form of a batch, for comparing multisets."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", str(x.dtype), tuple(x.shape), repr(x.flatten().tolist()))
+    if isinstance(x, np.ndarray):
+        return ("ndarray", str(x.dtype), x.shape, repr(x.flatten().tolist()))
+    if isinstance(x, collections.abc.Mapping):
+        return (type(x).__name__, tuple((k, freeze(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(freeze(v) for v in x))
+    return ("value", repr(x))
+
+
+def multiset(batches):
+    return sorted(freeze(b) for b in batches)
+
+
+# --------------------------------------------------------------------------
+# Datasets
+# --------------------------------------------------------------------------
+
+def worker_id():
+    """The worker's id as torch.utils.data.get_worker_info() reports it (the
+    spec says it works in forkload's workers as well), -1 in the consumer."""
+    info = tud.get_worker_info()
+    return -1 if info is None else info.id
+
+
+class IndexDataset(tud.Dataset):
+    """Sample i: {'x': float32 [i, -i, 0.5 i], 'i': i, 'w': the worker's id}
+    (without 'w' when with_worker is False)."""
+
+    def __init__(self, n, with_worker=True):
+        self.n = n
+        self.with_worker = with_worker
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        s = {"x": torch.tensor([i, -i, 0.5 * i], dtype=torch.float32), "i": i}
+        if self.with_worker:
+            s["w"] = worker_id()
+        return s
+
+
+class FnDataset(tud.Dataset):
+    """Sample i is fn(i)."""
+
+    def __init__(self, n, fn):
+        self.n = n
+        self.fn = fn
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.fn(i)
+
+
+class PidDataset(tud.Dataset):
+    """Sample i is the pid of the process that read it."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return os.getpid()
+
+
+class ShardedIterable(tud.IterableDataset):
+    """Values 0..total-1 split over the workers in shards of uneven length
+    (worker w's weight w+1), each sample (value, worker id); all of them in
+    order without workers.  With shard=False every worker yields the whole
+    stream (what torch does with an unsharded IterableDataset)."""
+
+    def __init__(self, total, shard=True, length=None):
+        self.total = total
+        self.shard = shard
+        self.length = length
+
+    def bounds(self, wid, nw):
+        weights = [w + 1 for w in range(nw)]
+        edges = [0]
+        for w in range(nw):
+            edges.append(self.total * sum(weights[:w + 1]) // sum(weights))
+        return edges[wid], edges[wid + 1]
+
+    def __iter__(self):
+        info = tud.get_worker_info()
+        if info is None or not self.shard:
+            lo, hi = 0, self.total
+        else:
+            lo, hi = self.bounds(info.id, info.num_workers)
+        wid = -1 if info is None else info.id
+        for v in range(lo, hi):
+            yield (v, wid)
+
+
+class SizedShardedIterable(ShardedIterable):
+    def __len__(self):
+        return self.total if self.length is None else self.length
+
+
+# --------------------------------------------------------------------------
+# A gate a worker waits on, opened by the test (a file: no timing assumption)
+# --------------------------------------------------------------------------
+
+class Gate:
+    def __init__(self, directory, name="gate"):
+        self.path = os.path.join(str(directory), name)
+
+    def open(self):
+        with open(self.path, "w"):
+            pass
+
+    def is_open(self):
+        return os.path.exists(self.path)
+
+    def wait(self, limit):
+        """In a worker: waits until the gate is open or `limit` seconds have
+        passed; True when it was opened."""
+        deadline = time.monotonic() + limit
+        while not os.path.exists(self.path):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+
+# --------------------------------------------------------------------------
+# Processes and names
+# --------------------------------------------------------------------------
+
+def proc_stat(pid):
+    """(state, ppid) of pid from /proc, or None when there is no such
+    process."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    rest = s[s.rindex(")") + 2:].split()
+    return rest[0], int(rest[1])
+
+
+def children(pid=None):
+    """{child pid: state} of every process whose parent is pid (this process
+    by default), zombies included."""
+    if pid is None:
+        pid = os.getpid()
+    kids = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        st = proc_stat(int(name))
+        if st is not None and st[1] == pid:
+            kids[int(name)] = st[0]
+    return kids
+
+
+def is_gone(pid, parent=None):
+    """pid has exited and been reaped, or (its parent gone) it is a zombie
+    that whoever adopted it has not reaped yet, or the pid is now another
+    process's."""
+    st = proc_stat(pid)
+    if st is None:
+        return True
+    if st[0] == "Z" and (parent is None or st[1] != parent):
+        return True
+    return parent is not None and st[1] != parent
+
+
+def wait_until(cond, limit, step=0.01):
+    deadline = time.monotonic() + limit
+    while True:
+        if cond():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+
+
+def forkload_names(owner=None):
+    """forkload's names in /dev/shm owned by the process `owner` (this one by
+    default): forkload.<owner pid>.<...>.  Other processes on the machine
+    (another test run) have names of their own; a name of forkload's form
+    that cannot be read back is counted as ours."""
+    if owner is None:
+        owner = os.getpid()
+    found = set()
+    try:
+        names = os.listdir(SHM_DIR)
+    except FileNotFoundError:
+        return found
+    for name in names:
+        if "forkload" not in name:
+            continue
+        parts = name.split(".")
+        if len(parts) >= 2 and parts[0] == "forkload" and parts[1].isdigit():
+            if int(parts[1]) != owner:
+                continue
+        found.add(name)
+    return found
+
+
+def subprocess_env():
+    """The environment for a child interpreter: this one's, with the
+    directories that made `import forkload` and `import loader_helpers` work
+    first on PYTHONPATH."""
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.abspath(__file__))
+    mod = os.path.abspath(forkload.__file__)
+    pkg = os.path.dirname(mod)
+    if os.path.basename(mod).startswith("__init__."):
+        pkg = os.path.dirname(pkg)
+    parts = [pkg, here] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    return env
