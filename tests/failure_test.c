@@ -1,8 +1,8 @@
 /*
  * Failures a user can meet, each ending in a clear error with nothing lost,
  * leaked or hung: a get that overruns its room, the fd limit with the fd
- * strategy, and a parent killed under its workers.  The names such a parent can
- * leave in /dev/shm are sweep_test's.
+ * strategy, a segment the parent cannot map, and a parent killed under its
+ * workers.  The names such a parent can leave in /dev/shm are sweep_test's.
  */
 #include "config.h"
 
@@ -222,6 +222,103 @@ file_system_strategy_short_of_fds_names_the_remedies_that_apply(void **s)
     }
     shm_open_errno = 0;
     assert_int_equal(flt_drain(c.l, 0), 32); /* the kept one too */
+    flt_case_end(&c);
+  }
+}
+
+/*
+ * mmap fails with EAGAIN where locked memory would pass RLIMIT_MEMLOCK
+ * (mlockall(MCL_FUTURE)), which root never meets: armed with a size, the
+ * test process's next shared map of a file that size fails so, once.  Its
+ * workers, which map the same segments, are left alone.
+ */
+static volatile size_t mmap_eagain_size;
+
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+
+void *
+__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+  if (mmap_eagain_size != 0 && len == mmap_eagain_size && fd >= 0 &&
+      (flags & MAP_SHARED) && getpid() == parent_pid) {
+    mmap_eagain_size = 0;
+    errno = EAGAIN;
+    return MAP_FAILED;
+  }
+  return __real_mmap(addr, len, prot, flags, fd, off);
+}
+
+/*
+ * The parent's map of a worker's new segment failing with EAGAIN is that
+ * batch's FL_ENOMEM, under either strategy: as FL_EAGAIN, fl_loader_poll's
+ * caller would read "no batch yet" and the batch would go unsaid.  The
+ * epoch goes on, and every other batch comes once.
+ */
+static void
+segment_map_past_the_locked_memory_limit_is_enomem_not_poll_eagain(void **s)
+{
+  enum { LEN = 64, BATCH = 2 };
+  static const fl_sharing sharing[] = {FL_SHARE_FILE_DESCRIPTOR,
+                                       FL_SHARE_FILE_SYSTEM};
+  unsigned char seen[LEN];
+  char want[160];
+  unsigned long long seq = 0;
+  unsigned worker;
+  fl_batch *b;
+  flt_case c;
+  size_t i, k, errors;
+  int rc;
+
+  (void)s;
+  parent_pid = getpid();
+  for (k = 0; k < 2; k++) {
+    flt_case_init(&c, LEN, 64);
+    memset(seen, 0, sizeof(seen));
+    errors = 0;
+    c.opt.batch_size = BATCH;
+    c.opt.num_workers = 2;
+    c.opt.sharing = sharing[k];
+    c.opt.timeout_ms = 10000;
+    flt_case_start(&c);
+    mmap_eagain_size = c.l->layout.size;
+    while ((rc = fl_loader_poll(c.l, &b, 100)) != 0) {
+      if (rc == FL_EAGAIN) {
+        /* The wait's end, and never a batch's error. */
+        if (strstr(fl_loader_error(c.l), "(wait_ms of fl_loader_poll)") ==
+            NULL)
+          fail_msg("FL_EAGAIN, a batch lost: %s", fl_loader_error(c.l));
+        continue;
+      }
+      if (rc < 0) {
+        if (rc != FL_ENOMEM)
+          fail_msg("%s: %s", fl_err_name(rc), fl_loader_error(c.l));
+        assert_false(fl_error_is_final(rc));
+        assert_int_equal(sscanf(fl_loader_error(c.l), "batch %llu (worker %u)",
+                                &seq, &worker), 2);
+        snprintf(want, sizeof(want),
+                 "batch %llu (worker %u): cannot map a %zu-byte segment from "
+                 "a worker: not enough memory",
+                 seq, worker, c.l->layout.size);
+        assert_string_equal(fl_loader_error(c.l), want);
+        errors++;
+        continue;
+      }
+      for (i = 0; i < fl_batch_count(b); i++) {
+        assert_true(flt_sample_ok((const char *)fl_batch_data(b) + i * 64, 64,
+                                  fl_batch_indices(b)[i]));
+        seen[fl_batch_indices(b)[i]]++;
+      }
+      fl_batch_release(b);
+    }
+    assert_int_equal(mmap_eagain_size, 0); /* the map did fail */
+    assert_int_equal(errors, 1);
+    /* Unshuffled, batch seq holds seq * BATCH on: those alone are gone. */
+    assert_true(seq < LEN / BATCH);
+    for (i = 0; i < LEN; i++)
+      assert_int_equal(seen[i], i / BATCH != seq);
     flt_case_end(&c);
   }
 }
@@ -501,6 +598,8 @@ main(void)
       cmocka_unit_test(get_writing_past_its_room_is_that_batch_error),
       cmocka_unit_test(
           file_system_strategy_short_of_fds_names_the_remedies_that_apply),
+      cmocka_unit_test(
+          segment_map_past_the_locked_memory_limit_is_enomem_not_poll_eagain),
       cmocka_unit_test(
           get_claiming_more_bytes_than_its_room_is_that_batch_error),
       cmocka_unit_test_teardown(
