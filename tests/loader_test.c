@@ -340,24 +340,33 @@ dataset_error_message_names_the_call_and_the_index(void **state)
   flt_case_end(&f);
 }
 
+/* Three workers, three batches taken and the second released: the first
+   and the third are still held. */
+static void
+hold_two_of_three(flt_case *f, fl_sharing sharing, int persistent, int reuse)
+{
+  fl_batch *b[3];
+  int i;
+
+  flt_case_init(f, 1000, 256);
+  f->opt.batch_size = 4;
+  f->opt.num_workers = 3;
+  f->opt.sharing = sharing;
+  f->opt.persistent_workers = persistent;
+  f->opt.reuse_segments = reuse;
+  flt_case_start(f);
+  for (i = 0; i < 3; i++)
+    assert_int_equal(fl_loader_next(f->l, &b[i]), 1);
+  fl_batch_release(b[1]);
+}
+
 static void
 early_destroy(fl_sharing sharing, int persistent, int reuse)
 {
   flt_case f;
-  fl_batch *b[3];
-  int i;
 
-  flt_case_init(&f, 1000, 256);
-  f.opt.batch_size = 4;
-  f.opt.num_workers = 3;
-  f.opt.sharing = sharing;
-  f.opt.persistent_workers = persistent;
-  f.opt.reuse_segments = reuse;
-  flt_case_start(&f);
-  for (i = 0; i < 3; i++)
-    assert_int_equal(fl_loader_next(f.l, &b[i]), 1);
-  fl_batch_release(b[1]);
-  /* b[0] and b[2] are still held: destroy frees them too. */
+  hold_two_of_three(&f, sharing, persistent, reuse);
+  /* Two batches are still held: destroy frees them too. */
   flt_case_end(&f);
 }
 
@@ -577,19 +586,8 @@ static void
 stop_then_destroy(fl_sharing sharing, int persistent, int reuse)
 {
   flt_case f;
-  fl_batch *b[3];
-  int i;
 
-  flt_case_init(&f, 1000, 256);
-  f.opt.batch_size = 4;
-  f.opt.num_workers = 3;
-  f.opt.sharing = sharing;
-  f.opt.persistent_workers = persistent;
-  f.opt.reuse_segments = reuse;
-  flt_case_start(&f);
-  for (i = 0; i < 3; i++)
-    assert_int_equal(fl_loader_next(f.l, &b[i]), 1);
-  fl_batch_release(b[1]);
+  hold_two_of_three(&f, sharing, persistent, reuse);
   assert_int_equal(fl_loader_stop(f.l), 0);
   assert_int_equal(flt_child_count(), f.base.children);
   flt_case_end(&f);
