@@ -483,6 +483,31 @@ def test_sigint_raises_keyboard_interrupt_promptly_and_leaves_nothing(tmp_path, 
     assert not forkload_names(owner=proc.pid)
 
 
+def test_workers_exit_when_the_consumer_is_killed(tmp_path):
+    """A consumer killed outright (SIGKILL: no handler, no atexit) takes its
+    workers with it promptly; PyTorch's poll their parent every 5 s."""
+    script = tmp_path / "sigint.py"
+    script.write_text(SIGINT_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), "for"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=subprocess_env(), start_new_session=True)
+    try:
+        started = wait_until(
+            lambda: len([n for n in os.listdir(tmp_path) if n.startswith("waiting.")]) >= 2
+            or proc.poll() is not None, 60)
+        assert started and proc.poll() is None, proc.communicate(timeout=30)
+        family = descendants(proc.pid)
+        assert family, "no worker processes"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert wait_until(lambda: all(is_gone(p) for p in family), PROMPT_S), \
+        "processes left: %s" % [p for p in family if not is_gone(p)]
+
+
 # --------------------------------------------------------------------------
 # Loaders dropped mid-epoch
 # --------------------------------------------------------------------------
