@@ -354,7 +354,7 @@ stop_mid_epoch(int persistent, unsigned nw)
   fl_iterable it;
   fl_loader *l;
   fl_batch *held;
-  uint64_t v;
+  uint64_t v, before[2];
   unsigned w;
 
   flt_baseline_take(&base);
@@ -371,6 +371,10 @@ stop_mid_epoch(int persistent, unsigned nw)
   assert_int_equal(flt_child_count(), base.children);
   if (nw == 0)
     assert_int_equal(closes, 2);
+  /* A worker stopped before it took its first task never opened its
+     stream in the epoch cut short: count the opens of the next alone. */
+  for (w = 0; w < nw; w++)
+    before[w] = s.opens[w];
   one_epoch(l, &again);
   assert_int_equal(again.nvalues, whole.nvalues);
   assert_memory_equal(again.values, whole.values,
@@ -379,7 +383,7 @@ stop_mid_epoch(int persistent, unsigned nw)
   assert_int_equal(v, whole.values[0]);
   fl_batch_release(held);
   for (w = 0; w < nw; w++)
-    assert_int_equal(s.opens[w], 3);
+    assert_int_equal(s.opens[w], before[w] + 1);
   if (nw == 0)
     assert_int_equal(s.opens[4], 3);
   fl_loader_destroy(l);
