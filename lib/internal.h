@@ -341,6 +341,9 @@ int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
 void fl__slot_unmap(fl_loader *l, fl_batch *b);
 void fl__slot_unname(fl_loader *l, fl_batch *b);
 void fl__slot_keep(fl_loader *l, fl_batch *b, int code, int orphaned);
+/* Short of fds: close those of the segments whose batches the consumer
+   holds, keeping their mappings; how many were closed. */
+size_t fl__slot_close_held_fds(fl_loader *l);
 /* b's worker is gone: into the pool (fd strategy), or let go. */
 void fl__slot_park(fl_loader *l, fl_batch *b);
 void fl__slot_pin(fl_loader *l, fl_batch *b);
@@ -418,6 +421,7 @@ int fl__dispatch_resend(fl_loader *l, fl__worker *w, fl_batch *b);
 int fl__dispatch_fill(fl_loader *l);
 int fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only);
 int fl__dispatch_make_room(fl_loader *l, const fl_batch *lost);
+int fl__dispatch_spare_fd(fl_loader *l);
 int fl__dispatch_flush(fl_loader *l, unsigned w);
 int fl__dispatch_withdraw(fl_loader *l, unsigned w);
 

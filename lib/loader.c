@@ -931,12 +931,26 @@ take(fl_loader *l, fl_batch **out, int poll, unsigned wait_ms)
       if (rc > 0)
         continue;
       /*
-       * Holding nothing, the consumer cannot release what stands in the
-       * way: the loader lets go of an fd of its own instead, asks for the
-       * batch due alone, and waits for it.  Each turn frees one, so this
-       * ends, with the batch or with nothing left to let go of.
+       * Short of fds, the loader lets go of those of the segments whose
+       * batches the consumer holds: it reads their mappings, and the fds
+       * only served to lend the segments once released.  Then every kept
+       * batch is asked for again.
        */
-      if (l->stats.batches_held == 0 && lost->orphaned &&
+      if (lost->orphaned && lost->status == FL_EMFILE &&
+          fl__slot_close_held_fds(l) > 0) {
+        if ((rc = fl__dispatch_refetch(l, 0, NULL)) < 0)
+          return rc;
+        continue;
+      }
+      /*
+       * Holding nothing, the consumer cannot release what stands in the
+       * way; holding no fd (at the fd limit), its releases would free
+       * none: the loader lets go of an fd of its own instead, asks for
+       * the batch due alone, and waits for it.  Each turn frees one, so
+       * this ends, with the batch or with nothing left to let go of.
+       */
+      if (lost->orphaned &&
+          (l->stats.batches_held == 0 || lost->status == FL_EMFILE) &&
           fl__dispatch_make_room(l, lost)) {
         l->fd_short = 1;
         if ((rc = fl__dispatch_refetch(l, 0, lost)) < 0)

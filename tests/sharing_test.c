@@ -913,6 +913,108 @@ fdtrack_del_untracks_fd(void **state)
   flt_assert_clean(&base);
 }
 
+/* Fd numbers below the soft limit that no fd takes, counted up to most. */
+static size_t
+fds_left(size_t most)
+{
+  struct rlimit rl;
+  size_t fd, n = 0;
+
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  for (fd = 0; fd < rl.rlim_cur && n < most; fd++)
+    n += fcntl((int)fd, F_GETFD) == -1;
+  return n;
+}
+
+/*
+ * The consumer holds every batch of an epoch, four times as many as the
+ * fd numbers left under the soft limit (at most 1024 of them: a few
+ * thousand batches), as `list(loader)` does: all come, each once and
+ * whole, in order where asked, with no error.  Short of fds, the loader
+ * lets go of those of the segments whose batches are held (the consumer
+ * reads their mappings) and fetches again what the limit cut off, so its
+ * fds stay within the limit, far fewer than the batches.  Then every
+ * batch is released and a second epoch runs, its workers forked (the
+ * first time anew) at the limit.
+ */
+static void
+hold_past_the_fd_limit(int in_order, int persistent)
+{
+  enum { SAMPLE = 64, BS = 2 };
+  unsigned char *seen;
+  fl_batch **held, *b;
+  size_t left, n, i, j, with_fd = 0;
+  struct rlimit rl;
+  fl_stats st;
+  flt_case c;
+  int rc;
+
+  left = fds_left(1024);
+  assert_true(left >= 64);
+  flt_fd_limit_leave((int)left);
+  n = 4 * left;
+  flt_case_init(&c, n * BS, SAMPLE);
+  c.opt.batch_size = BS;
+  c.opt.num_workers = 2;
+  c.opt.in_order = in_order;
+  c.opt.persistent_workers = persistent;
+  c.opt.timeout_ms = 30000;
+  flt_case_start(&c);
+  held = calloc(n, sizeof(*held));
+  seen = calloc(n * BS, 1);
+  assert_non_null(held);
+  assert_non_null(seen);
+  for (i = 0; i < n; i++) {
+    rc = fl_loader_next(c.l, &held[i]);
+    if (rc != 1)
+      fail_msg("batch %zu of %zu held: %s: %s", i, n, fl_err_name(rc),
+               fl_loader_error(c.l));
+    b = held[i];
+    if (in_order)
+      assert_int_equal(fl_batch_seq(b), i);
+    assert_int_equal(fl_batch_count(b), BS);
+    for (j = 0; j < BS; j++) {
+      assert_true(flt_sample_ok((const char *)fl_batch_data(b) + j * SAMPLE,
+                                SAMPLE, fl_batch_indices(b)[j]));
+      seen[fl_batch_indices(b)[j]]++;
+    }
+  }
+  assert_int_equal(fl_loader_next(c.l, &b), 0);
+  for (i = 0; i < n * BS; i++)
+    assert_int_equal(seen[i], 1);
+  /* Still whole after all that came later. */
+  for (i = 0; i < n; i++) {
+    assert_true(flt_sample_ok(fl_batch_data(held[i]), SAMPLE,
+                              fl_batch_indices(held[i])[0]));
+    with_fd += held[i]->seg.fd >= 0;
+  }
+  assert_int_equal(fl_loader_stats(c.l, &st), 0);
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  assert_int_equal(st.batches_held, n);
+  assert_true(st.fds_peak <= left);
+  assert_true(with_fd < left);
+  print_message("# %s: %zu batches held under %zu fds left, %zu of them "
+                "with an fd, the loader's fds at most %zu (limit %llu)\n",
+                in_order ? "in order" : "as they arrive", n, left, with_fd,
+                st.fds_peak, (unsigned long long)rl.rlim_cur);
+  for (i = 0; i < n; i++)
+    fl_batch_release(held[i]);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(flt_drain(c.l, 0), n);
+  flt_fd_limit_restore();
+  free(held);
+  free(seen);
+  flt_case_end(&c);
+}
+
+static void
+fd_strategy_holds_four_times_the_fds_left_in_batches_and_runs_again(void **s)
+{
+  (void)s;
+  hold_past_the_fd_limit(1, 0);
+  hold_past_the_fd_limit(0, 1);
+}
+
 int
 main(void)
 {
@@ -937,8 +1039,13 @@ main(void)
           index_queue_recv_returns_zero_promptly_when_parent_end_closes),
       cmocka_unit_test(fdtrack_child_drop_closes_tracked_fds_except_kept),
       cmocka_unit_test(fdtrack_del_untracks_fd),
+      cmocka_unit_test_teardown(
+          fd_strategy_holds_four_times_the_fds_left_in_batches_and_runs_again,
+          flt_fd_limit_teardown),
   };
 
   page = (size_t)sysconf(_SC_PAGESIZE);
+  flt_fd_limit_save();
+  flt_warm_up();
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
