@@ -731,6 +731,7 @@ report_unpinned(fl_loader *l, fl_batch *b)
 static int
 hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
 {
+  char maps[192] = "";
   int rc;
 
   l->fd_short = 0;
@@ -745,8 +746,17 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
   }
   if (b->status != 0) {
     rc = b->status;
-    fl__loader_set_error(l, rc, "batch %llu (worker %u): %s",
-                         (unsigned long long)b->seq, b->worker, b->msg);
+    /* Past vm.max_map_count, where the batch could not be kept (a lent
+       segment a worker could not map, a stream's batch): the batches
+       held are why. */
+    if (b->at_maps)
+      snprintf(maps, sizeof(maps), ", while holding %zu batches, each a "
+               "mapping here and in the worker that made it; raise "
+               "vm.max_map_count (sysctl, as root) or hold fewer batches",
+               l->stats.batches_held);
+    fl__loader_set_error(l, rc, "batch %llu (worker %u): %s%s",
+                         (unsigned long long)b->seq, b->worker, b->msg,
+                         maps);
     fl__slot_recycle(l, b);
     return rc;
   }

@@ -73,6 +73,14 @@ fl__receive_lost_error(fl_loader *l, const fl_batch *b)
         (unsigned long long)b->seq);
   if (b->orphaned && b->status == FL_EMFILE)
     return at_fd_limit(l, b);
+  if (b->at_maps)
+    return fl__loader_set_error(
+        l, b->status,
+        "batch %llu: %s, while holding %zu batches, each a mapping here and "
+        "in the worker that made it; raise vm.max_map_count (sysctl, as "
+        "root) or hold fewer batches. The batch is kept: release batches "
+        "and call fl_loader_next again",
+        (unsigned long long)b->seq, b->msg, l->stats.batches_held);
   if (b->status != FL_ENOSPC)
     remedy = "";
   else if (l->opt.sharing == FL_SHARE_FILE_SYSTEM)
@@ -116,6 +124,31 @@ check_header(fl_loader *l, fl_batch *b, const struct fl__reply *r)
   return 0;
 }
 
+/*
+ * This process cannot map the segment a worker made for b: out of memory,
+ * or, as each segment is a mapping, at vm.max_map_count, which is then
+ * named.  A stream's batch is lost (its samples were read): say how many.
+ */
+static void
+map_failed(fl_loader *l, fl_batch *b, uint32_t count)
+{
+  char why[128], lost[48] = "";
+
+  if (l->iterable)
+    snprintf(lost, sizeof(lost),
+             "%u samples of this worker's stream were lost: ", count);
+  b->status = FL_ENOMEM;
+  b->at_maps = fl__maps_full(why, sizeof(why));
+  if (b->at_maps)
+    snprintf(b->msg, sizeof(b->msg),
+             "%sthis process cannot map the segment worker %u made: %s",
+             lost, b->worker, why);
+  else
+    snprintf(b->msg, sizeof(b->msg),
+             "%scannot map a %zu-byte segment from a worker: %s", lost,
+             l->layout.size, fl_strerror(FL_ENOMEM));
+}
+
 static void
 take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
      int lost)
@@ -149,6 +182,7 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   else if (w->id < 64)
     b->mapped_by &= ~(1ull << w->id);
   b->lent = 0;
+  b->at_maps = (r->flags & FL__REPLY_MAPS) != 0;
   if (r->flags & FL__REPLY_FAULT)
     l->stats.faults_injected++;
   if (l->iterable && r->run == l->run && !(r->flags & FL__REPLY_END))
@@ -169,6 +203,8 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
       fl__close(fd);
   } else if (r->flags & (FL__REPLY_FD | FL__REPLY_NAMED)) {
     rc = fl__slot_map(l, b, fd);
+    if (rc == FL_ENOMEM)
+      map_failed(l, b, r->count);
   } else if (fd >= 0) {
     fl__close(fd);
   }
@@ -195,7 +231,10 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
              l->opt.sharing == FL_SHARE_FILE_SYSTEM
                  ? "close files (this strategy keeps no fd per batch)"
                  : "use FL_SHARE_FILE_SYSTEM");
-  } else if (rc == FL_EMFILE || rc == FL_ENFILE) {
+  } else if (rc == FL_EMFILE || rc == FL_ENFILE ||
+             (rc == FL_ENOMEM && !l->iterable)) {
+    /* Into a segment of a batch released later, it needs no new fd or
+       mapping. */
     fl__slot_keep(l, b, rc, 1);
     return;
   }
