@@ -42,8 +42,9 @@ struct cli_log {
   struct progress *pg;     /* a progress line to clear first, or NULL */
 };
 void cli_log(void *arg, const char *msg);
-/* Whether rc of fl_loader_next is a batch kept at the fd or /dev/shm
-   limit (real or injected): not final, and it comes with a later call. */
+/* Whether rc of fl_loader_next is a batch kept at the fd, /dev/shm or
+   memory limit (vm.max_map_count's too; real or injected): not final, and
+   it comes with a later call. */
 int cli_kept(int rc);
 /* Whether rc of fl_loader_next is a poisoned batch, one whose filling
    killed its worker twice: then 1, and *seq its place in the epoch (the

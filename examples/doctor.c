@@ -120,8 +120,8 @@ const char *
 budget_remedy(const char *resource, const fl_options *o)
 {
   if (strcmp(resource, "fds") == 0)
-    return "raise `ulimit -n`, release batches sooner, or --sharing fs, "
-           "which keeps no fd per held batch";
+    return "raise `ulimit -n` or close files: the loader keeps no fd per "
+           "held batch";
   if (strcmp(resource, "/dev/shm bytes") == 0)
     return o->sharing == FL_SHARE_FILE_SYSTEM
                ? "enlarge /dev/shm (docker --shm-size), release batches "

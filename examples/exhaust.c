@@ -1,9 +1,11 @@
 /*
  * `forkload exhaust`, the exhaustion study: hold every batch a loader hands
- * out, epoch after epoch, until it runs out of fds or shared memory; show
- * the error as a library user sees it; after an fd shortage, check that
- * releasing the batches lets the loader go on; then destroy the loader and
- * check that it left no name in /dev/shm, no open fd and no process.
+ * out, epoch after epoch, until a limit stops it (shared memory, memory,
+ * vm.max_map_count; fds only where the rest of the process holds them:
+ * the loader keeps none per held batch); show the error as a library user
+ * sees it; after a batch was kept, check that releasing the batches lets
+ * the loader go on; then destroy the loader and check that it left no
+ * name in /dev/shm, no open fd and no process.
  * Before it holds anything it reads the loader's budget: where the first
  * limit would take more than half the free memory (or --max-bytes), it
  * stops there instead and says how to reach that limit safely.
@@ -65,8 +67,9 @@ enum {
 /* exhaust's own options; the dataset's and the loader's are in
    options.c. */
 static const char help[] =
-  "Holds every batch the loader hands out, epoch after epoch, until it\n"
-  "runs out of fds or shared memory; reports the error, checks that the\n"
+  "Holds every batch the loader hands out, epoch after epoch, until a\n"
+  "limit stops it: shared memory, memory or vm.max_map_count (the loader\n"
+  "keeps no fd per held batch); reports the error, checks that the\n"
   "loader delivers again once the batches are released, and that\n"
   "destroying it leaves no name, fd or process.  Its workers are always\n"
   "persistent.  It exits 0 when nothing was left behind, whatever error\n"
@@ -170,26 +173,20 @@ safely(const struct exhaust_args *a, const struct study *s, char *buf,
        size_t len)
 {
   const fl_options *o = &a->load.opt;
-  const fl_budget_item *fds = budget_item(&s->budget, "fds");
   uint64_t target = s->guard_held / 2 > SAFE_HELD ? SAFE_HELD
                     : s->guard_held / 2 > 0       ? s->guard_held / 2
                                                   : 1,
            ahead = budget_ahead(o), mib;
-  int n = 0;
 
+  /* No fd is kept per held batch (the loader lets go of them when fds
+     run short): only /dev/shm can be made small enough. */
   buf[0] = '\0';
-  if (fds != NULL && fds->per_batch > 0 && fds->max_held != UINT64_MAX &&
-      fds->max_held > target)
-    n = snprintf(buf, len, "--fd-limit %" PRIu64 " stops it at about %"
-                 PRIu64 " batches", fds->limit - (fds->max_held - target),
-                 target);
   if (o->sharing == FL_SHARE_FILE_SYSTEM || o->fd_in_dev_shm) {
     mib = ((target + ahead + s->window) * s->segment + (1u << 20) - 1) >> 20;
-    snprintf(buf + n, len - (size_t)n, "%sas root, a private /dev/shm of "
-             "%" PRIu64 " MiB stops it at about %" PRIu64 " batches: "
-             "unshare -m sh -c 'mount -t tmpfs -o size=%" PRIu64 "m tmpfs "
-             "/dev/shm && forkload exhaust ...'", n > 0 ? "; or " : "", mib,
-             target, mib);
+    snprintf(buf, len, "as root, a private /dev/shm of %" PRIu64 " MiB "
+             "stops it at about %" PRIu64 " batches: unshare -m sh -c "
+             "'mount -t tmpfs -o size=%" PRIu64 "m tmpfs /dev/shm && "
+             "forkload exhaust ...'", mib, target, mib);
   }
 }
 

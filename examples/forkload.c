@@ -113,7 +113,8 @@ cli_log(void *arg, const char *msg)
 int
 cli_kept(int rc)
 {
-  return (rc == FL_EMFILE || rc == FL_ENFILE || rc == FL_ENOSPC) &&
+  return (rc == FL_EMFILE || rc == FL_ENFILE || rc == FL_ENOSPC ||
+          rc == FL_ENOMEM) &&
          !fl_error_is_final(rc);
 }
 

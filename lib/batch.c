@@ -120,6 +120,38 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
   free(b);
 }
 
+/*
+ * Short of fds under the fd strategy: close the fd of every segment whose
+ * batch the consumer holds, keeping its mapping, which is what the
+ * consumer reads.  The fd only lends the segment to another worker once
+ * released; without it the segment is refilled by a worker that maps it,
+ * or dropped (dispatch.c).  Only under pressure, because until then
+ * lending keeps the segments at the window plus the batches held; and
+ * then every held batch's at once, because each time fds run short the
+ * batches in flight lose theirs and are fetched again, which should
+ * happen as seldom as can be.  Returns how many were closed.
+ */
+size_t
+fl__slot_close_held_fds(fl_loader *l)
+{
+  size_t s, n = 0;
+  fl_batch *b;
+
+  fl__fdtrack_lock();
+  for (s = 0; s < l->nslots; s++) {
+    b = l->slots[s];
+    if (b == NULL || b->state != FL__SLOT_HELD || b->seg.fd < 0)
+      continue;
+    fl__fdtrack_del(b->seg.fd);
+    fl__close(b->seg.fd);
+    b->seg.fd = -1;
+    n++;
+  }
+  fl__fdtrack_unlock();
+  fl__stats_fds(l, -(int)n);
+  return n;
+}
+
 void
 fl__slot_park(fl_loader *l, fl_batch *b)
 {
@@ -157,7 +189,9 @@ fl__slot_recycle(fl_loader *l, fl_batch *b)
     fl__slot_park(l, b); /* the process that could refill it is gone */
     return;
   }
-  /* Its fd stays: it lends the segment to another worker (dispatch.c). */
+  /* Its fd, if the loader kept it, stays: it lends the segment to another
+     worker (dispatch.c); without one, only a worker that maps it refills
+     it. */
   b->next_free = w->free;
   w->free = b;
 }

@@ -14,27 +14,21 @@
 
 #include "internal.h"
 
-/* What the loader holds now and gives back to the held batches' count:
-   its segments, which become held batches as the consumer holds every
-   one; and the fds its workers will open when forked. */
+/* What the loader holds now: its segments' bytes, which become held
+   batches as the consumer holds every one, and its workers' queues. */
 struct loader_now {
-  uint64_t seg_fds, seg_bytes, worker_fds, queues;
+  uint64_t seg_bytes, queues;
 };
 
 static void
 loader_now(const fl_loader *l, struct loader_now *n)
 {
-  size_t s;
   unsigned w;
 
   memset(n, 0, sizeof(*n));
-  for (s = 0; s < l->nslots; s++)
-    n->seg_fds += l->slots[s] != NULL && l->slots[s]->seg.fd >= 0;
   n->seg_bytes = l->stats.bytes_mapped;
-  for (w = 0; w < l->opt.num_workers; w++) {
-    n->worker_fds += l->workers[w].sock < 0 ? 2 : 0; /* socket, pidfd */
+  for (w = 0; w < l->opt.num_workers; w++)
     n->queues += l->workers[w].mq >= 0;
-  }
 }
 
 /* a - b, or 0 below. */
@@ -89,10 +83,11 @@ fill(const fl_loader *l, fl_budget *b)
   fl__room room;
 
   loader_now(l, &n);
+  /* No fd is kept per held batch: the file-system strategy keeps none,
+     and the fd strategy lets go of the held batches' when fds run short
+     (batch.c), so the fd limit stops no holding. */
   fl__fds_now(&limit, &used);
-  add(b, "fds", limit, used,
-      nw > 0 && opt->sharing == FL_SHARE_FILE_DESCRIPTOR,
-      less(limit - used + n.seg_fds, n.worker_fds), ahead);
+  add(b, "fds", limit, used, 0, UINT64_MAX, 0);
   if (nw > 0 &&
       (opt->sharing == FL_SHARE_FILE_SYSTEM || opt->fd_in_dev_shm)) {
     fl__dev_shm_now(&limit, &used);

@@ -367,20 +367,13 @@ fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only)
 }
 
 
-/*
- * The consumer holds nothing, and the batch due (lost) cannot come in for
- * want of an fd: free one that the loader holds for itself.  First an idle
- * segment's, kept only to be lent; else that of a batch waiting in the
- * reorder buffer, the one due last, whose batch is then asked for again
- * like a lost one.  Returns 1 when an fd was freed, 0 when the loader holds
- * none it can let go of (the rest of the process holds the fds).
- */
-int
-fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
+/* Let go of an idle segment kept only to be lent, and of its fd: one in
+   the pool, else in a worker's free list.  1, or 0 when there is none. */
+static int
+drop_idle(fl_loader *l)
 {
-  fl_batch **at, *b, *last = NULL;
+  fl_batch **at, *b;
   unsigned i;
-  size_t s;
 
   if ((b = l->pool) != NULL) {
     l->pool = b->next_free;
@@ -397,6 +390,25 @@ fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
       }
     }
   }
+  return 0;
+}
+
+/*
+ * The consumer holds nothing, and the batch due (lost) cannot come in for
+ * want of an fd: free one that the loader holds for itself.  First an idle
+ * segment's, kept only to be lent; else that of a batch waiting in the
+ * reorder buffer, the one due last, whose batch is then asked for again
+ * like a lost one.  Returns 1 when an fd was freed, 0 when the loader holds
+ * none it can let go of (the rest of the process holds the fds).
+ */
+int
+fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
+{
+  fl_batch *b, *last = NULL;
+  size_t s;
+
+  if (drop_idle(l))
+    return 1;
   for (s = 0; s < l->nslots; s++) {
     b = l->slots[s];
     if (b != NULL && b != lost && b->state == FL__SLOT_READY && !b->end &&
@@ -411,6 +423,18 @@ fl__dispatch_make_room(fl_loader *l, const fl_batch *lost)
   last->evicted = 1;
   fl__slot_keep(l, last, FL_EMFILE, 1);
   return 1;
+}
+
+/*
+ * The parent is at its fd limit where it makes an fd (a new worker's
+ * socket or pidfd): let go of the fds of the batches the consumer holds,
+ * else of an idle segment's.  Returns 1 when one was freed, 0 when the
+ * loader holds none it can let go of.
+ */
+int
+fl__dispatch_spare_fd(fl_loader *l)
+{
+  return fl__slot_close_held_fds(l) > 0 || drop_idle(l);
 }
 
 static void

@@ -48,7 +48,8 @@ fl_error_is_final(int code)
   case FL_EMFILE:    /* the batch is kept and fetched again */
   case FL_ENFILE:
   case FL_ENOSPC:
-  case FL_ENOMEM:    /* pin_memory: the batch comes next, unpinned */
+  case FL_ENOMEM:    /* the batch is kept (past vm.max_map_count, say),
+                        or (pin_memory) comes next, unpinned */
   case FL_EPERM:
   case FL_EAGAIN:    /* fl_loader_begin may be tried again; no batch yet
                         in fl_loader_poll's wait */

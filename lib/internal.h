@@ -314,6 +314,8 @@ struct fl_batch {
                         asked for again as the same try */
   int end;           /* iterable: no batch, the worker's stream is over */
   int lent;          /* lent to `worker`, which may not have mapped it */
+  int at_maps;       /* status is FL_ENOMEM because this process or the
+                        worker is at vm.max_map_count (msg says which) */
   uint64_t mapped_by; /* workers (ids below 64) known to map it */
   int status;        /* 0, or this batch's error */
   int pin_error;     /* pin_memory could not lock its segment: not yet said */
@@ -341,6 +343,9 @@ int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
 void fl__slot_unmap(fl_loader *l, fl_batch *b);
 void fl__slot_unname(fl_loader *l, fl_batch *b);
 void fl__slot_keep(fl_loader *l, fl_batch *b, int code, int orphaned);
+/* Short of fds: close those of the segments whose batches the consumer
+   holds, keeping their mappings; how many were closed. */
+size_t fl__slot_close_held_fds(fl_loader *l);
 /* b's worker is gone: into the pool (fd strategy), or let go. */
 void fl__slot_park(fl_loader *l, fl_batch *b);
 void fl__slot_pin(fl_loader *l, fl_batch *b);
@@ -418,6 +423,7 @@ int fl__dispatch_resend(fl_loader *l, fl__worker *w, fl_batch *b);
 int fl__dispatch_fill(fl_loader *l);
 int fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only);
 int fl__dispatch_make_room(fl_loader *l, const fl_batch *lost);
+int fl__dispatch_spare_fd(fl_loader *l);
 int fl__dispatch_flush(fl_loader *l, unsigned w);
 int fl__dispatch_withdraw(fl_loader *l, unsigned w);
 
@@ -603,6 +609,12 @@ void fl__dev_shm_now(uint64_t *size, uint64_t *used);
 void fl__memlock_now(uint64_t *limit, uint64_t *locked);
 void fl__msgqueue_now(uint64_t *bytes, uint64_t *queues);
 void fl__processes_now(uint64_t *limit, uint64_t *tasks);
+/* After mmap failed with ENOMEM: 1 when this process is at
+   vm.max_map_count (its mappings, the lines of /proc/self/maps, within a
+   few of it), with why saying so ("it has N memory mappings, at
+   vm.max_map_count (...: M)"); else 0.  read(2) alone: a worker calls it
+   too. */
+int fl__maps_full(char *why, size_t len);
 /* Before a segment is made anew, in a worker or in the caller: 0, or
    FL_ENOMEM with err saying why, when memory has no room for it now. */
 int fl__room_for_segment(size_t size, char *err, size_t errlen);

@@ -331,6 +331,32 @@ fl__room_for_segment(size_t size, char *err, size_t errlen)
   return FL_ENOMEM;
 }
 
+/* Mappings (lines of /proc/self/maps) within this many of vm.max_map_count
+   are at it: the kernel's count leaves out [vsyscall], and a mapping may
+   have been split or merged since the failure. */
+#define FL__MAPS_SLACK 8
+
+int
+fl__maps_full(char *why, size_t len)
+{
+  char path[PATH_MAX], line[8];
+  struct fl__lines lr;
+  uint64_t limit = fl__sysctl("vm/max_map_count", 0), n = 0;
+
+  snprintf(path, sizeof(path), "%s/proc/self/maps", fl__limits_root);
+  if (limit == 0 || fl__lines_open(&lr, path) != 0)
+    return 0;
+  while (fl__lines_next(&lr, line, sizeof(line)))
+    n++;
+  fl__close(lr.fd);
+  if (n + FL__MAPS_SLACK < limit)
+    return 0;
+  snprintf(why, len, "it has %" PRIu64 " memory mappings, at "
+           "vm.max_map_count (/proc/sys/vm/max_map_count: %" PRIu64 ")", n,
+           limit);
+  return 1;
+}
+
 /*
  * An fd takes a number below the soft limit: fds above it, inherited from
  * before the limit was lowered, take none, and at the limit itself

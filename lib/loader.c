@@ -731,6 +731,7 @@ report_unpinned(fl_loader *l, fl_batch *b)
 static int
 hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
 {
+  char maps[192] = "";
   int rc;
 
   l->fd_short = 0;
@@ -745,8 +746,17 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
   }
   if (b->status != 0) {
     rc = b->status;
-    fl__loader_set_error(l, rc, "batch %llu (worker %u): %s",
-                         (unsigned long long)b->seq, b->worker, b->msg);
+    /* Past vm.max_map_count, where the batch could not be kept (a lent
+       segment a worker could not map, a stream's batch): the batches
+       held are why. */
+    if (b->at_maps)
+      snprintf(maps, sizeof(maps), ", while holding %zu batches, each a "
+               "mapping here and in the worker that made it; raise "
+               "vm.max_map_count (sysctl, as root) or hold fewer batches",
+               l->stats.batches_held);
+    fl__loader_set_error(l, rc, "batch %llu (worker %u): %s%s",
+                         (unsigned long long)b->seq, b->worker, b->msg,
+                         maps);
     fl__slot_recycle(l, b);
     return rc;
   }
@@ -931,12 +941,26 @@ take(fl_loader *l, fl_batch **out, int poll, unsigned wait_ms)
       if (rc > 0)
         continue;
       /*
-       * Holding nothing, the consumer cannot release what stands in the
-       * way: the loader lets go of an fd of its own instead, asks for the
-       * batch due alone, and waits for it.  Each turn frees one, so this
-       * ends, with the batch or with nothing left to let go of.
+       * Short of fds, the loader lets go of those of the segments whose
+       * batches the consumer holds: it reads their mappings, and the fds
+       * only served to lend the segments once released.  Then every kept
+       * batch is asked for again.
        */
-      if (l->stats.batches_held == 0 && lost->orphaned &&
+      if (lost->orphaned && lost->status == FL_EMFILE &&
+          fl__slot_close_held_fds(l) > 0) {
+        if ((rc = fl__dispatch_refetch(l, 0, NULL)) < 0)
+          return rc;
+        continue;
+      }
+      /*
+       * Holding nothing, the consumer cannot release what stands in the
+       * way; holding no fd (at the fd limit), its releases would free
+       * none: the loader lets go of an fd of its own instead, asks for
+       * the batch due alone, and waits for it.  Each turn frees one, so
+       * this ends, with the batch or with nothing left to let go of.
+       */
+      if (lost->orphaned &&
+          (l->stats.batches_held == 0 || lost->status == FL_EMFILE) &&
           fl__dispatch_make_room(l, lost)) {
         l->fd_short = 1;
         if ((rc = fl__dispatch_refetch(l, 0, lost)) < 0)

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 8
+#define FL__PROTOCOL_VERSION 9
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -84,6 +84,9 @@ enum fl__reply_type {
 /* The faults option made a fault happen in this task (a delay, a failed
    reservation). */
 #define FL__REPLY_FAULT 0x8u
+/* status is FL_ENOMEM because the worker is at vm.max_map_count (msg
+   says so). */
+#define FL__REPLY_MAPS 0x10u
 
 #define FL__REPLY_MSG_MAX 256
 

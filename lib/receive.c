@@ -14,11 +14,53 @@
 
 #include "internal.h"
 
+/*
+ * At the open-file limit, with nothing left that the loader could let go
+ * of (loader.c): under the fd strategy the held batches' fds went first,
+ * then those of its idle segments.  Releasing batches then frees no fd,
+ * but where segments are reused the batch can go into a released one,
+ * which needs none.
+ */
+static int
+at_fd_limit(fl_loader *l, const fl_batch *b)
+{
+  struct rlimit rl;
+
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (l->opt.sharing == FL_SHARE_FILE_SYSTEM)
+    /* No fd is kept per segment: releasing batches frees none, and the
+       other strategy would hold more. */
+    return fl__loader_set_error(
+        l, b->status,
+        "cannot receive the segment of batch %llu: this process is at its "
+        "open-file limit (RLIMIT_NOFILE %llu) while holding %zu batches and "
+        "%zu fds; under FL_SHARE_FILE_SYSTEM the loader keeps no fd per "
+        "segment, so the process's other fds fill the limit: raise `ulimit "
+        "-n` or close files. The batch is kept: once fds are free, call "
+        "fl_loader_next again",
+        (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
+        l->stats.batches_held, l->stats.fds);
+  return fl__loader_set_error(
+      l, b->status,
+      "cannot receive the segment of batch %llu: this process is at its "
+      "open-file limit (RLIMIT_NOFILE %llu), and the loader has let go of "
+      "every fd it could: none of the %zu batches held keeps one, and the "
+      "%zu it holds are its event loop's, its workers' and those of batches "
+      "on their way; the process's other fds fill the limit: raise `ulimit "
+      "-n`, close files or use FL_SHARE_FILE_SYSTEM. The batch is kept: "
+      "call fl_loader_next again once fds are free%s",
+      (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
+      l->stats.batches_held, l->stats.fds,
+      l->stats.batches_held > 0 && l->opt.reuse_segments
+          ? ", or once batches are released: it goes into a released "
+            "segment, which needs no new fd"
+          : "");
+}
+
 /* The error for a batch kept for a refetch, with what the loader holds. */
 int
 fl__receive_lost_error(fl_loader *l, const fl_batch *b)
 {
-  struct rlimit rl;
   const char *remedy;
 
   if (b->orphaned && b->status == FL_ENFILE)
@@ -29,25 +71,16 @@ fl__receive_lost_error(fl_loader *l, const fl_batch *b)
         "process's own: close files elsewhere or raise fs.file-max. The "
         "batch is kept: call fl_loader_next again",
         (unsigned long long)b->seq);
-  if (b->orphaned) {
-    getrlimit(RLIMIT_NOFILE, &rl);
-    /* Under the file-system strategy no fd is kept per segment: releasing
-       batches frees none, and the other strategy would hold more. */
+  if (b->orphaned && b->status == FL_EMFILE)
+    return at_fd_limit(l, b);
+  if (b->at_maps)
     return fl__loader_set_error(
         l, b->status,
-        "cannot receive the segment of batch %llu: this process is at its "
-        "open-file limit (RLIMIT_NOFILE %llu) while holding %zu batches and "
-        "%zu fds%s. The batch is kept: %s call fl_loader_next again",
-        (unsigned long long)b->seq, (unsigned long long)rl.rlim_cur,
-        l->stats.batches_held, l->stats.fds,
-        l->opt.sharing == FL_SHARE_FILE_SYSTEM
-            ? "; under FL_SHARE_FILE_SYSTEM the loader keeps no fd per "
-              "segment, so the process's other fds fill the limit: raise "
-              "`ulimit -n` or close files"
-            : "; raise `ulimit -n` or use FL_SHARE_FILE_SYSTEM",
-        l->opt.sharing == FL_SHARE_FILE_SYSTEM ? "once fds are free,"
-                                               : "release batches and");
-  }
+        "batch %llu: %s, while holding %zu batches, each a mapping here and "
+        "in the worker that made it; raise vm.max_map_count (sysctl, as "
+        "root) or hold fewer batches. The batch is kept: release batches "
+        "and call fl_loader_next again",
+        (unsigned long long)b->seq, b->msg, l->stats.batches_held);
   if (b->status != FL_ENOSPC)
     remedy = "";
   else if (l->opt.sharing == FL_SHARE_FILE_SYSTEM)
@@ -91,11 +124,37 @@ check_header(fl_loader *l, fl_batch *b, const struct fl__reply *r)
   return 0;
 }
 
+/*
+ * This process cannot map the segment a worker made for b: out of memory,
+ * or, as each segment is a mapping, at vm.max_map_count, which is then
+ * named.  A stream's batch is lost (its samples were read): say how many.
+ */
+static void
+map_failed(fl_loader *l, fl_batch *b, uint32_t count)
+{
+  char why[128], lost[48] = "";
+
+  if (l->iterable)
+    snprintf(lost, sizeof(lost),
+             "%u samples of this worker's stream were lost: ", count);
+  b->status = FL_ENOMEM;
+  b->at_maps = fl__maps_full(why, sizeof(why));
+  if (b->at_maps)
+    snprintf(b->msg, sizeof(b->msg),
+             "%sthis process cannot map the segment worker %u made: %s",
+             lost, b->worker, why);
+  else
+    snprintf(b->msg, sizeof(b->msg),
+             "%scannot map a %zu-byte segment from a worker: %s", lost,
+             l->layout.size, fl_strerror(FL_ENOMEM));
+}
+
 static void
 take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
      int lost)
 {
   fl_batch *b = NULL;
+  size_t closed;
   int rc;
 
   if (r->slot < l->nslots)
@@ -123,6 +182,7 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   else if (w->id < 64)
     b->mapped_by &= ~(1ull << w->id);
   b->lent = 0;
+  b->at_maps = (r->flags & FL__REPLY_MAPS) != 0;
   if (r->flags & FL__REPLY_FAULT)
     l->stats.faults_injected++;
   if (l->iterable && r->run == l->run && !(r->flags & FL__REPLY_END))
@@ -143,6 +203,8 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
       fl__close(fd);
   } else if (r->flags & (FL__REPLY_FD | FL__REPLY_NAMED)) {
     rc = fl__slot_map(l, b, fd);
+    if (rc == FL_ENOMEM)
+      map_failed(l, b, r->count);
   } else if (fd >= 0) {
     fl__close(fd);
   }
@@ -153,17 +215,26 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
     return;
   }
   if ((rc == FL_EMFILE || rc == FL_ENFILE) && l->iterable) {
-    /* A stream cannot be read again: say what was lost, in its place. */
+    /*
+     * A stream cannot be read again: say what was lost, in its place.  At
+     * once, not when the loss stands in the way, the fds of the batches
+     * held go, so that the batches in flight after this one come.
+     */
+    closed = rc == FL_EMFILE ? fl__slot_close_held_fds(l) : 0;
     b->status = rc;
     snprintf(b->msg, sizeof(b->msg),
              "%u samples of this worker's stream were lost: this process "
-             "hit its open-file limit holding %zu batches; raise `ulimit "
+             "hit its open-file limit holding %zu batches%s; raise `ulimit "
              "-n` or %s",
              r->count, l->stats.batches_held,
+             closed > 0 ? " (it let go of their fds for the next ones)" : "",
              l->opt.sharing == FL_SHARE_FILE_SYSTEM
                  ? "close files (this strategy keeps no fd per batch)"
                  : "use FL_SHARE_FILE_SYSTEM");
-  } else if (rc == FL_EMFILE || rc == FL_ENFILE) {
+  } else if (rc == FL_EMFILE || rc == FL_ENFILE ||
+             (rc == FL_ENOMEM && !l->iterable)) {
+    /* Into a segment of a batch released later, it needs no new fd or
+       mapping. */
     fl__slot_keep(l, b, rc, 1);
     return;
   }

@@ -87,8 +87,16 @@ fl__worker_spawn(fl_loader *l, unsigned wi)
   l->forked_alone = fl__proc_value("/proc/self/status", "Threads",
                                    &threads) == 0 && threads == 1;
   fl__fdtrack_lock();
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    rc = -errno;
+  /* At the fd limit (the batches held took the fds, say), the loader lets
+     go of those it can spare first. */
+  for (;;) {
+    rc = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0
+             ? 0
+             : -errno;
+    if (rc != FL_EMFILE || !fl__dispatch_spare_fd(l))
+      break;
+  }
+  if (rc != 0) {
     fl__fdtrack_unlock();
     return fl__loader_set_error(l, rc,
                                 "cannot create worker %u's socket: %s%s", wi,
@@ -115,7 +123,11 @@ fl__worker_spawn(fl_loader *l, unsigned wi)
   }
   /* The kernel's own notice of this child's exit, whoever reaps it; made
      and tracked under the lock, so no other loader's worker keeps it. */
-  pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  for (;;) {
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0 || errno != EMFILE || !fl__dispatch_spare_fd(l))
+      break;
+  }
   if (pidfd >= 0)
     fl__fdtrack_add(pidfd);
   fl__fdtrack_unlock();

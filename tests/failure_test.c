@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,20 +107,78 @@ get_claiming_more_bytes_than_its_room_is_that_batch_error(void **state)
 }
 
 /*
- * PyTorch's test_fd_limit_exceeded, done better: the error names both
- * remedies, the batch whose fd was lost is kept, and once the consumer
- * releases what it holds the epoch goes on with nothing missing.
+ * Every fd number below the lowest free one taken, by fds of /dev/null
+ * (fill_fds), and then the soft limit lowered there (lower_to): whatever
+ * the loader received in between (the batches held, those on their way)
+ * lies above the limit, so that closing it frees no number the limit
+ * allows.  The loader is then at the limit with nothing it can let go of,
+ * as when the rest of the process holds every fd.  fill_fds comes right
+ * after fl_loader_begin, which reads no reply: no segment's fd lies below.
+ */
+static int fills[4096];
+static size_t nfill;
+
+static int
+fill_fds(void)
+{
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC), fd, top = 0;
+
+  assert_true(null >= 0);
+  for (fd = 0; fd < 65536; fd++) {
+    if (fcntl(fd, F_GETFD) != -1)
+      top = fd + 1;
+  }
+  fills[0] = null;
+  for (nfill = 1;; nfill++) {
+    fd = fcntl(null, F_DUPFD_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    if (fd >= top) {
+      close(fd);
+      return top;
+    }
+    assert_true(nfill < 4096);
+    fills[nfill] = fd;
+  }
+}
+
+static void
+lower_to(int limit)
+{
+  struct rlimit rl;
+
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = (rlim_t)limit;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+}
+
+static void
+unfill_fds(void)
+{
+  while (nfill > 0)
+    close(fills[--nfill]);
+}
+
+/*
+ * PyTorch's test_fd_limit_exceeded, done better.  Short of fds, the
+ * loader lets go of those of the batches held, then of its idle ones;
+ * only with none left does the limit stop it: the error names the
+ * remedies and says that releasing batches frees none, the batch whose fd
+ * was lost is kept, and once the consumer releases what it holds, it goes
+ * into a released segment (no new fd) with the limit still in force, and
+ * the epoch goes on with nothing missing.
  */
 static void
-fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
+nothing_left_to_let_go_at_the_fd_limit_gives_emfile_until_a_release(void **s)
 {
-  enum { LEN = 600, HOLD_MAX = 300 };
+  enum { LEN = 600, HOLD = 10, HOLD_MAX = 64 };
   unsigned char seen[LEN];
   fl_batch *held[HOLD_MAX];
+  const char *msg;
+  char want[64];
   flt_case c;
   fl_batch *b;
   size_t i, j, nheld = 0;
-  int rc;
+  int rc, below;
 
   (void)s;
   flt_case_init(&c, LEN, 64);
@@ -128,15 +187,26 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
   c.opt.num_workers = 2;
   c.opt.persistent_workers = 1;
   flt_case_start(&c);
+  below = fill_fds();
+  while (nheld < HOLD)
+    assert_int_equal(fl_loader_next(c.l, &held[nheld++]), 1);
   /* Workers are forked: only the parent runs short of fds. */
-  flt_fd_limit_lower(24);
+  lower_to(below);
+  /* Batches received before may still come. */
   while (nheld < HOLD_MAX && (rc = fl_loader_next(c.l, &b)) == 1)
     held[nheld++] = b;
   assert_int_equal(rc, FL_EMFILE);
-  assert_true(nheld >= 10);
-  assert_non_null(strstr(fl_loader_error(c.l), "ulimit -n"));
-  assert_non_null(strstr(fl_loader_error(c.l), "FL_SHARE_FILE_SYSTEM"));
-  assert_non_null(strstr(fl_loader_error(c.l), "The batch is kept"));
+  msg = fl_loader_error(c.l);
+  print_message("# %s\n", msg);
+  assert_non_null(strstr(msg, "ulimit -n"));
+  assert_non_null(strstr(msg, "FL_SHARE_FILE_SYSTEM"));
+  snprintf(want, sizeof(want), "none of the %zu batches held keeps one",
+           nheld);
+  assert_non_null(strstr(msg, want));
+  assert_non_null(strstr(msg, "The batch is kept"));
+  assert_non_null(strstr(msg, "once batches are released"));
+  for (i = 0; i < nheld; i++)
+    assert_int_equal(held[i]->seg.fd, -1);
   /* Still holding everything: asked again, it fails the same way. */
   assert_int_equal(fl_loader_next(c.l, &b), FL_EMFILE);
   for (i = 0; i < nheld; i++) {
@@ -144,9 +214,11 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
       seen[fl_batch_indices(held[i])[j]]++;
     fl_batch_release(held[i]);
   }
-  /* Released: the kept batch comes next, in order, and nothing is lost. */
+  /* Released: the kept batch comes next, in order, at the same limit. */
   assert_int_equal(fl_loader_next(c.l, &b), 1);
   assert_int_equal(fl_batch_seq(b), nheld);
+  flt_fd_limit_restore();
+  unfill_fds();
   do {
     for (i = 0; i < fl_batch_count(b); i++) {
       assert_true(flt_sample_ok((const char *)fl_batch_data(b) + i * 64, 64,
@@ -156,7 +228,6 @@ fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release(void **s)
     fl_batch_release(b);
   } while ((rc = fl_loader_next(c.l, &b)) == 1);
   assert_int_equal(rc, 0);
-  flt_fd_limit_restore();
   for (i = 0; i < LEN; i++)
     assert_int_equal(seen[i], 1);
   flt_case_end(&c);
@@ -393,13 +464,13 @@ consumer_holding_nothing_short_of_fds_gets_every_batch(void **s)
 static void
 epoch_cut_short_at_the_fd_limit_leaves_nothing_to_fetch_again(void **s)
 {
-  enum { LEN = 600, HOLD_MAX = 300 };
+  enum { LEN = 600, HOLD = 10, HOLD_MAX = 64 };
   unsigned char seen[LEN];
   fl_batch *held[HOLD_MAX];
   flt_case c;
   fl_batch *b;
   size_t i, nheld = 0;
-  int rc;
+  int rc, below;
 
   (void)s;
   flt_case_init(&c, LEN, 64);
@@ -408,13 +479,17 @@ epoch_cut_short_at_the_fd_limit_leaves_nothing_to_fetch_again(void **s)
   c.opt.num_workers = 2;
   c.opt.persistent_workers = 1;
   flt_case_start(&c);
-  flt_fd_limit_lower(24);
+  below = fill_fds();
+  while (nheld < HOLD)
+    assert_int_equal(fl_loader_next(c.l, &held[nheld++]), 1);
+  lower_to(below);
   while (nheld < HOLD_MAX && (rc = fl_loader_next(c.l, &b)) == 1)
     held[nheld++] = b;
   assert_int_equal(rc, FL_EMFILE);
   for (i = 0; i < nheld; i++)
     fl_batch_release(held[i]);
   flt_fd_limit_restore();
+  unfill_fds();
   assert_int_equal(fl_loader_begin(c.l), 0);
   assert_int_equal(c.l->nrefetch, 0);
   while ((rc = fl_loader_next(c.l, &b)) == 1) {
@@ -603,7 +678,7 @@ main(void)
       cmocka_unit_test(
           get_claiming_more_bytes_than_its_room_is_that_batch_error),
       cmocka_unit_test_teardown(
-          fd_limit_gives_emfile_and_the_batch_is_fetched_again_after_release,
+          nothing_left_to_let_go_at_the_fd_limit_gives_emfile_until_a_release,
           flt_fd_limit_teardown),
       cmocka_unit_test_teardown(
           epoch_cut_short_at_the_fd_limit_leaves_nothing_to_fetch_again,

@@ -913,6 +913,234 @@ fdtrack_del_untracks_fd(void **state)
   flt_assert_clean(&base);
 }
 
+/* Fd numbers below the soft limit that no fd takes, counted up to most. */
+static size_t
+fds_left(size_t most)
+{
+  struct rlimit rl;
+  size_t fd, n = 0;
+
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  for (fd = 0; fd < rl.rlim_cur && n < most; fd++)
+    n += fcntl((int)fd, F_GETFD) == -1;
+  return n;
+}
+
+/*
+ * The consumer holds every batch of an epoch, four times as many as the
+ * fd numbers left under the soft limit (at most 1024 of them: a few
+ * thousand batches), as `list(loader)` does: all come, each once and
+ * whole, in order where asked, with no error.  Short of fds, the loader
+ * lets go of those of the segments whose batches are held (the consumer
+ * reads their mappings) and fetches again what the limit cut off, so its
+ * fds stay within the limit, far fewer than the batches.  Then every
+ * batch is released and a second epoch runs, its workers forked (the
+ * first time anew) at the limit.
+ */
+static void
+hold_past_the_fd_limit(int in_order, int persistent)
+{
+  enum { SAMPLE = 64, BS = 2 };
+  unsigned char *seen;
+  fl_batch **held, *b;
+  size_t left, n, i, j, with_fd = 0;
+  struct rlimit rl;
+  fl_stats st;
+  flt_case c;
+  int rc;
+
+  left = fds_left(1024);
+  assert_true(left >= 64);
+  flt_fd_limit_leave((int)left);
+  n = 4 * left;
+  flt_case_init(&c, n * BS, SAMPLE);
+  c.opt.batch_size = BS;
+  c.opt.num_workers = 2;
+  c.opt.in_order = in_order;
+  c.opt.persistent_workers = persistent;
+  c.opt.timeout_ms = 30000;
+  flt_case_start(&c);
+  held = calloc(n, sizeof(*held));
+  seen = calloc(n * BS, 1);
+  assert_non_null(held);
+  assert_non_null(seen);
+  for (i = 0; i < n; i++) {
+    rc = fl_loader_next(c.l, &held[i]);
+    if (rc != 1)
+      fail_msg("batch %zu of %zu held: %s: %s", i, n, fl_err_name(rc),
+               fl_loader_error(c.l));
+    b = held[i];
+    if (in_order)
+      assert_int_equal(fl_batch_seq(b), i);
+    assert_int_equal(fl_batch_count(b), BS);
+    for (j = 0; j < BS; j++) {
+      assert_true(flt_sample_ok((const char *)fl_batch_data(b) + j * SAMPLE,
+                                SAMPLE, fl_batch_indices(b)[j]));
+      seen[fl_batch_indices(b)[j]]++;
+    }
+  }
+  assert_int_equal(fl_loader_next(c.l, &b), 0);
+  for (i = 0; i < n * BS; i++)
+    assert_int_equal(seen[i], 1);
+  /* Still whole after all that came later. */
+  for (i = 0; i < n; i++) {
+    assert_true(flt_sample_ok(fl_batch_data(held[i]), SAMPLE,
+                              fl_batch_indices(held[i])[0]));
+    with_fd += held[i]->seg.fd >= 0;
+  }
+  assert_int_equal(fl_loader_stats(c.l, &st), 0);
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  assert_int_equal(st.batches_held, n);
+  assert_true(st.fds_peak <= left);
+  assert_true(with_fd < left);
+  print_message("# %s: %zu batches held under %zu fds left, %zu of them "
+                "with an fd, the loader's fds at most %zu (limit %llu)\n",
+                in_order ? "in order" : "as they arrive", n, left, with_fd,
+                st.fds_peak, (unsigned long long)rl.rlim_cur);
+  for (i = 0; i < n; i++)
+    fl_batch_release(held[i]);
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(flt_drain(c.l, 0), n);
+  flt_fd_limit_restore();
+  free(held);
+  free(seen);
+  flt_case_end(&c);
+}
+
+static void
+fd_strategy_holds_four_times_the_fds_left_in_batches_and_runs_again(void **s)
+{
+  (void)s;
+  hold_past_the_fd_limit(1, 0);
+  hold_past_the_fd_limit(0, 1);
+}
+
+/*
+ * mmap of a segment (shared, from an fd) fails with ENOMEM while
+ * *maps_full names this process (MAPS_PARENT) or a worker (MAPS_WORKER),
+ * as past vm.max_map_count, which is the machine's and not a test's to
+ * lower; the made-up tree (flt_tree_setup) says the process is at it.
+ */
+enum { MAPS_PARENT = 1, MAPS_WORKER = 2 };
+static volatile int *maps_full;
+static pid_t maps_parent;
+
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+
+void *
+__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+  int who = maps_full != NULL ? *maps_full : 0;
+
+  if (who != 0 && fd >= 0 && (flags & MAP_SHARED) &&
+      (who == MAPS_PARENT) == (getpid() == maps_parent)) {
+    errno = ENOMEM;
+    return MAP_FAILED;
+  }
+  return __real_mmap(addr, len, prot, flags, fd, off);
+}
+
+/*
+ * Past vm.max_map_count (each held batch keeps a mapping), the parent
+ * cannot map the segment a worker sent, or a worker cannot map a new one:
+ * the error at that batch names vm.max_map_count, where it is read and
+ * its value, and the batches held, and the batch is kept.  Once they are
+ * released it comes, the limit still in force (it goes into a released
+ * segment, mapped already), and the epoch goes on whole.
+ */
+static void
+at_vm_max_map_count(int who)
+{
+  enum { LEN = 400, SAMPLE = 64, BS = 2, HOLD_MAX = 64 };
+  char maps[100 * 24], want[64];
+  unsigned char seen[LEN];
+  fl_batch *held[HOLD_MAX], *b;
+  size_t i, j, nheld = 0;
+  unsigned long long seq;
+  const char *msg;
+  flt_case c;
+  int rc;
+
+  for (i = 0, maps[0] = '\0'; i < 100; i++)
+    strcat(maps, "0-1000 r--p 0 0:0 0\n");
+  flt_tree_put("/proc/sys/vm/max_map_count", "100\n");
+  flt_tree_put("/proc/self/maps", maps);
+  maps_full = mmap(NULL, sizeof(*maps_full), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(maps_full != MAP_FAILED);
+  *maps_full = 0;
+  maps_parent = getpid();
+  memset(seen, 0, sizeof(seen));
+  flt_case_init(&c, LEN, SAMPLE);
+  c.opt.batch_size = BS;
+  c.opt.num_workers = 2;
+  c.opt.persistent_workers = 1;
+  flt_case_start(&c);
+  for (; nheld < 10; nheld++)
+    assert_int_equal(fl_loader_next(c.l, &held[nheld]), 1);
+  /* Batches mapped before it may still come. */
+  *maps_full = who;
+  while (nheld < HOLD_MAX && (rc = fl_loader_next(c.l, &b)) == 1)
+    held[nheld++] = b;
+  assert_int_equal(rc, FL_ENOMEM);
+  assert_false(fl_error_is_final(rc));
+  msg = fl_loader_error(c.l);
+  print_message("# %s\n", msg);
+  assert_int_equal(sscanf(msg, "batch %llu: ", &seq), 1);
+  assert_int_equal(seq, nheld);
+  assert_non_null(strstr(msg, who == MAPS_PARENT
+                                  ? ": this process cannot map the segment "
+                                    "worker "
+                                  : ": worker "));
+  assert_non_null(strstr(msg, "it has 100 memory mappings, at "
+                              "vm.max_map_count "
+                              "(/proc/sys/vm/max_map_count: 100)"));
+  snprintf(want, sizeof(want), "while holding %zu batches", nheld);
+  assert_non_null(strstr(msg, want));
+  assert_non_null(strstr(msg, "The batch is kept"));
+  /* Still holding them all: asked again, it fails the same way. */
+  assert_int_equal(fl_loader_next(c.l, &b), FL_ENOMEM);
+  for (i = 0; i < nheld; i++) {
+    for (j = 0; j < fl_batch_count(held[i]); j++)
+      seen[fl_batch_indices(held[i])[j]]++;
+    fl_batch_release(held[i]);
+  }
+  assert_int_equal(fl_loader_next(c.l, &b), 1);
+  assert_int_equal(fl_batch_seq(b), nheld);
+  *maps_full = 0;
+  do {
+    for (j = 0; j < fl_batch_count(b); j++) {
+      assert_true(flt_sample_ok((const char *)fl_batch_data(b) + j * SAMPLE,
+                                SAMPLE, fl_batch_indices(b)[j]));
+      seen[fl_batch_indices(b)[j]]++;
+    }
+    fl_batch_release(b);
+  } while ((rc = fl_loader_next(c.l, &b)) == 1);
+  assert_int_equal(rc, 0);
+  for (i = 0; i < LEN; i++)
+    assert_int_equal(seen[i], 1);
+  munmap((void *)maps_full, sizeof(*maps_full));
+  maps_full = NULL;
+  flt_case_end(&c);
+}
+
+static void
+parent_past_vm_max_map_count_names_it_and_keeps_the_batch(void **s)
+{
+  (void)s;
+  at_vm_max_map_count(MAPS_PARENT);
+}
+
+static void
+worker_past_vm_max_map_count_names_it_and_keeps_the_batch(void **s)
+{
+  (void)s;
+  at_vm_max_map_count(MAPS_WORKER);
+}
+
 int
 main(void)
 {
@@ -937,8 +1165,19 @@ main(void)
           index_queue_recv_returns_zero_promptly_when_parent_end_closes),
       cmocka_unit_test(fdtrack_child_drop_closes_tracked_fds_except_kept),
       cmocka_unit_test(fdtrack_del_untracks_fd),
+      cmocka_unit_test_teardown(
+          fd_strategy_holds_four_times_the_fds_left_in_batches_and_runs_again,
+          flt_fd_limit_teardown),
+      cmocka_unit_test_setup_teardown(
+          parent_past_vm_max_map_count_names_it_and_keeps_the_batch,
+          flt_tree_setup, flt_tree_teardown),
+      cmocka_unit_test_setup_teardown(
+          worker_past_vm_max_map_count_names_it_and_keeps_the_batch,
+          flt_tree_setup, flt_tree_teardown),
   };
 
   page = (size_t)sysconf(_SC_PAGESIZE);
+  flt_fd_limit_save();
+  flt_warm_up();
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

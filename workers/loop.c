@@ -206,11 +206,11 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
   struct slot_table slots = {NULL, 0};
   struct fl__stream st = FL__STREAM_INIT;
   struct fl__task t;
-  char err[FL__REPLY_MSG_MAX];
+  char err[FL__REPLY_MSG_MAX], why[128];
   pid_t parent = getppid();
   int mq = l->workers[w].mq;
   int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
-  int rc, fd, made, status, end, faulted;
+  int rc, fd, made, status, end, faulted, maps;
   uint64_t serial;
   size_t count;
 
@@ -229,6 +229,14 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
     faulted = 0;
     status = fill(l, w, sock, &slots, &st, &t, &fd, &made, &serial, &count,
                   &end, &faulted, err, sizeof(err));
+    /* Each segment is a mapping here: past vm.max_map_count, a want of
+       memory that the parent must name as such. */
+    maps = status == FL_ENOMEM && fl__maps_full(why, sizeof(why));
+    if (maps)
+      snprintf(err, sizeof(err), "worker %u cannot map %s: %s", w,
+               (t.flags & FL__TASK_GRANTED) ? "the segment lent to it"
+                                            : "a new segment",
+               why);
     if (fl__fault(&l->faults, FL__FAULT_DELAY, t.epoch, t.seq, t.attempt)) {
       usleep(l->faults.delay_ms * 1000u);
       faulted = 1;
@@ -237,7 +245,8 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
     rc = fl__reply_batch(sock, w, &t, count, status, err, fd,
                          (made && named ? FL__REPLY_NAMED : 0) |
                              (end ? FL__REPLY_END : 0) |
-                             (faulted ? FL__REPLY_FAULT : 0),
+                             (faulted ? FL__REPLY_FAULT : 0) |
+                             (maps ? FL__REPLY_MAPS : 0),
                          serial);
     if (fd >= 0)
       fl__close(fd);

@@ -71,6 +71,12 @@ TORCH_CONFIGS = (
 )
 # Configurations whose memory only a /dev/shm bounds, not the fd limit.
 UNBOUNDED_BY_FDS = ("fs", "file_system")
+# Memfd segments are charged neither to /dev/shm nor, once fds run short,
+# an fd each: only memory (or vm.max_map_count) would stop the holding.
+UNBOUNDED = ("fd memfd",)
+UNBOUNDED_WHY = ("skipped: neither limit stops it (no fd is kept per held "
+                 "batch once fds run short, and memfd segments are not "
+                 "charged to /dev/shm): only memory would")
 
 COLUMNS = ("experiment", "loader", "strategy", "limit", "held", "fds",
            "bytes", "error_name", "error", "recovered", "recovery",
@@ -392,6 +398,8 @@ def sweep(m, experiment, limits_, fd_limit_of, shm_of, skip):
 
 def fd_sweep(m):
     def skip(label):
+        if label in UNBOUNDED:
+            return UNBOUNDED_WHY
         if label in UNBOUNDED_BY_FDS and not m.private_shm:
             return ("skipped: the fd limit does not bound it, and %s"
                     % m.shm_why)
@@ -401,7 +409,9 @@ def fd_sweep(m):
 
 
 def shm_sweep(m):
-    def skip(_):
+    def skip(label):
+        if label in UNBOUNDED:
+            return UNBOUNDED_WHY
         return "" if m.private_shm else "skipped: " + m.shm_why
     return sweep(m, "shm", SHM_SIZES_MB, lambda _: SHM_SWEEP_FD_LIMIT,
                  lambda mb: mb, skip)
@@ -888,9 +898,10 @@ batch stop there rather than fill the machine's memory.
 
 ## Batches held at failure in a small /dev/shm
 
-`RLIMIT_NOFILE` %d throughout: memfd segments are not charged to
-`/dev/shm`, so forkload's default stops at the fd limit whatever the
-mount's size.
+`RLIMIT_NOFILE` %d throughout.  Memfd segments, forkload's default, are
+not charged to `/dev/shm`, and under an fd limit the loader lets go of
+the held batches' fds: neither sweep stops it, and its rows are
+skipped.
 
 ![batches held at failure against the size of /dev/shm](dev-shm.png)
 
