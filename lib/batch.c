@@ -120,16 +120,43 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
   free(b);
 }
 
+/* Close the fd of b's segment, keeping its mapping: it is refilled then
+   by a worker that maps it, or dropped, never lent (dispatch.c). */
+static void
+close_fd(fl_batch *b)
+{
+  fl__fdtrack_del(b->seg.fd);
+  fl__close(b->seg.fd);
+  b->seg.fd = -1;
+}
+
+/*
+ * A batch handed out while the consumer holds as many as the prefetch
+ * window or more keeps no fd: lending serves to refill the window, which
+ * the first held batches' fds do, and more would fill the fd table, the
+ * caller's too.  So held batches keep at most a window's fds.
+ */
+void
+fl__slot_hold(fl_loader *l, fl_batch *b)
+{
+  if (b->seg.fd >= 0 &&
+      l->stats.batches_held >=
+          (size_t)l->opt.num_workers * l->opt.prefetch_factor) {
+    fl__fdtrack_lock();
+    close_fd(b);
+    fl__fdtrack_unlock();
+    fl__stats_fds(l, -1);
+  }
+  b->state = FL__SLOT_HELD;
+  l->stats.batches_held++;
+}
+
 /*
  * Short of fds under the fd strategy: close the fd of every segment whose
  * batch the consumer holds, keeping its mapping, which is what the
- * consumer reads.  The fd only lends the segment to another worker once
- * released; without it the segment is refilled by a worker that maps it,
- * or dropped (dispatch.c).  Only under pressure, because until then
- * lending keeps the segments at the window plus the batches held; and
- * then every held batch's at once, because each time fds run short the
- * batches in flight lose theirs and are fetched again, which should
- * happen as seldom as can be.  Returns how many were closed.
+ * consumer reads.  Every held batch's at once, because each time fds run
+ * short the batches in flight lose theirs and are fetched again, which
+ * should happen as seldom as can be.  Returns how many were closed.
  */
 size_t
 fl__slot_close_held_fds(fl_loader *l)
@@ -142,9 +169,7 @@ fl__slot_close_held_fds(fl_loader *l)
     b = l->slots[s];
     if (b == NULL || b->state != FL__SLOT_HELD || b->seg.fd < 0)
       continue;
-    fl__fdtrack_del(b->seg.fd);
-    fl__close(b->seg.fd);
-    b->seg.fd = -1;
+    close_fd(b);
     n++;
   }
   fl__fdtrack_unlock();

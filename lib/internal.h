@@ -346,6 +346,7 @@ void fl__slot_keep(fl_loader *l, fl_batch *b, int code, int orphaned);
 /* Short of fds: close those of the segments whose batches the consumer
    holds, keeping their mappings; how many were closed. */
 size_t fl__slot_close_held_fds(fl_loader *l);
+void fl__slot_hold(fl_loader *l, fl_batch *b);
 /* b's worker is gone: into the pool (fd strategy), or let go. */
 void fl__slot_park(fl_loader *l, fl_batch *b);
 void fl__slot_pin(fl_loader *l, fl_batch *b);

@@ -760,8 +760,7 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
     fl__slot_recycle(l, b);
     return rc;
   }
-  b->state = FL__SLOT_HELD;
-  l->stats.batches_held++;
+  fl__slot_hold(l, b);
   *out = b;
   return 1;
 }
