@@ -1,5 +1,8 @@
 #!/bin/sh
-# TAP test of the Python module: pytest runs tests/python with the
+# usage: python_test.sh [tests/python/test_FILE.py ...]
+# TAP test of the Python module: pytest runs the files given (make check
+# gives one, each file a test of its own, under its own time limit), or
+# all of tests/python, with the
 # interpreter configure built the module for ($FL_PYTHON) and the build
 # tree's package first on PYTHONPATH, and tests/python_tap.py turns each
 # test into a TAP line: "ok N - tests/python/FILE::TEST", "not ok" with
@@ -100,7 +103,7 @@ timeout -k 5 "$limit" "$python" -m pytest -q --no-summary \
   ${block_torch:+--tap-block-torch "$block_torch"} \
   -o faulthandler_timeout=$((limit - 10)) \
   --basetemp "$tmp/pytest" --rootdir "$top_srcdir/tests/python" \
-  "$top_srcdir/tests/python" \
+  "${@:-$top_srcdir/tests/python}" \
   >"$tmp/out" 2>&1 </dev/null
 rc=$?
 
