@@ -634,13 +634,6 @@ loader_len(PyObject *op, PyObject *unused)
 }
 
 static PyObject *
-loader_get_held(PyObject *op, void *closure)
-{
-  (void)closure;
-  return PyLong_FromSize_t(((flpy_loader *)op)->held);
-}
-
-static PyObject *
 loader_get_room(PyObject *op, void *closure)
 {
   (void)closure;
@@ -752,7 +745,6 @@ static PyMethodDef loader_methods[] = {
 };
 
 static PyGetSetDef loader_getset[] = {
-    {"held", loader_get_held, NULL, "Batches whose views are alive.", NULL},
     {"room", loader_get_room, NULL, "Bytes of a batch's blob room.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

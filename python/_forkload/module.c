@@ -114,8 +114,7 @@ module_exec(PyObject *m)
   st->np_generic = optional_attr(numpy, "generic");
   st->np_asarray = optional_attr(numpy, "asarray");
   if (PyModule_AddStringConstant(m, "version", fl_version_string()) != 0 ||
-      PyModule_AddIntConstant(m, "has_torch", torch != Py_None) != 0 ||
-      PyModule_AddIntConstant(m, "has_numpy", numpy != Py_None) != 0)
+      PyModule_AddIntConstant(m, "has_torch", torch != Py_None) != 0)
     goto out;
   rc = 0;
 out:

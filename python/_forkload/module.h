@@ -169,7 +169,6 @@ struct flpy_loader {
   pthread_mutex_t pending_lock;
   fl_batch **pending;      /* released while the lock was busy */
   size_t npending, cap_pending;
-  size_t held;             /* segments alive */
   int tensor_type;         /* FLPY_LEAF_TENSOR: torch; NDARRAY: numpy */
   double timeout;          /* seconds; 0: none */
   PyObject *last_skel;     /* bytes of the last skeleton, and */

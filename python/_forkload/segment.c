@@ -88,7 +88,6 @@ flpy_segment_new(flpy_loader *owner, fl_batch *b)
   s->owner = owner;
   s->batch = b;
   s->data = fl_batch_data(b);
-  owner->held++;
   return (PyObject *)s;
 }
 
@@ -105,7 +104,6 @@ segment_dealloc(PyObject *op)
   PyTypeObject *tp = Py_TYPE(op);
 
   flpy_loader_release(s->owner, s->batch);
-  s->owner->held--;
   Py_DECREF(s->owner);
   PyObject_Free(op);
   Py_DECREF(tp);
