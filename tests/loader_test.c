@@ -370,14 +370,22 @@ early_destroy(fl_sharing sharing, int persistent, int reuse)
   flt_case_end(&f);
 }
 
+/* Each strategy, without persistence reusing segments, and with
+   persistence making a new segment per batch. */
+static void
+each_strategy(void (*run)(fl_sharing, int, int))
+{
+  run(FL_SHARE_FILE_DESCRIPTOR, 0, 1);
+  run(FL_SHARE_FILE_SYSTEM, 0, 1);
+  run(FL_SHARE_FILE_DESCRIPTOR, 1, 0);
+  run(FL_SHARE_FILE_SYSTEM, 1, 0);
+}
+
 static void
 early_destroy_leaves_no_process_name_or_fd(void **state)
 {
   (void)state;
-  early_destroy(FL_SHARE_FILE_DESCRIPTOR, 0, 1);
-  early_destroy(FL_SHARE_FILE_SYSTEM, 0, 1);
-  early_destroy(FL_SHARE_FILE_DESCRIPTOR, 1, 0);
-  early_destroy(FL_SHARE_FILE_SYSTEM, 1, 0);
+  each_strategy(early_destroy);
 }
 
 /* A begin before the epoch is over starts the next one clean. */
@@ -597,10 +605,7 @@ static void
 stop_then_destroy_with_batches_held_leaves_no_process_name_or_fd(void **st)
 {
   (void)st;
-  stop_then_destroy(FL_SHARE_FILE_DESCRIPTOR, 0, 1);
-  stop_then_destroy(FL_SHARE_FILE_SYSTEM, 0, 1);
-  stop_then_destroy(FL_SHARE_FILE_DESCRIPTOR, 1, 0);
-  stop_then_destroy(FL_SHARE_FILE_SYSTEM, 1, 0);
+  each_strategy(stop_then_destroy);
 }
 
 /* PyTorch's test_in_order_index_ds / test_out_of_order_index_ds. */

@@ -443,21 +443,30 @@ def descendants(pid):
     return found
 
 
-@pytest.mark.parametrize("target,mode", [("group", "for"), ("consumer", "held")],
-                         ids=["ctrl_c_to_the_group", "sigint_to_the_consumer"])
-def test_sigint_raises_keyboard_interrupt_promptly_and_leaves_nothing(tmp_path, target, mode):
+def start_consumer(tmp_path, mode):
+    """SIGINT_SCRIPT in a session of its own, once both its workers wait
+    in a sample: (the process, its descendants)."""
     script = tmp_path / "sigint.py"
     script.write_text(SIGINT_SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), mode],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=subprocess_env(), start_new_session=True)
+    started = wait_until(
+        lambda: len([n for n in os.listdir(tmp_path) if n.startswith("waiting.")]) >= 2
+        or proc.poll() is not None, 60)
+    if not started or proc.poll() is not None:
+        proc.kill()
+        pytest.fail("the consumer's workers did not start: %r" % (proc.communicate(timeout=30),))
+    family = descendants(proc.pid)
+    assert family, "no worker processes"
+    return proc, family
+
+
+@pytest.mark.parametrize("target,mode", [("group", "for"), ("consumer", "held")],
+                         ids=["ctrl_c_to_the_group", "sigint_to_the_consumer"])
+def test_sigint_raises_keyboard_interrupt_promptly_and_leaves_nothing(tmp_path, target, mode):
+    proc, family = start_consumer(tmp_path, mode)
     try:
-        started = wait_until(
-            lambda: len([n for n in os.listdir(tmp_path) if n.startswith("waiting.")]) >= 2
-            or proc.poll() is not None, 60)
-        assert started and proc.poll() is None, proc.communicate(timeout=30)
-        family = descendants(proc.pid)
-        assert family, "no worker processes"
         sent = time.monotonic()
         if target == "group":
             os.killpg(proc.pid, signal.SIGINT)
@@ -486,18 +495,8 @@ def test_sigint_raises_keyboard_interrupt_promptly_and_leaves_nothing(tmp_path, 
 def test_workers_exit_when_the_consumer_is_killed(tmp_path):
     """A consumer killed outright (SIGKILL: no handler, no atexit) takes its
     workers with it promptly; PyTorch's poll their parent every 5 s."""
-    script = tmp_path / "sigint.py"
-    script.write_text(SIGINT_SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), "for"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=subprocess_env(), start_new_session=True)
+    proc, family = start_consumer(tmp_path, "for")
     try:
-        started = wait_until(
-            lambda: len([n for n in os.listdir(tmp_path) if n.startswith("waiting.")]) >= 2
-            or proc.poll() is not None, 60)
-        assert started and proc.poll() is None, proc.communicate(timeout=30)
-        family = descendants(proc.pid)
-        assert family, "no worker processes"
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:
