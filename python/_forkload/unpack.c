@@ -146,6 +146,7 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
   const unsigned char *data = flpy_segment_data(segment);
   const flpy_blob *h = (const flpy_blob *)data;
   PyObject *bytes, *tmpl;
+  const char *skel;
 
   if (h->magic != FLPY_MAGIC || h->skel_off + h->skel_len > h->len ||
       h->len > self->src.room * (self->src.kind == FLPY_MAP
@@ -155,32 +156,28 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
                     "header (did the worker write past its room?)");
     return NULL;
   }
-  bytes = PyBytes_FromStringAndSize((const char *)data + h->skel_off,
-                                    (Py_ssize_t)h->skel_len);
+  skel = (const char *)data + h->skel_off;
+  /* Fixed-shape samples give the same skeleton batch after batch: the
+     last one's template serves, with nothing copied or unpickled. */
+  if (h->kind == FLPY_BLOB_BATCH && self->last_skel != NULL &&
+      PyBytes_GET_SIZE(self->last_skel) == (Py_ssize_t)h->skel_len &&
+      memcmp(PyBytes_AS_STRING(self->last_skel), skel, h->skel_len) == 0)
+    return rebuild(self, st, segment, self->last_template);
+  bytes = PyBytes_FromStringAndSize(skel, (Py_ssize_t)h->skel_len);
   if (bytes == NULL)
     return NULL;
-  if (h->kind == FLPY_BLOB_ERROR) {
-    tmpl = PyObject_CallOneArg(st->loads, bytes);
+  tmpl = PyObject_CallOneArg(st->loads, bytes);
+  if (tmpl == NULL) {
     Py_DECREF(bytes);
-    if (tmpl == NULL)
-      return NULL;
+    return NULL;
+  }
+  if (h->kind == FLPY_BLOB_ERROR) {
+    Py_DECREF(bytes);
     raise_record(st, tmpl);
     Py_DECREF(tmpl);
     return NULL;
   }
-  if (self->last_skel != NULL &&
-      PyBytes_GET_SIZE(self->last_skel) == PyBytes_GET_SIZE(bytes) &&
-      memcmp(PyBytes_AS_STRING(self->last_skel), PyBytes_AS_STRING(bytes),
-             (size_t)PyBytes_GET_SIZE(bytes)) == 0) {
-    Py_DECREF(bytes);
-  } else {
-    tmpl = PyObject_CallOneArg(st->loads, bytes);
-    if (tmpl == NULL) {
-      Py_DECREF(bytes);
-      return NULL;
-    }
-    Py_XSETREF(self->last_skel, bytes);
-    Py_XSETREF(self->last_template, tmpl);
-  }
+  Py_XSETREF(self->last_skel, bytes);
+  Py_XSETREF(self->last_template, tmpl);
   return rebuild(self, st, segment, self->last_template);
 }
