@@ -197,13 +197,17 @@ flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
   if (rc != 0)
     return fail_batch(src, w);
   if (w->over) {
+    /* A map-style batch of n samples has n rooms; the others, one room
+       of batch_size samples (loader.c sizes them so). */
+    size_t samples = src->kind == FLPY_MAP ? w->cap / src->room
+                     : src->batch_size ? src->batch_size : 1;
+
     PyErr_Format(PyExc_RuntimeError,
                  "this batch needs %zu bytes of shared memory, more than "
                  "the %zu its segment has: its samples are larger than the "
-                 "first batch's; pass DataLoader(..., sample_bytes=N) with "
-                 "N of at least %zu", w->len, w->cap,
-                 (w->len + 65536) / (src->kind == FLPY_MAP && src->batch_size
-                                         ? src->batch_size : 1));
+                 "sample measured when the loader was made; pass "
+                 "DataLoader(..., sample_bytes=N) with N of at least %zu",
+                 w->len, w->cap, (w->len + samples - 1) / samples);
     return fail_batch(src, w);
   }
   return 1;

@@ -8,6 +8,7 @@ with workers, and is cheap); the errors are compared with torch built with
 the same arguments, for their messages differ with workers."""
 
 import collections
+import re
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import torch.utils.data as tud
 
 import forkload
 from loader_helpers import (
+    IndexDataset,
     outcomes, assert_outcomes_same,
     TORCH_IN_PROCESS, FnDataset, assert_runs_same, assert_same_as_numpy, run_both,
     run_epochs)
@@ -251,3 +253,27 @@ def test_samples_default_collate_refuses_raise_type_error(fn, num_workers):
     want = outcomes(tud.DataLoader(ds, batch_size=2, num_workers=num_workers))
     assert_outcomes_same(got, want, num_workers, messages=False)
     assert [o[1] for o in got] == [TypeError, TypeError]
+
+
+def grow_with_the_batch(samples):
+    """A collate_fn whose output grows with the samples' indices, as a
+    padding collate_fn's does with the longest sequence of a batch."""
+    return torch.zeros(4096 * (1 + max(samples)))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_batch_larger_than_its_room_says_the_sample_bytes_that_fit(num_workers):
+    ds = IndexDataset(8, with_worker=False)
+    kw = dict(batch_size=2, num_workers=num_workers,
+              collate_fn=lambda s: grow_with_the_batch([x["i"] for x in s]))
+    got = outcomes(forkload.DataLoader(ds, **kw))
+    errors = [o for o in got if o[0] == "error"]
+    assert errors, "every batch fitted the room measured from sample 0"
+    assert all(o[1] is RuntimeError for o in errors)
+    m = re.search(r"sample_bytes=N\) with N of at least (\d+)", errors[-1][2])
+    assert m, errors[-1][2]
+    # The size it names is enough: every batch comes, none fails.
+    again = outcomes(forkload.DataLoader(ds, sample_bytes=int(m.group(1)), **kw))
+    assert [o[0] for o in again] == ["batch"] * 4
+    for i, o in enumerate(again):
+        assert o[1].shape == (4096 * (2 * i + 2),)
