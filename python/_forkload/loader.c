@@ -63,15 +63,42 @@ timed_out(flpy_loader *self)
   return NULL;
 }
 
+/* With the lock held. */
 static int
 fork_begin(flpy_loader *self)
 {
+  int forks = self->opt.num_workers > 0 &&
+              !(self->opt.persistent_workers && self->workers_up);
   int rc;
 
-  /* Fork with the GIL held, as os.fork does, and only then. */
+  if (!forks) {
+    /* An unfinished epoch's batches still being filled are waited for:
+       let other threads run (the callbacks take the GIL they need). */
+    Py_BEGIN_ALLOW_THREADS
+    rc = fl_loader_begin(self->l);
+    Py_END_ALLOW_THREADS
+    return rc;
+  }
+  /* Fork with the GIL held, as os.fork does; its hooks run only where
+     workers are forked. */
   PyOS_BeforeFork();
   rc = fl_loader_begin(self->l);
   PyOS_AfterFork_Parent();
+  self->workers_up = rc == 0;
+  return rc;
+}
+
+/* End the epoch under way and its workers; batches held stay whole. */
+static int
+stop_workers(flpy_loader *self)
+{
+  int rc;
+
+  pthread_mutex_lock(&self->lock);
+  flpy_loader_drain(self);
+  rc = fl_loader_stop(self->l);
+  pthread_mutex_unlock(&self->lock);
+  self->workers_up = 0;
   return rc;
 }
 
@@ -539,10 +566,7 @@ loader_next(PyObject *op, PyObject *unused)
     if (rc != FL_EAGAIN)
       break;
     if (PyErr_CheckSignals() != 0) {
-      /* Ctrl-C: the workers go now, the batches held stay whole. */
-      pthread_mutex_lock(&self->lock);
-      fl_loader_stop(self->l);
-      pthread_mutex_unlock(&self->lock);
+      stop_workers(self); /* Ctrl-C: the workers go now */
       return NULL;
     }
   }
@@ -568,33 +592,9 @@ loader_close(PyObject *op, PyObject *unused)
   (void)unused;
   if (self->owner == getpid())
     probe_end(self, 1);
-  if (self->l != NULL && !self->closed && self->owner == getpid()) {
-    pthread_mutex_lock(&self->lock);
-    flpy_loader_drain(self);
-    fl_loader_stop(self->l);
-    pthread_mutex_unlock(&self->lock);
-  }
+  if (self->l != NULL && !self->closed && self->owner == getpid())
+    stop_workers(self);
   self->closed = 1;
-  Py_RETURN_NONE;
-}
-
-/* stop(): the epoch under way ends and the workers with it; the loader
-   may begin again. */
-static PyObject *
-loader_stop(PyObject *op, PyObject *unused)
-{
-  flpy_loader *self = (flpy_loader *)op;
-  int rc = 0;
-
-  (void)unused;
-  if (self->l != NULL && self->owner == getpid()) {
-    pthread_mutex_lock(&self->lock);
-    flpy_loader_drain(self);
-    rc = fl_loader_stop(self->l);
-    pthread_mutex_unlock(&self->lock);
-  }
-  if (rc != 0)
-    return raise_fl(self, rc, fl_loader_error(self->l));
   Py_RETURN_NONE;
 }
 
@@ -734,8 +734,6 @@ static PyMethodDef loader_methods[] = {
      "resume the one state_save saved."},
     {"next", loader_next, METH_NOARGS,
      "The next batch, or None when the epoch is over."},
-    {"stop", loader_stop, METH_NOARGS,
-     "End the epoch under way and its workers; batches held stay whole."},
     {"close", loader_close, METH_NOARGS,
      "Stop the workers for good; the loader goes with its last batch."},
     {"state_save", loader_state_save, METH_NOARGS,

@@ -181,6 +181,7 @@ struct flpy_loader {
   size_t length, per_room;
   pid_t probe_pid;
   int probe_fd;
+  int workers_up;          /* persistent workers forked and alive */
   int closed;
 };
 

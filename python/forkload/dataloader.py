@@ -531,7 +531,6 @@ class _Iterator:
         bs = dl.batch_sampler
         plain_batches = bs is None or (
             BatchSampler is not None and type(bs) is BatchSampler)
-        n = len(dl.dataset) if hasattr(dl.dataset, "__len__") else None
         if plain_batches and SequentialSampler is not None:
             t = type(sampler)
             if t is SequentialSampler and sampler.data_source is dl.dataset:
@@ -539,7 +538,7 @@ class _Iterator:
             if (t is RandomSampler and sampler.data_source is dl.dataset and
                     not sampler.replacement and
                     sampler._num_samples is None and
-                    sampler.generator is None and n is not None):
+                    sampler.generator is None):
                 # RandomSampler.__iter__'s own draw, then torch.randperm
                 # for that seed: drawn in C.
                 seed = _draw_seed(None)
@@ -617,9 +616,8 @@ class _Iterator:
 
     def _reset(self):
         """A persistent loader's next epoch: a new order, the same base
-        seed and workers."""
-        if self._loader is not None and not self._finished:
-            self._loader.stop()
+        seed and workers, whose random streams go on; an epoch left
+        unfinished is dropped by the next begin."""
         self._start(first=False)
 
     def __iter__(self):

@@ -61,6 +61,20 @@ def test_persistent_workers_keep_their_streams_across_epochs(num_workers):
     assert not torch.equal(fl.epochs[0][0]["torch"], fl.epochs[1][0]["torch"])
 
 
+def test_persistent_workers_are_not_reseeded_after_an_epoch_cut_short():
+    """As torch's _reset: a new iter() mid-epoch keeps the persistent
+    workers and their random streams; reseeded, the next epoch's first
+    batch would draw what the cut epoch's first batch drew."""
+    seed_all(24)
+    loader = forkload.DataLoader(DrawDataset(), batch_size=BS, num_workers=2,
+                                 persistent_workers=True)
+    it = iter(loader)
+    first = next(it)
+    second = next(iter(loader))
+    assert not torch.equal(first["torch"], second["torch"])
+    del it, loader
+
+
 @pytest.mark.parametrize("num_workers", [2, 3])
 def test_worker_seed_is_base_seed_plus_worker_id(num_workers):
     fl = run_epochs(forkload.DataLoader, DrawDataset(), seed=23, batch_size=1,
