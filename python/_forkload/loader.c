@@ -117,6 +117,7 @@ probe_start(flpy_loader *self, PyObject *keys)
   pid_t pid;
   flpy_writer w;
   flpy_blob *h;
+  PyObject *r;
 
   if (pipe2(fds, O_CLOEXEC) != 0) {
     PyErr_SetFromErrno(PyExc_OSError);
@@ -127,6 +128,11 @@ probe_start(flpy_loader *self, PyObject *keys)
   if (pid == 0) {
     PyOS_AfterFork_Child();
     close(fds[0]);
+    r = PyObject_CallMethod(flpy_state_of(self->module)->worker_module,
+                            "one_thread", NULL);
+    if (r == NULL)
+      _exit(1); /* no reply: the room of a probe that failed */
+    Py_DECREF(r);
     if (self->src.batch_size > 1)
       self->src.batch_size = 1; /* this child's copy: a batch of one */
     flpy_writer_init(&w, NULL, 0, 1);

@@ -89,13 +89,20 @@ def numpy_seed(base_seed, worker_id):
     return state
 
 
+def one_thread():
+    """torch on one thread, first thing in a forked child (a worker, the
+    probe): the parent's OpenMP threads are not there, and a parallel region
+    would wait for them forever."""
+    if _torch is not None:
+        _torch.set_num_threads(1)
+
+
 def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
     """A worker's start, in PyTorch's order: one thread for torch, seeds,
     WorkerInfo (forkload's and torch's), then worker_init_fn."""
     global _worker_info
     seed = base_seed + worker_id
-    if _torch is not None:
-        _torch.set_num_threads(1)
+    one_thread()
     random.seed(seed)
     if _torch is not None:
         _torch.manual_seed(seed)

@@ -264,3 +264,31 @@ def test_global_rng_after_an_early_break_matches_torch(num_workers):
     fl, th = run_both(IndexDataset(N), seed=29, takes=[1, 2], batch_size=BS,
                       shuffle=True, num_workers=num_workers)
     assert_runs_same(fl, th)
+
+
+class ParallelDataset(tud.Dataset):
+    """Each sample is a parallel reduction: torch's OpenMP threads at work."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return (torch.ones(1 << 20) * i).sum()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_dataset_using_torch_threads_loads_after_the_consumer_used_them(
+        num_workers):
+    # The consumer's OpenMP threads are not in a forked child; a child that
+    # entered a parallel region on the consumer's thread count (the probe
+    # once did) waited for them forever.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert (torch.ones(1 << 22) * 2).sum().item() == 2 << 22
+        batches = list(forkload.DataLoader(ParallelDataset(), batch_size=2,
+                                           num_workers=num_workers, timeout=60
+                                           if num_workers else 0))
+    finally:
+        torch.set_num_threads(threads)
+    assert [b.tolist() for b in batches] == [[0.0, 1 << 20], [2 << 20, 3 << 20]]
