@@ -97,15 +97,48 @@ fi
 
 limit=${FL_PYTEST_TIMEOUT:-$((${FL_TEST_TIMEOUT:-300} - 30))}
 [ "$limit" -ge 30 ] || limit=30
-timeout -k 5 "$limit" "$python" -m pytest -q --no-summary \
+"$python" -m pytest -q --no-summary \
   -p no:cacheprovider --capture=sys --continue-on-collection-errors \
   -p python_tap --tap-file "$tmp/tap" --tap-prefix tests/python/ \
   ${block_torch:+--tap-block-torch "$block_torch"} \
   -o faulthandler_timeout=$((limit - 10)) \
   --basetemp "$tmp/pytest" --rootdir "$top_srcdir/tests/python" \
   "${@:-$top_srcdir/tests/python}" \
-  >"$tmp/out" 2>&1 </dev/null
+  >"$tmp/out" 2>&1 </dev/null &
+pytest_pid=$!
+# A hang is killed after $limit s, and first shown: the processes under
+# pytest, then each one's Python stack (conftest.py has faulthandler print
+# it on SIGUSR2, which the children pytest forks inherit; a worker, whose
+# handlers libforkload resets, just ends).
+(
+  sleep "$limit" &
+  sleeper=$!
+  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+  wait "$sleeper" || exit 0
+  : >"$tmp/killed"
+  tree=$(ps -e -o pid= -o ppid= | awk -v root="$pytest_pid" '
+    {parent[$1] = $2}
+    END {
+      for (p in parent) {
+        q = p
+        while (q in parent && q != root && q > 1) q = parent[q]
+        if (q == root && p != root) print p
+      }
+    }')
+  {
+    echo "== killed after $limit s: the processes under pytest (pid $pytest_pid)"
+    ps -o pid,ppid,stat,wchan:24,etime,args -p "$pytest_pid${tree:+,$(echo $tree | tr ' ' ,)}"
+  } >"$tmp/hang" 2>&1
+  kill -USR2 "$pytest_pid" $tree 2>/dev/null
+  sleep 2
+  kill -KILL "$pytest_pid" $tree 2>/dev/null
+) >/dev/null 2>&1 &
+watch_pid=$!
+wait "$pytest_pid" 2>/dev/null
 rc=$?
+kill "$watch_pid" 2>/dev/null
+wait "$watch_pid" 2>/dev/null
+[ -f "$tmp/killed" ] && rc=124
 
 # The plugin's lines, then what it could not say: a test during which
 # pytest died or was killed, or an error no test carries.
@@ -116,6 +149,7 @@ cat "$tmp/tap"
 # code, the sanitizers and faulthandler wrote to fds 1 and 2, the last
 # line pytest's count (blank lines left out).
 awk 'NF && !/^[.sxXfFE]+ *\[ *[0-9]+%\]$/' "$tmp/out" >"$tmp/rest"
+[ -f "$tmp/hang" ] && cat "$tmp/hang" >>"$tmp/rest"
 rest_out() {
   lines=$(wc -l <"$tmp/rest")
   [ "$lines" -gt 300 ] && diag "(the last 300 of $lines lines written)"

@@ -7,9 +7,11 @@ child process of this process left (a worker not ended, or ended and never
 reaped) and no new forkload name of this process in /dev/shm.
 """
 
+import faulthandler
 import gc
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -20,6 +22,10 @@ from loader_helpers import (
     Gate, IndexDataset, PidDataset, ShardedIterable, children, forkload_names)
 
 TEARDOWN_LIMIT_S = 10.0
+
+# tests/python_test.sh sends SIGUSR2 to pytest and every process under it
+# before it kills a hung run: each prints its Python stack.
+faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
