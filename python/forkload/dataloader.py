@@ -209,10 +209,16 @@ class DataLoader:
             and dtypes, collated in the worker straight into the batch's shared
             segment. A function given here runs in the worker too, and its
             result must be picklable.
-        pin_memory (bool, optional): If ``True``, the tensors handed out are in
-            page-locked memory, for copies to a CUDA device with
-            ``non_blocking=True``. Needs a CUDA build of torch.
-            (default: ``False``)
+        pin_memory (bool, optional): If ``True`` and CUDA is available, the
+            tensors handed out are in page-locked memory (``is_pinned()``), for
+            copies to a CUDA device with ``non_blocking=True`` that overlap with
+            compute: each batch's shared segment is registered with
+            ``cudaHostRegister`` once, where it lies, with no copy. When the
+            last view of a batch is gone, an event is recorded on the current
+            stream, and the segment is refilled only once it has completed, so
+            a tensor may be dropped right after its ``non_blocking`` copy.
+            Without CUDA, ``iter()`` warns as torch 2 does and the batches are
+            plain. (default: ``False``)
         drop_last (bool, optional): set to ``True`` to drop the last incomplete
             batch, if the dataset size is not divisible by the batch size. If
             ``False`` and the size of dataset is not divisible by the batch size,
@@ -242,7 +248,10 @@ class DataLoader:
             once. This keeps the workers' `Dataset` instances alive.
             (default: ``False``)
         pin_memory_device (str, optional): the device whose pinned memory
-            :attr:`pin_memory` uses. (default: ``''``)
+            :attr:`pin_memory` uses, as torch's: ignored with a warning without
+            :attr:`pin_memory`; ``'cuda'`` or ``'cuda:N'`` pins as above, and
+            another device gets torch's own copy (``Tensor.pin_memory(device)``).
+            (default: ``''``)
         in_order (bool, optional): If ``False``, the data loader will not
             enforce that batches are returned in a first-in, first-out order.
             Only applies when :attr:`num_workers` > 0. (default: ``True``)
@@ -282,6 +291,12 @@ class DataLoader:
                  batch held holds its segment's memory and, with
                  ``sharing='fd'``, a file descriptor. Copy a tensor
                  (``x.clone()``) to keep its values without its segment.
+
+    .. warning:: With :attr:`pin_memory`, drop a batch's host tensors in the
+                 stream context its ``non_blocking`` copy was made in (``with
+                 torch.cuda.stream(s):``): the event that holds its segment back
+                 is recorded on the stream current when the last view goes, and
+                 does not wait for a copy on another stream.
 
     .. note:: An exception raised in a worker (in ``__getitem__``,
               ``__getitems__``, :attr:`collate_fn`, :attr:`worker_init_fn` or an
