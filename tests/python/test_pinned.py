@@ -178,9 +178,10 @@ def end(it):
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(),
                              reason="CUDA is available: pin_memory pins")
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="needs a GPU: torch.cuda.is_available() "
-                                "is False (a CPU-only torch, or no device)")
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs a GPU: torch.cuda.is_available() is False (a CPU-only "
+    "torch, or no device)")
 
 
 # Without CUDA: torch's warnings, and plain batches.
@@ -440,7 +441,8 @@ def test_a_segment_that_cannot_be_registered_is_warned_of_and_serves(
     assert len(msgs) == 1, msgs
     assert "pin hook returned" in msgs[0] and "cudaHostRegister" in msgs[0]
     assert "unpinned" in msgs[0]
-    assert torch.equal(torch.cat(got)[:, 0], torch.arange(32, dtype=torch.int32))
+    assert torch.equal(torch.cat(got)[:, 0],
+                       torch.arange(32, dtype=torch.int32))
     assert [r[2] for r in fake_cuda.registrations].count(False) == 1
 
 
