@@ -19,8 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* How often a waiting consumer looks at its signals. */
+/* How often a waiting consumer looks at its signals, and at the events
+   of its pinned batches' copies while any is in flight. */
 #define FLPY_POLL_MS 100
+#define FLPY_SETTLE_MS 5
 
 static double
 now(void)
@@ -361,7 +363,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       "length", "num_workers", "prefetch_factor", "persistent_workers",
       "in_order", "drop_last", "shuffle", "shuffle_algorithm", "seed",
       "rank", "world_size", "shard_mode", "sharing", "sample_bytes",
-      "timeout", "tensor_type", "probe", "room", NULL};
+      "timeout", "tensor_type", "probe", "room", "pinner", NULL};
   static const char *const kinds[] = {"map", "plan", "iterable", NULL};
   static const char *const shards[] = {"pad", "trim", "uneven", NULL};
   static const char *const sharings[] = {"fd", "file_system", NULL};
@@ -371,6 +373,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   const char *kind, *shard = "pad", *sharing = "fd", *algo = "torch",
              *tensor = "torch";
   PyObject *dataset, *collate_fn, *setup, *probe_keys = Py_None;
+  PyObject *pinner = Py_None;
   Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0, room_given = 0;
   unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1;
   int persistent = 0, in_order = 1, drop_last = 0, shuffle = 0;
@@ -380,11 +383,11 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   int k;
 
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwds, "OsOO|$nnIIppppsKIIssndsOn:Loader", kwlist, &dataset,
+          args, kwds, "OsOO|$nnIIppppsKIIssndsOnO:Loader", kwlist, &dataset,
           &kind, &collate_fn, &setup, &batch_size, &length, &num_workers,
           &prefetch, &persistent, &in_order, &drop_last, &shuffle, &algo,
           &seed, &rank, &world, &shard, &sharing, &sample_bytes, &timeout,
-          &tensor, &probe_keys, &room_given))
+          &tensor, &probe_keys, &room_given, &pinner))
     return -1;
   if (self->l != NULL || self->probe_pid > 0) {
     PyErr_SetString(PyExc_RuntimeError, "Loader is already made");
@@ -458,6 +461,14 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   opt.world_size = world;
   opt.worker_init = flpy_source_worker_init;
   opt.worker_init_arg = &self->src;
+  if (pinner != Py_None) {
+    /* pin_memory: each segment registered once, through the pinner. */
+    self->pinner = Py_NewRef(pinner);
+    opt.pin_memory = 1;
+    opt.pin = flpy_pin;
+    opt.unpin = flpy_unpin;
+    opt.pin_arg = self;
+  }
   if (self->src.kind == FLPY_PLAN) {
     opt.sampler = plan_order;
     opt.sampler_ctx = self;
@@ -523,6 +534,8 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
     self->plan_batches = (size_t)n;
   }
   self->src.base_seed = base_seed;
+  if (self->pinner != NULL && flpy_loader_settle(self, 0) < 0)
+    return -1;
   pthread_mutex_lock(&self->lock);
   flpy_loader_drain(self);
   rc = fl_loader_set_epoch(self->l, epoch);
@@ -539,6 +552,20 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
   return 0;
 }
 
+/* The sentence libforkload gave the batch, and what the pinner raised. */
+static int
+warn_unpinned(flpy_loader *self)
+{
+  PyObject *why = self->pin_error;
+  int rc;
+
+  self->pin_error = NULL;
+  rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "forkload: %s (%S)",
+                        fl_loader_error(self->l), why);
+  Py_DECREF(why);
+  return rc;
+}
+
 static PyObject *
 loader_next(PyObject *op, PyObject *unused)
 {
@@ -547,6 +574,7 @@ loader_next(PyObject *op, PyObject *unused)
   unsigned wait;
   fl_batch *b = NULL;
   PyObject *seg, *out;
+  Py_ssize_t inflight;
   int rc;
 
   (void)unused;
@@ -556,6 +584,14 @@ loader_next(PyObject *op, PyObject *unused)
   }
   for (;;) {
     wait = FLPY_POLL_MS;
+    if (self->pinner != NULL) {
+      /* Batches whose copies are done go back to the workers; while
+         one is in flight, look again soon. */
+      if ((inflight = flpy_loader_settle(self, 0)) < 0)
+        return NULL;
+      if (inflight > 0)
+        wait = FLPY_SETTLE_MS;
+    }
     if (deadline > 0) {
       left = deadline - now();
       if (left <= 0)
@@ -569,6 +605,13 @@ loader_next(PyObject *op, PyObject *unused)
     rc = fl_loader_poll(self->l, &b, wait);
     pthread_mutex_unlock(&self->lock);
     Py_END_ALLOW_THREADS
+    if (rc == FL_ENOMEM && self->pin_error != NULL) {
+      /* The pinner could not register the batch's segment: the next
+         poll hands the batch out, unpinned. */
+      if (warn_unpinned(self) != 0)
+        return NULL;
+      continue;
+    }
     if (rc != FL_EAGAIN)
       break;
     if (PyErr_CheckSignals() != 0) {
@@ -647,6 +690,13 @@ loader_get_room(PyObject *op, void *closure)
 }
 
 static PyObject *
+loader_get_inflight(PyObject *op, void *closure)
+{
+  (void)closure;
+  return PyLong_FromSize_t(((flpy_loader *)op)->inflight);
+}
+
+static PyObject *
 loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
   flpy_loader *self;
@@ -714,6 +764,15 @@ loader_dealloc(PyObject *op)
   if (self->owner == getpid())
     probe_end(self, 1);
   if (self->l != NULL && self->owner == getpid()) {
+    if (self->pinner != NULL) {
+      /* destroy unpins and unmaps every segment: no copy may still read
+         one. */
+      PyObject *type, *value, *tb;
+
+      PyErr_Fetch(&type, &value, &tb);
+      flpy_loader_settle(self, 1);
+      PyErr_Restore(type, value, tb);
+    }
     flpy_loader_drain(self);
     /* Reaping the workers can wait: let other threads run. */
     Py_BEGIN_ALLOW_THREADS
@@ -728,6 +787,8 @@ loader_dealloc(PyObject *op)
   pthread_mutex_destroy(&self->lock);
   pthread_mutex_destroy(&self->pending_lock);
   loader_clear(op);
+  Py_CLEAR(self->pinner); /* not in loader_clear: destroy's unpin needs it */
+  Py_CLEAR(self->pin_error);
   Py_CLEAR(self->module);
   tp->tp_free(op);
   Py_DECREF(tp);
@@ -750,6 +811,9 @@ static PyMethodDef loader_methods[] = {
 
 static PyGetSetDef loader_getset[] = {
     {"room", loader_get_room, NULL, "Bytes of a batch's blob room.", NULL},
+    {"inflight", loader_get_inflight, NULL,
+     "Released pinned batches whose copies' events have not completed.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -156,6 +156,16 @@ PyObject *flpy_convert(flpy_state *st, PyObject *obj, int custom,
 int flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
                      int kind);
 
+/* A batch whose last view is gone, waiting to go back to libforkload:
+   for the loader's lock, and with pin_memory for its event, recorded on
+   the stream current at that moment, to complete (the copy engine may
+   still be reading the segment).  event is read and written with the GIL
+   and pending_lock held. */
+typedef struct {
+  fl_batch *b;
+  PyObject *event; /* NULL: nothing to wait for */
+} flpy_deferred;
+
 /* The Python type of a Loader; segment.c and unpack.c use its lock. */
 typedef struct flpy_loader flpy_loader;
 struct flpy_loader {
@@ -167,8 +177,15 @@ struct flpy_loader {
   pid_t owner;             /* workers' copies never touch the loader */
   pthread_mutex_t lock;    /* one thread in libforkload at a time */
   pthread_mutex_t pending_lock;
-  fl_batch **pending;      /* released while the lock was busy */
+  flpy_deferred *pending;  /* released while the lock was busy, or while
+                              a copy may still read it */
   size_t npending, cap_pending;
+  size_t inflight;         /* entries of pending with an event */
+  /* pin_memory: forkload.dataloader's pinner (register, unregister and
+     record of a CUDA event, through torch.cuda), or NULL; what its
+     register raised, for the warning at that batch. */
+  PyObject *pinner;
+  PyObject *pin_error;
   int tensor_type;         /* FLPY_LEAF_TENSOR: torch; NDARRAY: numpy */
   double timeout;          /* seconds; 0: none */
   PyObject *last_skel;     /* bytes of the last skeleton, and */
@@ -194,6 +211,15 @@ PyObject *flpy_view_new(flpy_state *st, PyObject *segment, size_t offset,
                         int dtype, PyObject *shape);
 void flpy_loader_release(flpy_loader *self, fl_batch *b);
 void flpy_loader_drain(flpy_loader *self);
+/* With the GIL: the batches whose events have completed may go back (the
+   next drain releases them); with wait, every event is waited for first.
+   The number still in flight, or -1 with an error (an event's query
+   raised; it stays in flight). */
+Py_ssize_t flpy_loader_settle(flpy_loader *self, int wait);
+/* fl_options.pin and unpin for a loader with a pinner (pin_arg: the
+   loader): register and unregister the segment through it. */
+int flpy_pin(void *addr, size_t len, void *arg);
+void flpy_unpin(void *addr, size_t len, void *arg);
 
 /* unpack.c: a received segment into what the consumer gets (new ref), or
    NULL with the batch's exception raised. */

@@ -29,15 +29,41 @@ typedef struct {
   Py_ssize_t *strides;
 } flpy_view;
 
+/* Add b to the loader's pending list, with its event (a reference taken
+   over) or none.  0, or -1 when the list cannot grow. */
+static int
+defer(flpy_loader *self, fl_batch *b, PyObject *event)
+{
+  flpy_deferred *grown;
+  size_t cap;
+
+  pthread_mutex_lock(&self->pending_lock);
+  if (self->npending == self->cap_pending) {
+    cap = self->cap_pending ? 2 * self->cap_pending : 16;
+    grown = realloc(self->pending, cap * sizeof(*grown));
+    if (grown == NULL) {
+      pthread_mutex_unlock(&self->pending_lock);
+      return -1;
+    }
+    self->pending = grown;
+    self->cap_pending = cap;
+  }
+  self->pending[self->npending].b = b;
+  self->pending[self->npending].event = event;
+  self->npending++;
+  if (event != NULL)
+    self->inflight++;
+  pthread_mutex_unlock(&self->pending_lock);
+  return 0;
+}
+
 /* The loader's lock is held by a thread waiting for a batch with the GIL
    released; a batch dropped meanwhile waits in a list, which the waiter
-   releases when it next holds the lock. */
+   releases when it next holds the lock.  Out of memory, the batch stays
+   with the loader: fl_loader_destroy frees it with the rest. */
 void
 flpy_loader_release(flpy_loader *self, fl_batch *b)
 {
-  fl_batch **grown;
-  size_t cap;
-
   if (self->owner != getpid())
     return; /* a worker's copy of a consumer's batch */
   if (pthread_mutex_trylock(&self->lock) == 0) {
@@ -45,33 +71,165 @@ flpy_loader_release(flpy_loader *self, fl_batch *b)
     pthread_mutex_unlock(&self->lock);
     return;
   }
+  defer(self, b, NULL);
+}
+
+/* With the lock held: every batch with nothing left to wait for goes
+   back; those whose copies may be in flight stay, in their order. */
+void
+flpy_loader_drain(flpy_loader *self)
+{
+  size_t i, kept = 0;
+
   pthread_mutex_lock(&self->pending_lock);
-  if (self->npending == self->cap_pending) {
-    cap = self->cap_pending ? 2 * self->cap_pending : 16;
-    grown = realloc(self->pending, cap * sizeof(*grown));
-    if (grown == NULL) {
-      /* fl_loader_destroy frees it with the rest. */
-      pthread_mutex_unlock(&self->pending_lock);
-      return;
-    }
-    self->pending = grown;
-    self->cap_pending = cap;
+  for (i = 0; i < self->npending; i++) {
+    if (self->pending[i].event != NULL)
+      self->pending[kept++] = self->pending[i];
+    else
+      fl_batch_release(self->pending[i].b);
   }
-  self->pending[self->npending++] = b;
+  self->npending = kept;
   pthread_mutex_unlock(&self->pending_lock);
 }
 
-/* With the lock held. */
-void
-flpy_loader_drain(flpy_loader *self)
+/* The event's batch has nothing left to wait for: the next drain
+   releases it.  With the GIL. */
+static void
+event_done(flpy_loader *self, PyObject *event)
 {
   size_t i;
 
   pthread_mutex_lock(&self->pending_lock);
   for (i = 0; i < self->npending; i++)
-    fl_batch_release(self->pending[i]);
-  self->npending = 0;
+    if (self->pending[i].event == event) {
+      self->pending[i].event = NULL;
+      self->inflight--;
+      break;
+    }
   pthread_mutex_unlock(&self->pending_lock);
+  if (i < self->npending)
+    Py_DECREF(event); /* the list's reference */
+}
+
+/*
+ * Each event is queried (or, with wait, synchronized) with no lock held:
+ * the call runs Python, which may drop other batches.  inflight and the
+ * events change only with the GIL, which this thread holds; another
+ * thread's drain may move the entries meanwhile, never remove one with
+ * an event.
+ */
+Py_ssize_t
+flpy_loader_settle(flpy_loader *self, int wait)
+{
+  PyObject **events, *r;
+  size_t n = self->inflight, got = 0, i;
+  int done, failed = 0;
+
+  if (n == 0)
+    return 0;
+  events = malloc(n * sizeof(*events));
+  if (events == NULL) {
+    if (wait)
+      return (Py_ssize_t)n; /* fl_loader_destroy frees them */
+    PyErr_NoMemory();
+    return -1;
+  }
+  pthread_mutex_lock(&self->pending_lock);
+  for (i = 0; i < self->npending && got < n; i++)
+    if (self->pending[i].event != NULL)
+      events[got++] = Py_NewRef(self->pending[i].event);
+  pthread_mutex_unlock(&self->pending_lock);
+  for (i = 0; i < got; i++) {
+    if (failed) {
+      Py_DECREF(events[i]);
+      continue;
+    }
+    r = PyObject_CallMethod(events[i], wait ? "synchronize" : "query",
+                            NULL);
+    done = wait || (r != NULL && PyObject_IsTrue(r) == 1);
+    if (wait && r == NULL)
+      PyErr_WriteUnraisable(events[i]); /* CUDA failed: nothing runs */
+    else if (PyErr_Occurred())
+      failed = 1;
+    Py_XDECREF(r);
+    if (done)
+      event_done(self, events[i]);
+    Py_DECREF(events[i]);
+  }
+  free(events);
+  return failed ? -1 : (Py_ssize_t)self->inflight;
+}
+
+/*
+ * pin_memory: the batch's last view is gone, but a copy to the GPU made
+ * from it with non_blocking=True may still be reading its segment.  An
+ * event recorded now on the current stream completes after it (as
+ * PyTorch's host allocator does for its own blocks), and the batch goes
+ * back to libforkload once it has: a refill never races a copy.
+ */
+static void
+release_after_copies(flpy_loader *self, fl_batch *b)
+{
+  PyObject *type, *value, *tb, *event, *r;
+
+  PyErr_Fetch(&type, &value, &tb);
+  event = PyObject_CallMethod(self->pinner, "record", NULL);
+  if (event == NULL) {
+    /* No event: CUDA has failed, and no copy runs. */
+    PyErr_WriteUnraisable(self->pinner);
+    flpy_loader_release(self, b);
+  } else if (defer(self, b, event) != 0) {
+    /* No room in the list: wait for the copy here. */
+    r = PyObject_CallMethod(event, "synchronize", NULL);
+    if (r == NULL)
+      PyErr_WriteUnraisable(event);
+    Py_XDECREF(r);
+    Py_DECREF(event);
+    flpy_loader_release(self, b);
+  }
+  PyErr_Restore(type, value, tb);
+}
+
+/* fl_options.pin, in the process that made the loader, with the lock
+   held and the GIL taken here: pinner.register(addr, len), once per
+   segment.  What it raised is warned of at the batch. */
+int
+flpy_pin(void *addr, size_t len, void *arg)
+{
+  flpy_loader *self = arg;
+  PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *type, *value, *tb, *r;
+  int rc = 0;
+
+  PyErr_Fetch(&type, &value, &tb);
+  r = PyObject_CallMethod(self->pinner, "register", "Nn",
+                          PyLong_FromVoidPtr(addr), (Py_ssize_t)len);
+  if (r == NULL) {
+    Py_XSETREF(self->pin_error, flpy_take_exception());
+    rc = 1;
+  }
+  Py_XDECREF(r);
+  PyErr_Restore(type, value, tb);
+  PyGILState_Release(g);
+  return rc;
+}
+
+/* fl_options.unpin: before the segment is unmapped. */
+void
+flpy_unpin(void *addr, size_t len, void *arg)
+{
+  flpy_loader *self = arg;
+  PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *type, *value, *tb, *r;
+
+  PyErr_Fetch(&type, &value, &tb);
+  r = PyObject_CallMethod(self->pinner, "unregister", "Nn",
+                          PyLong_FromVoidPtr(addr), (Py_ssize_t)len);
+  if (r == NULL)
+    PyErr_WriteUnraisable(self->pinner);
+  Py_XDECREF(r);
+  PyErr_Restore(type, value, tb);
+  PyGILState_Release(g);
 }
 
 PyObject *
@@ -103,7 +261,10 @@ segment_dealloc(PyObject *op)
   flpy_segment *s = (flpy_segment *)op;
   PyTypeObject *tp = Py_TYPE(op);
 
-  flpy_loader_release(s->owner, s->batch);
+  if (s->owner->pinner != NULL && s->owner->owner == getpid())
+    release_after_copies(s->owner, s->batch);
+  else
+    flpy_loader_release(s->owner, s->batch);
   Py_DECREF(s->owner);
   PyObject_Free(op);
   Py_DECREF(tp);

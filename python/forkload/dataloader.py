@@ -43,6 +43,74 @@ import atexit  # noqa: E402
 atexit.register(_close_all)
 
 
+# What pins batches for a GPU: torch.cuda, or in a test an object with the
+# same is_available(), cudart() (cudaHostRegister, cudaHostUnregister) and
+# current_stream().record_event() (an event with query() and
+# synchronize()), put here in its place.
+_cuda = torch.cuda if torch is not None else None
+
+
+class _Pinner:
+    """pin_memory's engine, which the C Loader calls: each shared segment
+    is page-locked where it lies, once (cudaHostRegister), before its first
+    batch is handed out, and unlocked before it is unmapped; and when the
+    last view of a batch is gone, an event recorded on the current stream
+    tells when a copy made from it with ``non_blocking=True`` has read it:
+    only then does the segment go back to be refilled."""
+
+    def __init__(self, cuda):
+        self._cuda = cuda
+        self._rt = cuda.cudart()
+
+    def _check(self, what, err):
+        code = int(err)
+        if code != 0:
+            try:
+                name = self._rt.cudaGetErrorString(err)
+            except Exception:  # an older cudart, or a stand-in
+                name = "error %d" % code
+            raise RuntimeError(f"{what} failed: {name}")
+
+    def register(self, ptr, size):
+        # cudaHostRegisterDefault: the segment stays where it is.
+        self._check(f"cudaHostRegister({ptr:#x}, {size})",
+                    self._rt.cudaHostRegister(ptr, size, 0))
+
+    def unregister(self, ptr, size):
+        self._check(f"cudaHostUnregister({ptr:#x})",
+                    self._rt.cudaHostUnregister(ptr))
+
+    def record(self):
+        return self._cuda.current_stream().record_event()
+
+
+def _pin_mode(loader):
+    """What torch's _BaseDataLoaderIter decides at iter(), and how forkload
+    does it: (None, None), nothing pinned; ('register', None), the segments
+    page-locked where they are (CUDA); ('copy', device), torch's own
+    pin_memory copy, for a pin_memory_device other than CUDA."""
+    if len(loader.pin_memory_device) == 0:
+        available = _cuda is not None and _cuda.is_available()
+        if loader.pin_memory and not available:
+            warnings.warn("'pin_memory' argument is set as true but no "
+                          "accelerator is found, then device pinned memory "
+                          "won't be used.")
+        if loader.pin_memory and available:
+            return "register", None
+        return None, None
+    if not loader.pin_memory:
+        warnings.warn("pin memory device is set and pin_memory flag is not "
+                      "used then device pinned memory won't be used"
+                      "please set pin_memory to true, if you need to use "
+                      "the device pin memory")
+        return None, None
+    device = loader.pin_memory_device
+    if (device == "cuda" or device.startswith("cuda:")) and \
+            _cuda is not None and _cuda.is_available():
+        return "register", None
+    return "copy", device
+
+
 def _draw_seed(generator):
     """One int64 draw, as torch draws its base and sampler seeds."""
     if torch is None:
@@ -141,10 +209,16 @@ class DataLoader:
             and dtypes, collated in the worker straight into the batch's shared
             segment. A function given here runs in the worker too, and its
             result must be picklable.
-        pin_memory (bool, optional): If ``True``, the tensors handed out are in
-            page-locked memory, for copies to a CUDA device with
-            ``non_blocking=True``. Needs a CUDA build of torch.
-            (default: ``False``)
+        pin_memory (bool, optional): If ``True`` and CUDA is available, the
+            tensors handed out are in page-locked memory (``is_pinned()``), for
+            copies to a CUDA device with ``non_blocking=True`` that overlap with
+            compute: each batch's shared segment is registered with
+            ``cudaHostRegister`` once, where it lies, with no copy. When the
+            last view of a batch is gone, an event is recorded on the current
+            stream, and the segment is refilled only once it has completed, so
+            a tensor may be dropped right after its ``non_blocking`` copy.
+            Without CUDA, ``iter()`` warns as torch 2 does and the batches are
+            plain. (default: ``False``)
         drop_last (bool, optional): set to ``True`` to drop the last incomplete
             batch, if the dataset size is not divisible by the batch size. If
             ``False`` and the size of dataset is not divisible by the batch size,
@@ -174,7 +248,10 @@ class DataLoader:
             once. This keeps the workers' `Dataset` instances alive.
             (default: ``False``)
         pin_memory_device (str, optional): the device whose pinned memory
-            :attr:`pin_memory` uses. (default: ``''``)
+            :attr:`pin_memory` uses, as torch's: ignored with a warning without
+            :attr:`pin_memory`; ``'cuda'`` or ``'cuda:N'`` pins as above, and
+            another device gets torch's own copy (``Tensor.pin_memory(device)``).
+            (default: ``''``)
         in_order (bool, optional): If ``False``, the data loader will not
             enforce that batches are returned in a first-in, first-out order.
             Only applies when :attr:`num_workers` > 0. (default: ``True``)
@@ -214,6 +291,12 @@ class DataLoader:
                  batch held holds its segment's memory and, with
                  ``sharing='fd'``, a file descriptor. Copy a tensor
                  (``x.clone()``) to keep its values without its segment.
+
+    .. warning:: With :attr:`pin_memory`, drop a batch's host tensors in the
+                 stream context its ``non_blocking`` copy was made in (``with
+                 torch.cuda.stream(s):``): the event that holds its segment back
+                 is recorded on the stream current when the last view goes, and
+                 does not wait for a copy on another stream.
 
     .. note:: An exception raised in a worker (in ``__getitem__``,
               ``__getitems__``, :attr:`collate_fn`, :attr:`worker_init_fn` or an
@@ -345,15 +428,6 @@ class DataLoader:
         if batch_size is not None and batch_sampler is None:
             batch_sampler = (BatchSampler or _SimpleBatchSampler)(
                 sampler, batch_size, drop_last)
-        if pin_memory and not (torch is not None and
-                               torch.cuda.is_available()):
-            warnings.warn("'pin_memory' argument is set as true but no "
-                          "accelerator is found, then device pinned memory "
-                          "won't be used.")
-            self._pin = False
-        else:
-            self._pin = bool(pin_memory)
-
         self.batch_size = batch_size
         self.drop_last = drop_last
         self.sampler = sampler
@@ -462,8 +536,7 @@ class _Iterator:
         else:
             self._dl_strong = loader
         self._persistent = loader.persistent_workers
-        self._pin = loader._pin
-        self._pin_device = loader.pin_memory_device or None
+        self._pin, self._pin_device = _pin_mode(loader)
         self._loader = None
         self._pending = None
         self._plan_cap = 0
@@ -596,6 +669,8 @@ class _Iterator:
                     shard_mode=o.get("shard_mode", "pad"),
                     sharing=dl.sharing, timeout=float(dl.timeout),
                     tensor_type=dl.tensor_type, probe=probe)
+        if self._pin == "register":
+            args["pinner"] = _Pinner(_cuda)
         if dl.sample_bytes is not None:
             args["sample_bytes"] = dl.sample_bytes
         elif dl._rooms.get(kind):
@@ -646,7 +721,7 @@ class _Iterator:
                 self._close()
             raise StopIteration
         self._yielded += 1
-        if self._pin:
+        if self._pin == "copy":  # another accelerator: torch's own copy
             from torch.utils.data._utils.pin_memory import pin_memory
             batch = pin_memory(batch, self._pin_device)
         return batch
