@@ -1,5 +1,6 @@
 /*
- * The Loader type: one fl_loader over a Python dataset.  Its arguments are
+ * The Loader type: one fl_loader over a Python dataset, or over one of
+ * libforkload's built-in datasets (a NativeDataset).  Its arguments are
  * forkload.DataLoader's, already checked and resolved by dataloader.py
  * into what libforkload takes.  The consumer's waits release the GIL and
  * are cut in slices (fl_loader_poll) to answer Ctrl-C and `timeout`.
@@ -38,18 +39,7 @@ now(void)
 static PyObject *
 raise_fl(flpy_loader *self, int code, const char *why)
 {
-  PyObject *exc;
-
-  if (code == FL_ENOMEM)
-    return PyErr_Format(PyExc_MemoryError, "forkload: %s", why);
-  exc = PyObject_CallMethod(flpy_state_of(self->module)->worker_module,
-                            "error", "iss", code, why != NULL ? why : "",
-                            fl_err_name(code));
-  if (exc != NULL) {
-    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-    Py_DECREF(exc);
-  }
-  return NULL;
+  return flpy_raise(self->module, code, why);
 }
 
 /* torch's sentence for `timeout`. */
@@ -232,6 +222,29 @@ create(flpy_loader *self, size_t room)
   return 0;
 }
 
+/* Over a built-in dataset: its own fl_dataset or fl_iterable, whose
+   sizes are known (no probe). */
+static int
+create_native(flpy_loader *self)
+{
+  flpy_native *nd = (flpy_native *)self->src.dataset;
+  size_t f;
+  int rc;
+
+  self->src.room = 0;
+  for (f = 0; f < nd->nfields; f++)
+    self->src.room += nd->field_bytes[f];
+  if (nd->iterable)
+    rc = fl_loader_create_iterable(&self->l, &nd->it, &self->opt);
+  else
+    rc = fl_loader_create(&self->l, &nd->ds, &self->opt);
+  if (rc != 0) {
+    raise_fl(self, rc, fl_loader_error(NULL));
+    return -1;
+  }
+  return 0;
+}
+
 /*
  * Wait for the probe (the GIL released, Ctrl-C and `timeout` heard, as
  * for a batch), then make the loader for the room it measured.  A timeout
@@ -343,6 +356,97 @@ plan_order(void *ctx, uint64_t epoch, size_t *order, size_t cap)
   return n;
 }
 
+/* A built-in dataset's plan: its indices, one batch after the other. */
+static size_t
+native_order(void *ctx, uint64_t epoch, size_t *order, size_t cap)
+{
+  flpy_loader *self = ctx;
+  size_t n = self->order_len < cap ? self->order_len : cap;
+
+  (void)epoch;
+  if (n > 0)
+    memcpy(order, self->order, n * sizeof(*order));
+  return n;
+}
+
+/* Add one index of the plan to order (room: cap). */
+static int
+plan_index(PyObject *item, size_t *order, size_t *n, size_t cap)
+{
+  size_t i = PyLong_AsSize_t(item);
+
+  if (i == (size_t)-1 && PyErr_Occurred())
+    return -1;
+  if (*n >= cap) {
+    PyErr_SetString(PyExc_ValueError, "forkload: this epoch's plan does "
+                    "not fit the loader");
+    return -1;
+  }
+  order[(*n)++] = i;
+  return 0;
+}
+
+/*
+ * The epoch's batches (lists of indices; unbatched, indices) as the order
+ * libforkload cuts into batches of opt.batch_size: every batch of that
+ * size but the last, which may be shorter.
+ */
+static int
+native_plan(flpy_loader *self, PyObject *plan)
+{
+  size_t cap = self->opt.sampler_len, bs = self->opt.batch_size, n = 0;
+  PyObject *fast = PySequence_Fast(plan, "forkload: a plan of batches");
+  Py_ssize_t i, j, k, nb;
+  size_t *order = NULL;
+  int rc = -1;
+
+  if (fast == NULL)
+    return -1;
+  nb = PySequence_Fast_GET_SIZE(fast);
+  if ((order = malloc((cap ? cap : 1) * sizeof(*order))) == NULL) {
+    PyErr_NoMemory();
+    goto out;
+  }
+  for (i = 0; i < nb; i++) {
+    PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *batch;
+
+    if (self->unbatched) {
+      if (plan_index(item, order, &n, cap) != 0)
+        goto out;
+      continue;
+    }
+    batch = PySequence_Fast(item, "forkload: a batch of indices");
+    if (batch == NULL)
+      goto out;
+    k = PySequence_Fast_GET_SIZE(batch);
+    if (k == 0 || (size_t)k > bs || ((size_t)k != bs && i != nb - 1)) {
+      PyErr_Format(PyExc_ValueError, "forkload: batch %zd of the sampler "
+                   "has %zd samples: the batches of a forkload.datasets "
+                   "dataset all have the same size (%zu here), but the "
+                   "last, which may have fewer", i, k, bs);
+      Py_DECREF(batch);
+      goto out;
+    }
+    for (j = 0; j < k; j++)
+      if (plan_index(PySequence_Fast_GET_ITEM(batch, j), order, &n,
+                     cap) != 0)
+        break;
+    Py_DECREF(batch);
+    if (j < k)
+      goto out;
+  }
+  free(self->order);
+  self->order = order;
+  self->order_len = n;
+  self->plan_batches = (size_t)nb;
+  order = NULL;
+  rc = 0;
+out:
+  free(order);
+  Py_DECREF(fast);
+  return rc;
+}
+
 static int
 parse_choice(const char *s, const char *const *names, const char *what)
 {
@@ -413,6 +517,24 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
     PyErr_SetString(PyExc_ValueError, "Loader: negative size or timeout");
     return -1;
   }
+  self->native = PyObject_TypeCheck(
+      dataset, flpy_state_of(self->module)->native_type);
+  if (self->native) {
+    if (((flpy_native *)dataset)->iterable !=
+        (self->src.kind == FLPY_ITERABLE)) {
+      PyErr_SetString(PyExc_ValueError, "forkload: a stream is loaded as "
+                      "kind 'iterable', a map-style dataset as 'map' or "
+                      "'plan'");
+      return -1;
+    }
+    if (collate_fn != Py_None && collate_fn != Py_False) {
+      PyErr_SetString(PyExc_ValueError, "forkload: a forkload.datasets "
+                      "dataset's batches are made in C: collate_fn must "
+                      "be None");
+      return -1;
+    }
+    self->unbatched = collate_fn == Py_False;
+  }
   self->owner = getpid();
   self->timeout = timeout;
   self->src.module = self->module;
@@ -432,7 +554,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   }
   self->src.batch_size = (size_t)batch_size;
   self->src.drop_last = drop_last;
-  if (self->src.kind != FLPY_ITERABLE) {
+  if (self->src.kind != FLPY_ITERABLE && !self->native) {
     PyObject *gi = PyObject_GetAttrString(dataset, "__getitems__");
 
     /* torch calls __getitems__ where the dataset has a true one. */
@@ -442,7 +564,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       Py_XDECREF(gi);
     PyErr_Clear();
   }
-  if (self->src.kind == FLPY_PLAN && plan_setup(self) != 0)
+  if (self->src.kind == FLPY_PLAN && !self->native && plan_setup(self) != 0)
     return -1;
   self->plan_cap = (size_t)length;
   /* A libforkload sample is a whole batch but in a map-style loader. */
@@ -473,6 +595,21 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
     opt.sampler = plan_order;
     opt.sampler_ctx = self;
     opt.sampler_len = (size_t)length;
+  }
+  if (self->native) {
+    /* libforkload batches the samples itself; Python runs in a worker
+       only for a worker_init_fn. */
+    opt.batch_size = self->unbatched || batch_size == 0 ? 1
+                                                        : (size_t)batch_size;
+    opt.drop_last = self->src.kind != FLPY_PLAN && drop_last;
+    if (setup == Py_None)
+      opt.worker_init = NULL;
+    if (self->src.kind == FLPY_PLAN) {
+      opt.sampler = native_order;
+      opt.sampler_len = (size_t)length * opt.batch_size;
+    }
+    self->opt = opt;
+    return create_native(self);
   }
   self->opt = opt;
   if (room_given > 0)
@@ -529,9 +666,14 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
                       "not fit the loader");
       return -1;
     }
-    if (plan_write(self, plan) != 0)
-      return -1;
-    self->plan_batches = (size_t)n;
+    if (self->native) {
+      if (native_plan(self, plan) != 0)
+        return -1;
+    } else {
+      if (plan_write(self, plan) != 0)
+        return -1;
+      self->plan_batches = (size_t)n;
+    }
   }
   self->src.base_seed = base_seed;
   if (self->pinner != NULL && flpy_loader_settle(self, 0) < 0)
@@ -626,7 +768,8 @@ loader_next(PyObject *op, PyObject *unused)
   seg = flpy_segment_new(self, b);
   if (seg == NULL)
     return NULL;
-  out = flpy_unpack(self, seg);
+  out = self->native ? flpy_native_unpack(self, seg)
+                     : flpy_unpack(self, seg);
   Py_DECREF(seg);
   return out;
 }
@@ -780,6 +923,7 @@ loader_dealloc(PyObject *op)
     Py_END_ALLOW_THREADS
   }
   free(self->pending);
+  free(self->order);
   if (self->src.plan_fd >= 0)
     close(self->src.plan_fd);
   if (self->src.plan_gen != NULL)

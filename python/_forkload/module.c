@@ -1,5 +1,6 @@
 /*
- * forkload._forkload: the module object (multi-phase init), its types and
+ * forkload._forkload: the module object (multi-phase init), its types, the
+ * functions that make built-in datasets (datasets.c), and
  * the objects the per-batch path calls, looked up once at import: pickle,
  * forkload._worker, and torch and numpy where they import.
  */
@@ -29,6 +30,23 @@ flpy_take_exception(void)
   Py_XDECREF(tb);
   return value;
 #endif
+}
+
+PyObject *
+flpy_raise(PyObject *module, int code, const char *why)
+{
+  PyObject *exc;
+
+  if (code == FL_ENOMEM)
+    return PyErr_Format(PyExc_MemoryError, "forkload: %s", why);
+  exc = PyObject_CallMethod(flpy_state_of(module)->worker_module, "error",
+                            "iss", code, why != NULL ? why : "",
+                            fl_err_name(code));
+  if (exc != NULL) {
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+  }
+  return NULL;
 }
 
 /* name of module, or None where the module does not import. */
@@ -86,12 +104,15 @@ module_exec(PyObject *m)
       (PyTypeObject *)PyType_FromModuleAndSpec(m, &flpy_segment_spec, NULL);
   st->view_type =
       (PyTypeObject *)PyType_FromModuleAndSpec(m, &flpy_view_spec, NULL);
+  st->native_type =
+      (PyTypeObject *)PyType_FromModuleAndSpec(m, &flpy_native_spec, NULL);
   if (st->loader_type == NULL || st->segment_type == NULL ||
-      st->view_type == NULL)
+      st->view_type == NULL || st->native_type == NULL)
     goto out;
   if (PyModule_AddType(m, st->loader_type) != 0 ||
       PyModule_AddType(m, st->segment_type) != 0 ||
-      PyModule_AddType(m, st->view_type) != 0)
+      PyModule_AddType(m, st->view_type) != 0 ||
+      PyModule_AddType(m, st->native_type) != 0)
     goto out;
   if (required_attr(&st->dumps, "pickle", "dumps") != 0 ||
       required_attr(&st->loads, "pickle", "loads") != 0 ||
@@ -131,6 +152,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
   Py_VISIT(st->loader_type);
   Py_VISIT(st->segment_type);
   Py_VISIT(st->view_type);
+  Py_VISIT(st->native_type);
   Py_VISIT(st->leaf_type);
   Py_VISIT(st->worker_module);
   Py_VISIT(st->dumps);
@@ -155,6 +177,7 @@ module_clear(PyObject *m)
   Py_CLEAR(st->loader_type);
   Py_CLEAR(st->segment_type);
   Py_CLEAR(st->view_type);
+  Py_CLEAR(st->native_type);
   Py_CLEAR(st->leaf_type);
   Py_CLEAR(st->worker_module);
   Py_CLEAR(st->dumps);
@@ -187,6 +210,7 @@ static struct PyModuleDef module_def = {
     .m_name = "forkload._forkload",
     .m_doc = "libforkload's loader for forkload.DataLoader (internal).",
     .m_size = sizeof(flpy_state),
+    .m_methods = flpy_native_functions,
     .m_slots = module_slots,
     .m_traverse = module_traverse,
     .m_clear = module_clear,

@@ -4,7 +4,9 @@
  * dataset calls back into Python in the workers; each batch reaches the
  * consumer as a blob in the batch's segment (arrays laid out at aligned
  * offsets, then a pickled skeleton naming them), and unpack.c turns it into
- * views of that segment.
+ * views of that segment.  A Loader may instead wrap one of libforkload's
+ * built-in datasets (datasets.c): no Python in the workers, and each field
+ * of a batch a view of its segment.
  */
 #ifndef FLPY_MODULE_H
 #define FLPY_MODULE_H
@@ -23,6 +25,7 @@ typedef struct {
   PyTypeObject *loader_type;
   PyTypeObject *segment_type;
   PyTypeObject *view_type;
+  PyTypeObject *native_type;
   PyObject *leaf_type;      /* forkload._worker.Leaf */
   PyObject *worker_module;  /* forkload._worker */
   PyObject *dumps, *loads;  /* pickle's */
@@ -39,6 +42,9 @@ typedef struct {
 flpy_state *flpy_state_of(PyObject *module);
 /* The exception being raised, with its traceback (new ref), cleared. */
 PyObject *flpy_take_exception(void);
+/* Raise libforkload's code and sentence: forkload.Error (a RuntimeError),
+   or MemoryError.  NULL. */
+PyObject *flpy_raise(PyObject *module, int code, const char *why);
 
 /* Element types a batch's arrays may have: torch's, as default_collate
    makes them. */
@@ -200,15 +206,50 @@ struct flpy_loader {
   int probe_fd;
   int workers_up;          /* persistent workers forked and alive */
   int closed;
+  /* Over a NativeDataset (src.dataset): no Python in the workers. */
+  int native;
+  int unbatched;           /* batch_size None: a sample, no batch axis */
+  size_t *order;           /* FLPY_PLAN: the epoch's indices, batches of */
+  size_t order_len;        /* opt.batch_size one after the other */
 };
+
+/*
+ * datasets.c: one of libforkload's built-in datasets, and the layout of
+ * its batches: field f is an array of dtype[f], of shape (count,
+ * *shapes[f]).  Closed when the last reference goes: every Loader over it
+ * holds one.
+ */
+typedef struct {
+  PyObject_HEAD
+  int iterable, open;
+  fl_dataset ds;
+  fl_iterable it;
+  PyObject *inner;   /* decode_images: the dataset it reads, kept open */
+  size_t nfields;
+  size_t *field_bytes;
+  int *dtype;
+  PyObject *shapes;  /* a tuple of tuples */
+  int has_sizes;     /* batches end with fl_batch_sizes, int64 */
+} flpy_native;
+
+/* The batch a Segment holds: its fields' arrays (and sizes), as a list,
+   or one field's array alone. */
+PyObject *flpy_native_unpack(flpy_loader *self, PyObject *segment);
+extern PyMethodDef flpy_native_functions[];
 
 /* segment.c */
 PyObject *flpy_segment_new(flpy_loader *owner, fl_batch *b);
 const unsigned char *flpy_segment_data(PyObject *segment);
+fl_batch *flpy_segment_batch(PyObject *segment);
 PyObject *flpy_capsule_new(PyObject *segment, size_t offset, int dtype,
                            PyObject *shape);
 PyObject *flpy_view_new(flpy_state *st, PyObject *segment, size_t offset,
                         int dtype, PyObject *shape);
+/* The same over data that owner (a Segment, or any object) keeps. */
+PyObject *flpy_capsule_at(PyObject *owner, const void *data, int dtype,
+                          PyObject *shape);
+PyObject *flpy_view_at(flpy_state *st, PyObject *owner, const void *data,
+                       int dtype, PyObject *shape);
 void flpy_loader_release(flpy_loader *self, fl_batch *b);
 void flpy_loader_drain(flpy_loader *self);
 /* With the GIL: the batches whose events have completed may go back (the
@@ -224,7 +265,12 @@ void flpy_unpin(void *addr, size_t len, void *arg);
 /* unpack.c: a received segment into what the consumer gets (new ref), or
    NULL with the batch's exception raised. */
 PyObject *flpy_unpack(flpy_loader *self, PyObject *segment);
+/* An array of dtype and shape over data that owner keeps: a torch tensor
+   (DLPack) or a numpy array, as the loader's tensor_type says. */
+PyObject *flpy_array_at(flpy_loader *self, PyObject *owner, const void *data,
+                        int dtype, PyObject *shape);
 
-extern PyType_Spec flpy_loader_spec, flpy_segment_spec, flpy_view_spec;
+extern PyType_Spec flpy_loader_spec, flpy_segment_spec, flpy_view_spec,
+    flpy_native_spec;
 
 #endif /* FLPY_MODULE_H */

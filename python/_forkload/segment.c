@@ -22,8 +22,8 @@ typedef struct {
 
 typedef struct {
   PyObject_HEAD
-  PyObject *segment;
-  size_t offset;
+  PyObject *owner; /* a Segment, or what else holds data */
+  const unsigned char *data;
   int dtype, ndim;
   Py_ssize_t *shape;
   Py_ssize_t *strides;
@@ -255,6 +255,12 @@ flpy_segment_data(PyObject *segment)
   return ((flpy_segment *)segment)->data;
 }
 
+fl_batch *
+flpy_segment_batch(PyObject *segment)
+{
+  return ((flpy_segment *)segment)->batch;
+}
+
 static void
 segment_dealloc(PyObject *op)
 {
@@ -343,6 +349,14 @@ PyObject *
 flpy_capsule_new(PyObject *segment, size_t offset, int dtype,
                  PyObject *shape)
 {
+  return flpy_capsule_at(segment, flpy_segment_data(segment) + offset, dtype,
+                         shape);
+}
+
+PyObject *
+flpy_capsule_at(PyObject *owner, const void *data, int dtype,
+                PyObject *shape)
+{
   Py_ssize_t ndim = PyTuple_GET_SIZE(shape), i;
   flpy_dl_managed *m;
   PyObject *cap;
@@ -359,18 +373,18 @@ flpy_capsule_new(PyObject *segment, size_t offset, int dtype,
       return NULL;
     }
   }
-  m->dl_tensor.data = (void *)(flpy_segment_data(segment) + offset);
+  m->dl_tensor.data = (void *)data;
   m->dl_tensor.device.device_type = FLPY_DL_CPU;
   m->dl_tensor.ndim = (int32_t)ndim;
   m->dl_tensor.dtype = dl_types[dtype];
   m->dl_tensor.shape = dims;
   m->dl_tensor.strides = NULL;
-  m->manager_ctx = segment;
+  m->manager_ctx = owner;
   m->deleter = dl_deleter;
-  Py_INCREF(segment);
+  Py_INCREF(owner);
   cap = PyCapsule_New(m, FLPY_DL_CAPSULE, capsule_destructor);
   if (cap == NULL) {
-    Py_DECREF(segment);
+    Py_DECREF(owner);
     free(m);
   }
   return cap;
@@ -380,6 +394,14 @@ PyObject *
 flpy_view_new(flpy_state *st, PyObject *segment, size_t offset, int dtype,
               PyObject *shape)
 {
+  return flpy_view_at(st, segment, flpy_segment_data(segment) + offset,
+                      dtype, shape);
+}
+
+PyObject *
+flpy_view_at(flpy_state *st, PyObject *owner, const void *data, int dtype,
+             PyObject *shape)
+{
   Py_ssize_t ndim = PyTuple_GET_SIZE(shape), i;
   flpy_view *v = PyObject_New(flpy_view, st->view_type);
 
@@ -387,7 +409,7 @@ flpy_view_new(flpy_state *st, PyObject *segment, size_t offset, int dtype,
     return NULL;
   v->shape = PyMem_Malloc(2 * (size_t)(ndim ? ndim : 1) * sizeof(Py_ssize_t));
   if (v->shape == NULL) {
-    v->segment = NULL;
+    v->owner = NULL;
     Py_DECREF(v);
     return PyErr_NoMemory();
   }
@@ -397,9 +419,9 @@ flpy_view_new(flpy_state *st, PyObject *segment, size_t offset, int dtype,
   for (i = ndim - 1; i >= 0; i--)
     v->strides[i] = i == ndim - 1 ? (Py_ssize_t)flpy_dtype_size(dtype)
                                   : v->strides[i + 1] * v->shape[i + 1];
-  Py_INCREF(segment);
-  v->segment = segment;
-  v->offset = offset;
+  Py_INCREF(owner);
+  v->owner = owner;
+  v->data = data;
   v->dtype = dtype;
   v->ndim = (int)ndim;
   return (PyObject *)v;
@@ -411,7 +433,7 @@ view_dealloc(PyObject *op)
   flpy_view *v = (flpy_view *)op;
   PyTypeObject *tp = Py_TYPE(op);
 
-  Py_XDECREF(v->segment);
+  Py_XDECREF(v->owner);
   PyMem_Free(v->shape);
   PyObject_Free(op);
   Py_DECREF(tp);
@@ -432,7 +454,7 @@ view_getbuffer(PyObject *op, Py_buffer *view, int flags)
   }
   for (i = 0; i < v->ndim; i++)
     len *= v->shape[i];
-  view->buf = (void *)(flpy_segment_data(v->segment) + v->offset);
+  view->buf = (void *)v->data;
   view->obj = Py_NewRef(op);
   view->len = len;
   view->readonly = 0;
@@ -472,7 +494,7 @@ view_dlpack(PyObject *op, PyObject *args, PyObject *kwds)
     return NULL;
   for (i = 0; i < v->ndim; i++)
     PyTuple_SET_ITEM(shape, i, PyLong_FromSsize_t(v->shape[i]));
-  cap = flpy_capsule_new(v->segment, v->offset, v->dtype, shape);
+  cap = flpy_capsule_at(v->owner, v->data, v->dtype, shape);
   Py_DECREF(shape);
   return cap;
 }

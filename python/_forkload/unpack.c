@@ -9,6 +9,34 @@
 
 #include <string.h>
 
+/* An array of dtype and shape over data, which owner keeps alive: a torch
+   tensor through DLPack, or a numpy array (a View where numpy is
+   missing) through the buffer protocol. */
+PyObject *
+flpy_array_at(flpy_loader *self, PyObject *owner, const void *data,
+              int dtype, PyObject *shape)
+{
+  flpy_state *st = flpy_state_of(self->module);
+  PyObject *obj, *t;
+
+  if (self->tensor_type == FLPY_LEAF_TENSOR && st->from_dlpack != Py_None) {
+    obj = flpy_capsule_at(owner, data, dtype, shape);
+    if (obj == NULL)
+      return NULL;
+    t = PyObject_CallOneArg(st->from_dlpack, obj);
+    Py_DECREF(obj);
+    if (t != NULL && dtype == FLPY_BOOL)
+      Py_SETREF(t, PyObject_CallMethod(t, "view", "O", st->torch_bool));
+    return t;
+  }
+  obj = flpy_view_at(st, owner, data, dtype, shape);
+  if (obj == NULL || st->np_asarray == Py_None)
+    return obj;
+  t = PyObject_CallOneArg(st->np_asarray, obj);
+  Py_DECREF(obj);
+  return t;
+}
+
 static PyObject *
 leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
           PyObject *leaf)
@@ -25,17 +53,9 @@ leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
     PyErr_SetString(PyExc_RuntimeError, "forkload: a malformed batch");
     return NULL;
   }
-  if (kind == FLPY_LEAF_TENSOR && self->tensor_type == FLPY_LEAF_TENSOR &&
-      st->from_dlpack != Py_None) {
-    obj = flpy_capsule_new(segment, (size_t)off, dtype, shape);
-    if (obj == NULL)
-      return NULL;
-    t = PyObject_CallOneArg(st->from_dlpack, obj);
-    Py_DECREF(obj);
-    if (t != NULL && dtype == FLPY_BOOL)
-      Py_SETREF(t, PyObject_CallMethod(t, "view", "O", st->torch_bool));
-    return t;
-  }
+  if (kind == FLPY_LEAF_TENSOR)
+    return flpy_array_at(self, segment, flpy_segment_data(segment) + off,
+                         dtype, shape);
   obj = flpy_view_new(st, segment, (size_t)off, dtype, shape);
   if (obj == NULL || st->np_asarray == Py_None)
     return obj;

@@ -10,6 +10,10 @@ pickled nor copied on its way. A training loop changes one import::
     # was: from torch.utils.data import DataLoader
     from forkload import DataLoader
 
+:mod:`forkload.datasets` has the C library's built-in datasets (a folder
+of images, token shards, LMDB, WebDataset tars, .npy arrays) as datasets
+whose workers run no Python at all.
+
 Also here: :func:`forkload.get_worker_info`, as
 ``torch.utils.data.get_worker_info``, and ``forkload.__version__``, the
 version of the forkload library underneath.
@@ -20,6 +24,7 @@ See ``man forkload.DataLoader``, and ``man 3 forkload`` for the C library.
 from forkload import _forkload
 from forkload._worker import Error
 from forkload.dataloader import DataLoader, get_worker_info
+from forkload import datasets  # noqa: E402  (forkload.datasets.ImageFolder...)
 
 __version__ = _forkload.version
 __all__ = ["DataLoader", "Error", "get_worker_info"]

@@ -120,6 +120,13 @@ def _draw_seed(generator):
         generator=generator).item())
 
 
+def _native_of(dataset):
+    """The _forkload.NativeDataset of a forkload.datasets dataset, or
+    None for a Python dataset."""
+    native = getattr(dataset, "_native", None)
+    return native if isinstance(native, _forkload.NativeDataset) else None
+
+
 def _is_iterable_dataset(dataset):
     if IterableDataset is not None:
         return isinstance(dataset, IterableDataset)
@@ -368,6 +375,12 @@ class DataLoader:
             raise ValueError("sample_bytes should be a positive number of "
                              "bytes, or None to measure the first batch")
 
+        self._native = _native_of(dataset)
+        if self._native is not None and collate_fn is not None:
+            raise ValueError(
+                "collate_fn must be None with a forkload.datasets dataset: "
+                "its batches are made in C, in the workers, with no Python")
+        self._epochs = 0
         self.dataset = dataset
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
@@ -567,6 +580,9 @@ class _Iterator:
         self._resume_from = None
         if resume is not None:
             self._order = resume["_snapshot"]["order"]
+            if "count" in self._order:  # the epochs after it count on
+                self._dl._epochs = max(self._dl._epochs,
+                                       self._order["count"] + 1)
         else:
             self._order = self._draw_order()
         self._begun = True
@@ -580,7 +596,7 @@ class _Iterator:
         self._make_loader()
         # The workers start now, unless the probe is still measuring the
         # room of a batch: then at the first batch, which waits for it.
-        self._pending = (self._order["epoch"], self._base_seed % 2**64,
+        self._pending = (self._fl_epoch(), self._base_seed % 2**64,
                          self._order.get("plan"),
                          None if resume is None else
                          resume["_snapshot"]["forkload"])
@@ -595,7 +611,32 @@ class _Iterator:
     def _draw_order(self):
         """What libforkload needs for this epoch's order: a recognised
         sampler is drawn in C, anything else iterated here, as torch
-        does, into a plan of batches."""
+        does, into a plan of batches.  A forkload.datasets dataset's
+        order also counts the loader's epochs (the samples' seeds are
+        drawn from it, see _fl_epoch)."""
+        order = self._draw_sampler()
+        dl = self._dl
+        if dl._native is not None:
+            order["count"] = dl._epochs
+            dl._epochs += 1
+        return order
+
+    def _fl_epoch(self):
+        """The epoch libforkload begins.  A forkload.datasets dataset's
+        loader has the base seed B as its seed, and fl_sample_seed is a
+        function of (B, epoch, index): a shuffled epoch is then S - B,
+        for libforkload shuffles with torch.randperm(seed + epoch), S the
+        sampler's seed; any other, the epochs counted, so that the
+        samples' random crops are new each epoch (as a persistent
+        worker's torch generator goes on) and follow torch.manual_seed."""
+        o = self._order
+        if self._dl._native is None:
+            return o["epoch"]
+        if o.get("shuffle"):
+            return (o["epoch"] - self._base_seed) % 2**64
+        return o.get("count", 0)
+
+    def _draw_sampler(self):
         dl = self._dl
         if dl._iterable:
             return {"kind": "iterable", "epoch": 0}
@@ -657,6 +698,14 @@ class _Iterator:
             collate = False
         setup = functools.partial(_worker.setup, dl.num_workers, dl.dataset,
                                   dl.worker_init_fn)
+        dataset = dl.dataset
+        if dl._native is not None:
+            # libforkload's own dataset: no probe, and Python in a worker
+            # only for the user's worker_init_fn.
+            dataset = dl._native
+            probe = None
+            if dl.worker_init_fn is None:
+                setup = None
         args = dict(batch_size=batch_size, length=length,
                     num_workers=dl.num_workers,
                     prefetch_factor=dl.prefetch_factor or 2,
@@ -671,11 +720,13 @@ class _Iterator:
                     tensor_type=dl.tensor_type, probe=probe)
         if self._pin == "register":
             args["pinner"] = _Pinner(_cuda)
-        if dl.sample_bytes is not None:
+        if dl._native is not None:
+            args["seed"] = self._base_seed % 2**64
+        elif dl.sample_bytes is not None:
             args["sample_bytes"] = dl.sample_bytes
         elif dl._rooms.get(kind):
             args["room"] = dl._rooms[kind]  # measured for an earlier epoch
-        self._loader = _forkload.Loader(dl.dataset, kind, collate, setup,
+        self._loader = _forkload.Loader(dataset, kind, collate, setup,
                                         **args)
         with _live_lock:
             _live.add(self._loader)
