@@ -97,48 +97,46 @@ fi
 
 limit=${FL_PYTEST_TIMEOUT:-$((${FL_TEST_TIMEOUT:-300} - 30))}
 [ "$limit" -ge 30 ] || limit=30
-"$python" -m pytest -q --no-summary \
+# A hang is shown before it is killed: 2 s before the limit, the processes
+# under this script; at the limit, timeout(1) sends SIGUSR2 to its process
+# group, on which each Python process prints its stack (conftest.py has
+# faulthandler do it; the children pytest forks inherit it, and a worker,
+# whose handlers libforkload resets, just ends); 5 s later, SIGKILL.
+# pytest runs in the foreground: an asynchronous command of a
+# non-interactive shell starts with SIGINT ignored, which the tests'
+# consumers would inherit.
+(
+  sleep $((limit - 2)) &
+  sleeper=$!
+  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+  wait "$sleeper" || exit 0
+  tree=$(ps -e -o pid= -o ppid= | awk -v root="$$" '
+    {parent[$1] = $2}
+    END {
+      for (p in parent) {
+        q = p
+        while (q in parent && q != root && q > 1) q = parent[q]
+        if (q == root) print p
+      }
+    }' | tr '\n' , | sed 's/,$//')
+  {
+    echo "== $((limit - 2)) s: the processes under $0 (pid $$)"
+    ps -o pid,ppid,stat,wchan:24,etime,args -p "$tree"
+  } >"$tmp/hang" 2>&1
+) >/dev/null 2>&1 &
+watch_pid=$!
+mkdir "$tmp/stacks"
+FL_PYTEST_STACKS=$tmp/stacks timeout -s USR2 -k 5 "$limit" "$python" -m pytest -q --no-summary \
   -p no:cacheprovider --capture=sys --continue-on-collection-errors \
   -p python_tap --tap-file "$tmp/tap" --tap-prefix tests/python/ \
   ${block_torch:+--tap-block-torch "$block_torch"} \
   -o faulthandler_timeout=$((limit - 10)) \
   --basetemp "$tmp/pytest" --rootdir "$top_srcdir/tests/python" \
   "${@:-$top_srcdir/tests/python}" \
-  >"$tmp/out" 2>&1 </dev/null &
-pytest_pid=$!
-# A hang is killed after $limit s, and first shown: the processes under
-# pytest, then each one's Python stack (conftest.py has faulthandler print
-# it on SIGUSR2, which the children pytest forks inherit; a worker, whose
-# handlers libforkload resets, just ends).
-(
-  sleep "$limit" &
-  sleeper=$!
-  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-  wait "$sleeper" || exit 0
-  : >"$tmp/killed"
-  tree=$(ps -e -o pid= -o ppid= | awk -v root="$pytest_pid" '
-    {parent[$1] = $2}
-    END {
-      for (p in parent) {
-        q = p
-        while (q in parent && q != root && q > 1) q = parent[q]
-        if (q == root && p != root) print p
-      }
-    }')
-  {
-    echo "== killed after $limit s: the processes under pytest (pid $pytest_pid)"
-    ps -o pid,ppid,stat,wchan:24,etime,args -p "$pytest_pid${tree:+,$(echo $tree | tr ' ' ,)}"
-  } >"$tmp/hang" 2>&1
-  kill -USR2 "$pytest_pid" $tree 2>/dev/null
-  sleep 2
-  kill -KILL "$pytest_pid" $tree 2>/dev/null
-) >/dev/null 2>&1 &
-watch_pid=$!
-wait "$pytest_pid" 2>/dev/null
+  >"$tmp/out" 2>&1 </dev/null
 rc=$?
 kill "$watch_pid" 2>/dev/null
 wait "$watch_pid" 2>/dev/null
-[ -f "$tmp/killed" ] && rc=124
 
 # The plugin's lines, then what it could not say: a test during which
 # pytest died or was killed, or an error no test carries.
@@ -149,7 +147,12 @@ cat "$tmp/tap"
 # code, the sanitizers and faulthandler wrote to fds 1 and 2, the last
 # line pytest's count (blank lines left out).
 awk 'NF && !/^[.sxXfFE]+ *\[ *[0-9]+%\]$/' "$tmp/out" >"$tmp/rest"
-[ -f "$tmp/hang" ] && cat "$tmp/hang" >>"$tmp/rest"
+{
+  [ -f "$tmp/hang" ] && cat "$tmp/hang"
+  for f in "$tmp"/stacks/stack.*; do
+    [ -s "$f" ] && echo "== the Python stack of pid ${f##*.}" && cat "$f"
+  done
+} >>"$tmp/rest"
 rest_out() {
   lines=$(wc -l <"$tmp/rest")
   [ "$lines" -gt 300 ] && diag "(the last 300 of $lines lines written)"

@@ -23,9 +23,22 @@ from loader_helpers import (
 
 TEARDOWN_LIMIT_S = 10.0
 
-# tests/python_test.sh sends SIGUSR2 to pytest and every process under it
-# before it kills a hung run: each prints its Python stack.
-faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
+
+
+def _stack_on_sigusr2():
+    """tests/python_test.sh has timeout(1) send SIGUSR2 to pytest and every
+    process under it before it kills a hung run: each writes its Python
+    stack to a file of its own in $FL_PYTEST_STACKS (else to stderr)."""
+    where = os.environ.get("FL_PYTEST_STACKS")
+    out = sys.__stderr__
+    if where:
+        out = open(os.path.join(where, "stack.%d" % os.getpid()), "w")
+    faulthandler.register(signal.SIGUSR2, file=out, all_threads=True)
+    return out
+
+
+_stacks = [_stack_on_sigusr2()]
+os.register_at_fork(after_in_child=lambda: _stacks.append(_stack_on_sigusr2()))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
