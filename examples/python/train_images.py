@@ -9,6 +9,11 @@ The folder is ImageFolder's layout (a subfolder per class), which
     python3 train_images.py /tmp/imgs --loader forkload
     python3 train_images.py /tmp/imgs --loader torch
 
+and on a GPU, ResNet-50 in mixed precision at 224 x 224 with a worker per
+CPU core (the defaults of --device cuda):
+
+    python3 train_images.py /tmp/imgs --device cuda --arch resnet50 --amp
+
 Both loaders get the same model (ResNet-18, or ResNet-50 with --arch, its
 weights initialised from --seed, nothing downloaded), the same optimiser,
 batch size, number of workers and transform: torchvision's training
@@ -70,12 +75,14 @@ def parse_args(argv=None):
     p.add_argument("--arch", choices=("resnet18", "resnet50"),
                    default="resnet18", help="torchvision's model, weights "
                    "initialised from --seed (resnet18)")
-    p.add_argument("--size", type=int, default=64,
-                   help="the crop's height and width (64; 224 on a GPU)")
+    p.add_argument("--size", type=int, default=None,
+                   help="the crop's height and width (64 on the CPU, 224 "
+                   "on a GPU)")
     p.add_argument("--batch-size", type=int, default=32,
                    help="images per batch (32)")
-    p.add_argument("--workers", type=int, default=2,
-                   help="loader workers (2)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="loader workers (2 on the CPU, every CPU core on a "
+                   "GPU)")
     p.add_argument("--epochs", type=int, default=1, help="epochs (1)")
     p.add_argument("--steps", type=int, default=0,
                    help="stop after this many steps in all (0: no limit)")
@@ -97,6 +104,11 @@ def parse_args(argv=None):
     p.add_argument("--quiet", action="store_true",
                    help="print the summary line alone")
     args = p.parse_args(argv)
+    gpu = args.device == "cuda"
+    if args.size is None:
+        args.size = 224 if gpu else 64
+    if args.workers is None:
+        args.workers = (len(os.sched_getaffinity(0)) if gpu else 2)
     if args.batch_size < 1 or args.size < 1 or args.workers < 0 or \
             args.epochs < 1 or args.steps < 0 or args.warmup < 0:
         p.error("--batch-size, --size and --epochs must be at least 1, "
