@@ -67,11 +67,17 @@ def test_train_images_summary_parses_and_the_loss_is_finite(folder, loader):
     assert "epoch 1: 3 steps, 24 images" in r.stdout, r.stdout
 
 
-def test_train_images_refuses_cuda_where_there_is_none(folder):
+def test_train_images_refuses_cuda_where_there_is_none(folder, capsys):
+    import importlib.util
+
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
-    r = run(folder, "--device", "cuda")
-    assert r.returncode == 2
-    assert "torch.cuda.is_available() is False" in r.stderr
+    spec = importlib.util.spec_from_file_location("train_images", SCRIPT)
+    train_images = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_images)
+    with pytest.raises(SystemExit) as e:
+        train_images.parse_args([str(folder), "--device", "cuda"])
+    assert e.value.code == 2
+    assert "torch.cuda.is_available() is False" in capsys.readouterr().err
