@@ -13,7 +13,8 @@
 #     the options the commands share; and every command has its page;
 #     every public name of lib/forkload.h (tools/man-links.sh -h: its
 #     functions, function-like macros and types) and of the Python module
-#     (forkload.NAME for each NAME of its __all__) is documented by exactly
+#     (forkload.NAME for each NAME of its __all__, forkload.datasets.NAME
+#     for each of forkload.datasets') is documented by exactly
 #     one page: in its NAME section (.Nm) or, for a type, in a typedef of
 #     its SYNOPSIS (.Vt), as tools/man-links.sh reads them;
 #     every name a section 3 page documents so is a public name of the
@@ -126,10 +127,16 @@ fi
 # that a name two pages claim shows twice.
 links=$(for page in $pages; do sh "$links_sh" "$page"; done 2>/dev/null)
 names=$(sh "$links_sh" -h "$header" 2>/dev/null)
-# The Python module's public names, from its package's __all__.
+# The Python module's public names, from its package's __all__ and its
+# submodules' (forkload.datasets.NAME), whose __all__ may span lines.
+py_all() {
+  awk '/^__all__ = \[/ { on = 1 } on { print } on && /\]/ { exit }' "$1" |
+    sed 's/^__all__ = \[//; s/\].*//' | tr -d '" \n' | tr ',' '\n' |
+    grep . | sed "s/^/$2/"
+}
 names="$names
-$(sed -n 's/^__all__ = \[\(.*\)\]/\1/p' "$top_srcdir/python/forkload/__init__.py" |
-  tr -d '" ' | tr ',' '\n' | sed 's/^/forkload./')"
+$(py_all "$top_srcdir/python/forkload/__init__.py" forkload.)
+$(py_all "$top_srcdir/python/forkload/datasets.py" forkload.datasets.)"
 wrong=
 for name in $names; do
   owners=$(printf '%s\n' "$links" | awk -v n="$name.3" '$1 == n { print $2 }')

@@ -36,11 +36,18 @@ libarchive-dev"
 # The Python module (python/) is built for the release's python3 and
 # tested with its pytest, numpy and torch (tests/python: without torch
 # they are skipped, that is untested); python3-pil is small, and tests may
-# compare images with it.  Older releases have no python3-torch.
-pkgs="$pkgs python3-dev python3-numpy python3-pytest python3-pil"
+# compare images with it; python3-lmdb writes and reads the LMDB of
+# tests/python/test_datasets.py, and python3-torchvision is what its
+# ImageFolder is compared with.  Older releases have no python3-torch.
+pkgs="$pkgs python3-dev python3-numpy python3-pytest python3-pil python3-lmdb"
 if ! dpkg -s python3-torch >/dev/null 2>&1; then
   apt-cache show python3-torch >/dev/null 2>&1 || update
   apt-cache show python3-torch >/dev/null 2>&1 && pkgs="$pkgs python3-torch"
+fi
+if ! dpkg -s python3-torchvision >/dev/null 2>&1; then
+  apt-cache show python3-torchvision >/dev/null 2>&1 || update
+  apt-cache show python3-torchvision >/dev/null 2>&1 &&
+    pkgs="$pkgs python3-torchvision"
 fi
 # make fuzz (CI) needs clang and libFuzzer's runtime: its own package in
 # Debian 12, which clang only recommends; older releases ship it in clang.

@@ -7,6 +7,10 @@ It asserts by itself that its loss went down, so exit status 0 is the check.
 It runs again with torch's DataLoader in place of forkload's, the only change
 the README says a training loop needs, and both must print the same lines:
 the same seed gives the same batches.
+
+The block of "## Built-in datasets from Python" runs too, over a folder of
+images that the build tree's `examples/forkload gen images` writes in place
+of its /tmp/imgs.
 """
 
 import os
@@ -20,19 +24,20 @@ pytest.importorskip("torch")
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 HEADING = "## From Python"
+DATASETS_HEADING = "## Built-in datasets from Python"
 FORKLOAD_IMPORT = "from forkload import DataLoader"
 TORCH_IMPORT = "from torch.utils.data import DataLoader"
 # A few seconds on 2 CPUs; the rest is room for a loaded CI machine.
 TIME_LIMIT = 120
 
 
-def readme_block():
-    """The first ```python block of the README's "From Python" section."""
+def readme_block(heading=HEADING):
+    """The first ```python block of the README's section `heading`."""
     lines = README.read_text(encoding="utf-8").splitlines()
     try:
-        start = lines.index(HEADING) + 1
+        start = lines.index(heading) + 1
     except ValueError:
-        pytest.fail(f"{README} has no line {HEADING!r}")
+        pytest.fail(f"{README} has no line {heading!r}")
     block = None
     for line in lines[start:]:
         if block is None:
@@ -44,7 +49,7 @@ def readme_block():
             return "\n".join(block) + "\n"
         else:
             block.append(line)
-    pytest.fail(f"no ```python block under {HEADING!r} in {README}")
+    pytest.fail(f"no ```python block under {heading!r} in {README}")
 
 
 def run(source, tmp_path, name):
@@ -93,3 +98,28 @@ def test_readme_training_loop_prints_what_torch_dataloader_prints(tmp_path):
     ours = run(source, tmp_path, "readme_loop.py")
     torchs = run(with_torch_import(source), tmp_path, "readme_loop_torch.py")
     assert ours == torchs
+
+
+def test_readme_datasets_example_runs(tmp_path):
+    import forkload
+    # The build tree: <builddir>/python/forkload/__init__.py (a link, in a
+    # VPATH build, that abspath keeps).
+    cli = pathlib.Path(os.path.abspath(forkload.__file__)).parents[2] / \
+        "examples" / "forkload"
+    if not os.access(cli, os.X_OK):
+        pytest.skip(f"no {cli} (make builds it)")
+    images = tmp_path / "imgs"
+    subprocess.run([str(cli), "gen", "images", str(images), "--samples",
+                    "256", "--classes", "4"], check=True,
+                   stdout=subprocess.DEVNULL, timeout=TIME_LIMIT)
+    source = readme_block(DATASETS_HEADING)
+    assert '"/tmp/imgs"' in source
+    out = run(source.replace('"/tmp/imgs"', repr(str(images))), tmp_path,
+              "readme_datasets.py")
+    lines = out.splitlines()
+    assert lines[0] == ("256 images, 4 classes: ['class000', 'class001', "
+                        "'class002', 'class003']"), out
+    assert [line.split(" images/s")[0].rsplit(",", 1)[0] for line in
+            lines[1:]] == [
+        "epoch %d: 256 images, torch.Size([3, 160, 160])" % e
+        for e in (1, 2)], out
