@@ -41,7 +41,10 @@ first --warmup steps (the workers' start and the first batches), it
 prints images/s and the data-wait share (the sum of the waits over the
 sum of the steps), then one line to parse:
 
-    train_images: loader=forkload arch=resnet18 device=cpu ... images_per_s=212.4 data_wait_share=0.012 loss=2.2931
+    train_images: loader=forkload arch=resnet18 device=cpu ...
+        images_per_s=23.8 data_wait_share=0.0040 step_ms=1344.5 loss=1.4172
+
+(one line, folded here).
 
 On a GPU (--device cuda, where torch.cuda.is_available()), with
 pin_memory=True and non_blocking copies, it also reports the GPU's idle
@@ -303,7 +306,8 @@ def summary(args, overall, pinned):
               ("seconds", f"{overall.seconds:.3f}"),
               ("images_per_s", f"{overall.images_per_s():.1f}"),
               ("data_wait_share", f"{overall.wait_share():.4f}"),
-              ("step_ms", f"{1e3 * overall.seconds / max(overall.steps, 1):.1f}"),
+              ("step_ms",
+               f"{1e3 * overall.seconds / max(overall.steps, 1):.1f}"),
               ("loss", f"{overall.loss:.4f}")]
     if args.device == "cuda":
         idle = 1 - overall.busy / overall.seconds if overall.seconds else 0

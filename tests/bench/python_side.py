@@ -420,11 +420,9 @@ def versions():
 
 
 def have_torchvision():
-    try:
-        import torchvision  # noqa: F401
-        return True
-    except ImportError:
-        return False
+    import importlib.util
+
+    return importlib.util.find_spec("torchvision") is not None
 
 
 def main():
