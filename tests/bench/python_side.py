@@ -30,7 +30,8 @@ each forkload's side beside PyTorch's in the same run:
             --loader torch on the CPU (ResNet-18, 64 x 64, batch 32, 2
             workers, 2 epochs of that folder, the first 2 steps left out):
             the share of the step time spent waiting for data, goal:
-            forkload's below 5% where torch's is above 30%; and images/s.
+            forkload's below 5% where torch's is above 30% (n/a where
+            torch's is not: a run bound by the model's step); and images/s.
 
 Each side of each row runs in a fresh interpreter (this script with
 --child), so that one side's memory and workers never meet the other's,
@@ -398,7 +399,8 @@ def row_line(name, metric, fl, pt, target="", passes=None, smoke=False,
             ratio = f"{r:.{digits}f}x"
     verdict = "-"
     if passes is not None and p is not None and not smoke:
-        verdict = "PASS" if passes(f, p) else "FAIL"
+        ok = passes(f, p)
+        verdict = "n/a" if ok is None else "PASS" if ok else "FAIL"
     cells(name, metric, decimals, f, ptxt, ratio, target, verdict)
     if note:
         print(f"  {note}", flush=True)
@@ -561,7 +563,12 @@ def main():
                      col("train", "forkload", "data_wait_pct"),
                      col("train", "torch", "data_wait_pct"),
                      "< 5% where PyTorch > 30%",
-                     lambda f, p: f < 5 and p > 30, s)
+                     lambda f, p: f < 5 if p > 30 else None, s,
+                     note=None if s or median(col("train", "torch",
+                                                  "data_wait_pct") or [99]) > 30
+                     else "n/a: PyTorch's run is not data-bound here (the "
+                     "model's step, not its loader, sets the pace), so the "
+                     "goal's condition does not hold")
             row_line("  train", "images/s",
                      col("train", "forkload", "images_per_s"),
                      col("train", "torch", "images_per_s"), smoke=s)
