@@ -834,6 +834,93 @@ transforms_are_torchvisions_pixels(void **state)
   free(blob);
 }
 
+/* Each kernel path this CPU has (FL_IMAGE_SIMD) gives the portable C
+   path's bytes: random crops of every decode fixture and of the crop
+   images, flipped and not, uint8 and float, at output widths that leave
+   each vector loop a tail, and CenterCrop's padding. */
+static void
+every_simd_path_gives_the_same_bytes(void **state)
+{
+  static const char *const files[] = {
+      "crop/a.jpg", "crop/b.jpg", "crop/c.png", "decode/jpeg_420.jpg",
+      "decode/jpeg_420_odd.jpg", "decode/jpeg_422.jpg",
+      "decode/jpeg_444.jpg", "decode/jpeg_cmyk.jpg", "decode/jpeg_gray.jpg",
+      "decode/jpeg_progressive.jpg", "decode/png_rgb.png",
+      "decode/png_interlaced.png", "decode/png_palette.png",
+      "formats/wide.png"};
+  static const unsigned sizes[][2] = {{224, 224}, {37, 100}, {7, 5},
+                                      {64, 17}, {300, 301}};
+  static const char *const paths[3] = {"c", "sse4.1", "avx2"};
+  struct fl__image_stage *st[3];
+  uint64_t seed;
+  const char *old = getenv("FL_IMAGE_SIMD");
+  char saved[32] = "", what[160];
+  size_t f, z, m, p, len, bytes, ran = 0, tried = 0;
+  unsigned char *img, *want, *got;
+
+  (void)state;
+  if (old != NULL)
+    snprintf(saved, sizeof(saved), "%s", old);
+  for (f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+    pathf(what, sizeof(what), "images/%s", files[f]);
+    img = read_src(what, &len);
+    for (z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+      for (m = 0; m < 4; m++) {
+        fl_image_options io;
+
+        options(&io, sizes[z][0], sizes[z][1]);
+        io.chw_float = (int)(m & 1);
+        if (m & 2) {
+          io.crop = FL_CROP_RANDOM_RESIZED;
+          io.hflip = 0.5;
+        } else {
+          io.resize = sizes[z][0] + 9; /* and padding where it is short */
+        }
+        bytes = (size_t)io.height * io.width * 3 *
+                (io.chw_float ? sizeof(float) : 1);
+        want = malloc(bytes);
+        got = malloc(bytes);
+        assert_non_null(want);
+        assert_non_null(got);
+        for (p = 0; p < 3; p++) {
+          setenv("FL_IMAGE_SIMD", paths[p], 1);
+          st[p] = stage_of(&io);
+          tried++;
+          if (strcmp(fl__image_stage_kernels(st[p]), paths[p]) != 0) {
+            fl__image_stage_free(st[p]); /* this CPU has not got it */
+            st[p] = NULL;
+          }
+        }
+        assert_non_null(st[0]);
+        for (seed = 0; seed < 4; seed++)
+          for (p = 0; p < 3; p++) {
+            if (st[p] == NULL)
+              continue;
+            if (fl__image_stage_run(st[p], img, len, seed, p ? got : want,
+                                    files[f]) != 0)
+              fail_msg("%s: %s", files[f], fl__worker_error_text());
+            if (p > 0 && memcmp(got, want, bytes) != 0)
+              fail_msg("%s %ux%u mode %zu seed %llu: %s differs from c",
+                       files[f], io.height, io.width, m,
+                       (unsigned long long)seed, paths[p]);
+          }
+        for (p = 0; p < 3; p++) {
+          ran += st[p] != NULL;
+          fl__image_stage_free(st[p]);
+        }
+        free(want);
+        free(got);
+      }
+    free(img);
+  }
+  if (old != NULL)
+    setenv("FL_IMAGE_SIMD", saved, 1);
+  else
+    unsetenv("FL_IMAGE_SIMD");
+  print_message("# %zu of %zu stages ran their path\n", ran, tried);
+  assert_true(ran > tried / 3);
+}
+
 /* ToTensor + Normalize(ImageNet): torchvision's float32 values. */
 static void
 float_chw_is_torchvisions_normalized_tensor(void **state)
@@ -1688,6 +1775,7 @@ main(void)
       CASE(every_decode_fixture_is_pils_bytes),
       CASE(transforms_are_torchvisions_pixels),
       CASE(float_chw_is_torchvisions_normalized_tensor),
+      CASE(every_simd_path_gives_the_same_bytes),
       CASE(random_crops_follow_seed_epoch_and_index),
       CASE(hflip_mirrors_whole_images_at_its_probability),
       CASE(bad_files_are_their_batchs_error_naming_file_and_problem),

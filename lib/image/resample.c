@@ -19,6 +19,10 @@
 #include "internal.h"
 
 #define PRECISION_BITS (32 - 8 - 2)
+/* Bytes a vector kernel may read or write past the pixels it uses, in
+   its own buffers (tmp, line, edge); rows a decoder hands over are never
+   read past the plan's columns. */
+#define FL__ROW_SLACK 32
 
 /* One axis: for output position k, count taps from source position
    first[k], weights at w[k * ksize]. */
@@ -33,6 +37,7 @@ struct fl__resample {
   unsigned width, height;
   int chw_float;
   float lut[3][256];
+  float mean[3], std[3];
   struct axis h, v;
   unsigned ylo, yhi; /* source rows the vertical pass reads */
   unsigned char *tmp; /* (yhi - ylo) rows of width x 3 */
@@ -40,7 +45,14 @@ struct fl__resample {
   int32_t *acc;        /* a row's sums, width x 3 */
   unsigned char *line; /* and the row they make */
   int flip;
+  unsigned xhi;        /* the horizontal pass reads columns below it */
+  unsigned char *edge; /* a copy of the taps of an output near xhi */
+  size_t edge_cap;
+  const struct kernels *k;
 };
+
+struct kernels;
+static const struct kernels *kernels_pick(void);
 
 static double
 triangle(double x)
@@ -178,8 +190,13 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io)
       x = x - io->mean[c];
       r->lut[c][v] = x / io->std[c];
     }
+  for (c = 0; c < 3; c++) {
+    r->mean[c] = io->mean[c];
+    r->std[c] = io->std[c];
+  }
+  r->k = kernels_pick();
   r->acc = malloc((size_t)io->width * 3 * sizeof(*r->acc));
-  r->line = malloc((size_t)io->width * 3);
+  r->line = malloc((size_t)io->width * 3 + FL__ROW_SLACK);
   if (r->acc == NULL || r->line == NULL) {
     fl__resample_free(r);
     return FL_ENOMEM;
@@ -198,6 +215,7 @@ fl__resample_free(struct fl__resample *r)
   free(r->tmp);
   free(r->acc);
   free(r->line);
+  free(r->edge);
   free(r);
 }
 
@@ -227,7 +245,15 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
     return rc;
   r->ylo = p->y0;
   r->yhi = p->y1;
-  need = (size_t)(r->yhi - r->ylo) * r->width * 3;
+  r->xhi = p->x1;
+  need = (size_t)r->h.ksize * 3 + FL__ROW_SLACK;
+  if (need > r->edge_cap) {
+    if ((t = realloc(r->edge, need)) == NULL)
+      return FL_ENOMEM;
+    r->edge = t;
+    r->edge_cap = need;
+  }
+  need = (size_t)(r->yhi - r->ylo) * r->width * 3 + FL__ROW_SLACK;
   if (need > r->tmp_cap) {
     if ((t = realloc(r->tmp, need)) == NULL)
       return FL_ENOMEM;
@@ -238,18 +264,34 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
   return 0;
 }
 
-/* The horizontal pass of one source row into its 8-bit row. */
-void
-fl__resample_row(struct fl__resample *r, unsigned y, const unsigned char *rgb,
-                 unsigned x0)
+/*
+ * The kernels: the horizontal pass over one source row, the vertical pass
+ * over one output row, and the float write (ToTensor and Normalize, with
+ * the flip), each in portable C and, on x86, in SSE4.1 and AVX2, chosen at
+ * run time (FL_IMAGE_SIMD=c, sse4.1 or avx2 asks for at most that one).
+ * All are integer sums of the same products (exact, in any order: no sum
+ * leaves int32, as PIL's weights are positive and sum to 2^22) and the
+ * float write is torch's float32 steps lane by lane (IEEE division and
+ * subtraction, correctly rounded in any width): every path gives the same
+ * bytes.
+ */
+struct kernels {
+  const char *name;
+  void (*hrow)(struct fl__resample *r, unsigned char *out,
+               const unsigned char *rgb, unsigned x0);
+  void (*vrow)(unsigned char *line, const unsigned char *tmp, size_t row,
+               const int32_t *w, unsigned count);
+  void (*frow)(const struct fl__resample *r, float *out, size_t plane,
+               const unsigned char *line);
+};
+
+static void
+hrow_c(struct fl__resample *r, unsigned char *out, const unsigned char *rgb,
+       unsigned x0)
 {
   const struct axis *a = &r->h;
-  unsigned char *out;
   unsigned k, x;
 
-  if (y < r->ylo || y >= r->yhi)
-    return;
-  out = r->tmp + (size_t)(y - r->ylo) * r->width * 3;
   for (k = 0; k < r->width; k++) {
     const int32_t *w = a->w + (size_t)k * a->ksize;
     const unsigned char *in;
@@ -271,46 +313,359 @@ fl__resample_row(struct fl__resample *r, unsigned y, const unsigned char *rgb,
   }
 }
 
-/* acc[i] += in[i] * w for n values (first: acc[i] starts at PIL's
-   rounding half), in blocks of a fixed count that the compiler vectorizes
-   at -O2. */
+/* Columns from to row - 1 of the vertical pass. */
 static void
-mac(int32_t *restrict acc, const unsigned char *restrict in, int32_t w,
-    size_t n, int first)
+vcols_c(unsigned char *line, const unsigned char *tmp, size_t row,
+        size_t from, const int32_t *w, unsigned count)
 {
   const int32_t half = 1 << (PRECISION_BITS - 1);
-  size_t i = 0, j;
+  size_t i;
+  unsigned t;
 
-  if (first) {
-    for (; i + 16 <= n; i += 16)
-      for (j = 0; j < 16; j++)
-        acc[i + j] = half + in[i + j] * w;
-    for (; i < n; i++)
-      acc[i] = half + in[i] * w;
-    return;
+  for (i = from; i < row; i++) {
+    int32_t s = half;
+
+    for (t = 0; t < count; t++)
+      s += tmp[t * row + i] * w[t];
+    line[i] = clip8(s);
   }
-  for (; i + 16 <= n; i += 16)
-    for (j = 0; j < 16; j++)
-      acc[i + j] += in[i + j] * w;
-  for (; i < n; i++)
-    acc[i] += in[i] * w;
 }
 
-/* clip8 over a row, in blocks the compiler vectorizes. */
 static void
-clip_row(unsigned char *restrict out, const int32_t *restrict acc, size_t n)
+vrow_c(unsigned char *line, const unsigned char *tmp, size_t row,
+       const int32_t *w, unsigned count)
 {
-  size_t i = 0, j;
+  vcols_c(line, tmp, row, 0, w, count);
+}
 
-  for (; i + 16 <= n; i += 16)
-    for (j = 0; j < 16; j++) {
-      int32_t v = acc[i + j] >> PRECISION_BITS;
+static void
+frow_c(const struct fl__resample *r, float *f32, size_t plane,
+       const unsigned char *line)
+{
+  unsigned c, x;
 
-      v = v < 0 ? 0 : v;
-      out[i + j] = (unsigned char)(v > 255 ? 255 : v);
+  /* A plane at a time: three streams of stores, each in order. */
+  for (c = 0; c < 3; c++) {
+    const float *lut = r->lut[c];
+    float *out = f32 + c * plane;
+
+    if (r->flip)
+      for (x = 0; x < r->width; x++)
+        out[r->width - 1 - x] = lut[line[x * 3 + c]];
+    else
+      for (x = 0; x < r->width; x++)
+        out[x] = lut[line[x * 3 + c]];
+  }
+}
+
+static const struct kernels k_c = {"c", hrow_c, vrow_c, frow_c};
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#define FL__X86 1
+
+/* The taps of output k: in place where the vector loads (up to 2 bytes
+   past the last tap) stay below column xhi, else from a copy. */
+static inline const unsigned char *
+taps(struct fl__resample *r, const unsigned char *rgb, unsigned x0,
+     unsigned k)
+{
+  const unsigned char *in = rgb + (size_t)(r->h.first[k] - x0) * 3;
+
+  if (r->h.first[k] + r->h.count[k] < r->xhi)
+    return in;
+  memcpy(r->edge, in, (size_t)r->h.count[k] * 3);
+  return r->edge;
+}
+
+static inline uint32_t
+load32(const unsigned char *p)
+{
+  uint32_t v;
+
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static inline uint64_t
+load64(const unsigned char *p)
+{
+  uint64_t v;
+
+  memcpy(&v, p, 8);
+  return v;
+}
+
+__attribute__((target("sse4.1"))) static void
+hrow_sse41(struct fl__resample *r, unsigned char *out,
+           const unsigned char *rgb, unsigned x0)
+{
+  const struct axis *a = &r->h;
+  const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
+  unsigned k, x;
+
+  for (k = 0; k < r->width; k++) {
+    const int32_t *w = a->w + (size_t)k * a->ksize;
+    const unsigned char *in;
+    __m128i s0 = half, s1 = _mm_setzero_si128();
+    uint32_t v;
+
+    if (a->count[k] == 0) {
+      memset(out + k * 3, 0, 3);
+      continue;
     }
-  for (; i < n; i++)
-    out[i] = clip8(acc[i]);
+    in = taps(r, rgb, x0, k);
+    for (x = 0; x + 2 <= a->count[k]; x += 2) {
+      s0 = _mm_add_epi32(s0, _mm_mullo_epi32(_mm_cvtepu8_epi32(
+               _mm_cvtsi32_si128((int)load32(in + x * 3))),
+               _mm_set1_epi32(w[x])));
+      s1 = _mm_add_epi32(s1, _mm_mullo_epi32(_mm_cvtepu8_epi32(
+               _mm_cvtsi32_si128((int)load32(in + x * 3 + 3))),
+               _mm_set1_epi32(w[x + 1])));
+    }
+    if (x < a->count[k])
+      s0 = _mm_add_epi32(s0, _mm_mullo_epi32(_mm_cvtepu8_epi32(
+               _mm_cvtsi32_si128((int)load32(in + x * 3))),
+               _mm_set1_epi32(w[x])));
+    s0 = _mm_srai_epi32(_mm_add_epi32(s0, s1), PRECISION_BITS);
+    s0 = _mm_packus_epi16(_mm_packs_epi32(s0, s0), s0);
+    v = (uint32_t)_mm_cvtsi128_si32(s0);
+    memcpy(out + k * 3, &v, 3);
+  }
+}
+
+__attribute__((target("sse4.1"))) static void
+vrow_sse41(unsigned char *line, const unsigned char *tmp, size_t row,
+           const int32_t *w, unsigned count)
+{
+  const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
+  size_t i = 0;
+  unsigned t;
+
+  for (; i + 8 <= row; i += 8) {
+    __m128i lo = half, hi = half;
+
+    for (t = 0; t < count; t++) {
+      __m128i p = _mm_cvtsi64_si128((long long)load64(tmp + t * row + i));
+      __m128i wt = _mm_set1_epi32(w[t]);
+
+      lo = _mm_add_epi32(lo, _mm_mullo_epi32(_mm_cvtepu8_epi32(p), wt));
+      hi = _mm_add_epi32(hi, _mm_mullo_epi32(
+                                 _mm_cvtepu8_epi32(_mm_srli_si128(p, 4)), wt));
+    }
+    lo = _mm_packs_epi32(_mm_srai_epi32(lo, PRECISION_BITS),
+                         _mm_srai_epi32(hi, PRECISION_BITS));
+    _mm_storel_epi64((__m128i *)(line + i), _mm_packus_epi16(lo, lo));
+  }
+  vcols_c(line, tmp, row, i, w, count);
+}
+
+/* torch's steps, x / 255 then - mean then / std, four lanes at once. */
+__attribute__((target("sse4.1"))) static void
+frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
+           const unsigned char *line)
+{
+  const __m128 k255 = _mm_set1_ps(255.0f);
+  unsigned c, x, n = r->width;
+
+  for (c = 0; c < 3; c++) {
+    const __m128 mean = _mm_set1_ps(r->mean[c]), sd = _mm_set1_ps(r->std[c]);
+    float *out = f32 + c * plane;
+
+    for (x = 0; x + 4 <= n; x += 4) {
+      const unsigned char *p = line + x * 3 + c;
+      __m128 v = _mm_cvtepi32_ps(_mm_setr_epi32(p[0], p[3], p[6], p[9]));
+
+      v = _mm_div_ps(_mm_sub_ps(_mm_div_ps(v, k255), mean), sd);
+      if (r->flip)
+        _mm_storeu_ps(out + n - 4 - x,
+                      _mm_shuffle_ps(v, v, _MM_SHUFFLE(0, 1, 2, 3)));
+      else
+        _mm_storeu_ps(out + x, v);
+    }
+    for (; x < n; x++)
+      out[r->flip ? n - 1 - x : x] = r->lut[c][line[x * 3 + c]];
+  }
+}
+
+static const struct kernels k_sse41 = {"sse4.1", hrow_sse41, vrow_sse41,
+                                       frow_sse41};
+
+__attribute__((target("avx2"))) static void
+hrow_avx2(struct fl__resample *r, unsigned char *out,
+          const unsigned char *rgb, unsigned x0)
+{
+  const struct axis *a = &r->h;
+  /* Two pixels' bytes, R G B of each, to 32-bit lanes 0-2 and 4-6. */
+  const __m128i pick = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, -1, -1, -1,
+                                     -1, -1, -1, -1, -1);
+  const __m256i dup = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
+  unsigned k, x;
+
+  for (k = 0; k < r->width; k++) {
+    const int32_t *w = a->w + (size_t)k * a->ksize;
+    const unsigned char *in;
+    __m256i s = _mm256_setzero_si256();
+    __m128i t;
+    uint32_t v;
+
+    if (a->count[k] == 0) {
+      memset(out + k * 3, 0, 3);
+      continue;
+    }
+    in = taps(r, rgb, x0, k);
+    for (x = 0; x + 2 <= a->count[k]; x += 2) {
+      __m128i p = _mm_shuffle_epi8(
+          _mm_cvtsi64_si128((long long)load64(in + x * 3)), pick);
+      __m256i wt = _mm256_permutevar8x32_epi32(
+          _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(w + x))),
+          dup);
+
+      s = _mm256_add_epi32(s, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(p),
+                                                 wt));
+    }
+    t = _mm_add_epi32(_mm256_castsi256_si128(s),
+                      _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi32(t, half);
+    if (x < a->count[k])
+      t = _mm_add_epi32(t, _mm_mullo_epi32(_mm_cvtepu8_epi32(
+              _mm_cvtsi32_si128((int)load32(in + x * 3))),
+              _mm_set1_epi32(w[x])));
+    t = _mm_srai_epi32(t, PRECISION_BITS);
+    t = _mm_packus_epi16(_mm_packs_epi32(t, t), t);
+    v = (uint32_t)_mm_cvtsi128_si32(t);
+    memcpy(out + k * 3, &v, 3);
+  }
+}
+
+static inline __attribute__((target("avx2"))) __m128i
+vpack_avx2(__m256i s)
+{
+  s = _mm256_srai_epi32(s, PRECISION_BITS);
+  return _mm_packs_epi32(_mm256_castsi256_si128(s),
+                         _mm256_extracti128_si256(s, 1));
+}
+
+__attribute__((target("avx2"))) static void
+vrow_avx2(unsigned char *line, const unsigned char *tmp, size_t row,
+          const int32_t *w, unsigned count)
+{
+  const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+  size_t i = 0;
+  unsigned t;
+
+  for (; i + 16 <= row; i += 16) {
+    __m256i lo = half, hi = half;
+
+    for (t = 0; t < count; t++) {
+      __m128i p = _mm_loadu_si128((const __m128i *)(tmp + t * row + i));
+      __m256i wt = _mm256_set1_epi32(w[t]);
+
+      lo = _mm256_add_epi32(lo, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(p),
+                                                   wt));
+      hi = _mm256_add_epi32(hi, _mm256_mullo_epi32(
+                                    _mm256_cvtepu8_epi32(_mm_srli_si128(p, 8)),
+                                    wt));
+    }
+    _mm_storeu_si128((__m128i *)(line + i),
+                     _mm_packus_epi16(vpack_avx2(lo), vpack_avx2(hi)));
+  }
+  vcols_c(line, tmp, row, i, w, count);
+}
+
+/* Byte j of a pshufb of 16 bytes from pixel x (lo) and from x's byte 8
+   (hi): channel c of pixel x + j, for j < 8; -1 gives 0. */
+static signed char deint[3][2][16];
+
+static void
+deint_init(void)
+{
+  unsigned c, j;
+
+  memset(deint, -1, sizeof(deint));
+  for (c = 0; c < 3; c++)
+    for (j = 0; j < 8; j++) {
+      unsigned at = 3 * j + c;
+
+      if (at < 16)
+        deint[c][0][j] = (signed char)at;
+      else
+        deint[c][1][j] = (signed char)(at - 8);
+    }
+}
+
+/* The lookup table's values (torch's steps, exact), gathered. */
+__attribute__((target("avx2"))) static void
+frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
+          const unsigned char *line)
+{
+  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  unsigned c, x, n = r->width;
+
+  for (c = 0; c < 3; c++) {
+    const __m128i mlo = _mm_loadu_si128((const __m128i *)deint[c][0]);
+    const __m128i mhi = _mm_loadu_si128((const __m128i *)deint[c][1]);
+    const float *lut = r->lut[c];
+    float *out = f32 + c * plane;
+
+    for (x = 0; x + 8 <= n; x += 8) {
+      const unsigned char *p = line + x * 3;
+      __m128i b = _mm_or_si128(
+          _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), mlo),
+          _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 8)), mhi));
+      __m256 v = _mm256_i32gather_ps(lut, _mm256_cvtepu8_epi32(b), 4);
+
+      if (r->flip)
+        v = _mm256_permutevar8x32_ps(v, rev);
+      _mm256_storeu_ps(out + (r->flip ? n - 8 - x : x), v);
+    }
+    for (; x < n; x++)
+      out[r->flip ? n - 1 - x : x] = lut[line[x * 3 + c]];
+  }
+}
+
+static const struct kernels k_avx2 = {"avx2", hrow_avx2, vrow_avx2,
+                                      frow_avx2};
+#endif
+
+/* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names. */
+static const struct kernels *
+kernels_pick(void)
+{
+  const char *want = getenv("FL_IMAGE_SIMD");
+  const struct kernels *k = &k_c;
+
+#ifdef FL__X86
+  int most = want == NULL ? 2 : strcmp(want, "avx2") == 0 ? 2
+                              : strcmp(want, "sse4.1") == 0 ? 1 : 0;
+
+  __builtin_cpu_init();
+  deint_init();
+  if (most >= 2 && __builtin_cpu_supports("avx2"))
+    k = &k_avx2;
+  else if (most >= 1 && __builtin_cpu_supports("sse4.1"))
+    k = &k_sse41;
+#else
+  (void)want;
+#endif
+  return k;
+}
+
+const char *
+fl__resample_kernels(const struct fl__resample *r)
+{
+  return r->k->name;
+}
+
+/* The horizontal pass of one source row into its 8-bit row. */
+void
+fl__resample_row(struct fl__resample *r, unsigned y, const unsigned char *rgb,
+                 unsigned x0)
+{
+  if (y < r->ylo || y >= r->yhi)
+    return;
+  r->k->hrow(r, r->tmp + (size_t)(y - r->ylo) * r->width * 3, rgb, x0);
 }
 
 /* The vertical pass, one output row at a time into an 8-bit row, then
@@ -321,21 +676,17 @@ fl__resample_end(struct fl__resample *r, void *dst)
   const struct axis *a = &r->v;
   size_t row = (size_t)r->width * 3, plane = (size_t)r->width * r->height;
   unsigned char *line = r->line;
-  unsigned k, t, x, c;
+  unsigned k, x;
 
   for (k = 0; k < r->height; k++) {
-    const int32_t *w = a->w + (size_t)k * a->ksize;
     unsigned char *u8 = (unsigned char *)dst + (size_t)k * row;
     float *f32 = (float *)dst + (size_t)k * r->width;
 
-    if (a->count[k] == 0) { /* CenterCrop's padding */
+    if (a->count[k] == 0) /* CenterCrop's padding */
       memset(line, 0, row);
-    } else {
-      for (t = 0; t < a->count[k]; t++)
-        mac(r->acc, r->tmp + (size_t)(a->first[k] + t - r->ylo) * row,
-            w[t], row, t == 0);
-      clip_row(line, r->acc, row);
-    }
+    else
+      r->k->vrow(line, r->tmp + (size_t)(a->first[k] - r->ylo) * row, row,
+                 a->w + (size_t)k * a->ksize, a->count[k]);
     if (!r->chw_float && !r->flip) {
       memcpy(u8, line, row);
       continue;
@@ -345,17 +696,6 @@ fl__resample_end(struct fl__resample *r, void *dst)
         memcpy(u8 + (size_t)(r->width - 1 - x) * 3, line + (size_t)x * 3, 3);
       continue;
     }
-    /* A plane at a time: three streams of stores, each in order. */
-    for (c = 0; c < 3; c++) {
-      const float *lut = r->lut[c];
-      float *out = f32 + c * plane;
-
-      if (r->flip)
-        for (x = 0; x < r->width; x++)
-          out[r->width - 1 - x] = lut[line[x * 3 + c]];
-      else
-        for (x = 0; x < r->width; x++)
-          out[x] = lut[line[x * 3 + c]];
-    }
+    r->k->frow(r, f32, plane, line);
   }
 }

@@ -165,6 +165,12 @@ fl__image_stage_force(struct fl__image_stage *st, unsigned top, unsigned left,
   st->forced_flip = flip;
 }
 
+const char *
+fl__image_stage_kernels(const struct fl__image_stage *st)
+{
+  return fl__resample_kernels(st->rs);
+}
+
 size_t
 fl__image_stage_bytes(const struct fl__image_stage *st)
 {
