@@ -24,10 +24,133 @@
 #define FL__PNG_CHUNK_MAX (16u << 20)
 #define FL__PNG_CACHE_MAX (64u << 20)
 
+/*
+ * libspng makes its context (and zlib's state, through it) per image.
+ * Its allocations come from an arena the decoder keeps, reset for each
+ * image, so that the steady state allocates nothing: what does not fit
+ * goes to malloc, and the arena grows to it before the next image, up to
+ * FL__PNG_ARENA_MAX (past that, malloc as before).  libspng's allocator
+ * has no argument of its own, so the arena in use is a thread's (a stage
+ * serves one thread).  Under AddressSanitizer, plain malloc: the arena
+ * would hide libspng's overflows from it.
+ */
+#define FL__PNG_ARENA_MAX (16u << 20)
+#if defined(__SANITIZE_ADDRESS__)
+#define FL__PNG_ARENA 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define FL__PNG_ARENA 0
+#endif
+#endif
+#ifndef FL__PNG_ARENA
+#define FL__PNG_ARENA 1
+#endif
+
+struct arena {
+  unsigned char *base;
+  size_t cap, used;
+  size_t spilled; /* bytes that went to malloc during this image */
+};
+
 struct fl__png {
   unsigned char *buf;
   size_t cap;
+  struct arena a;
 };
+
+/* Each allocation: 16 bytes of header (its size, and whether it is the
+   arena's), then its bytes, 16-aligned. */
+struct hdr {
+  size_t size;
+  size_t heap;
+};
+
+static _Thread_local struct arena *cur;
+
+static void *
+a_malloc(size_t n)
+{
+  struct arena *a = cur;
+  size_t need;
+  struct hdr *h;
+
+  if (n > SIZE_MAX - 64)
+    return NULL;
+  need = sizeof(struct hdr) + ((n + 15) & ~(size_t)15);
+  if (a != NULL && a->cap - a->used >= need) {
+    h = (struct hdr *)(a->base + a->used);
+    a->used += need;
+    h->heap = 0;
+  } else {
+    if ((h = malloc(sizeof(struct hdr) + n)) == NULL)
+      return NULL;
+    h->heap = 1;
+    if (a != NULL)
+      a->spilled += need;
+  }
+  h->size = n;
+  return h + 1;
+}
+
+static void
+a_free(void *p)
+{
+  struct hdr *h;
+
+  if (p == NULL)
+    return;
+  h = (struct hdr *)p - 1;
+  if (h->heap)
+    free(h); /* the arena's are taken back when the image is done */
+}
+
+static void *
+a_realloc(void *p, size_t n)
+{
+  struct hdr *h;
+  void *q;
+
+  if (p == NULL)
+    return a_malloc(n);
+  h = (struct hdr *)p - 1;
+  if ((q = a_malloc(n)) == NULL)
+    return NULL;
+  memcpy(q, p, h->size < n ? h->size : n);
+  a_free(p);
+  return q;
+}
+
+static void *
+a_calloc(size_t count, size_t size)
+{
+  void *p;
+
+  if (size != 0 && count > SIZE_MAX / size)
+    return NULL;
+  if ((p = a_malloc(count * size)) != NULL)
+    memset(p, 0, count * size);
+  return p;
+}
+
+/* Before an image: grow to what the last one spilled, then start over. */
+static void
+arena_reset(struct arena *a)
+{
+  size_t want = a->used + a->spilled;
+  void *b;
+
+  if (a->spilled > 0 && want <= FL__PNG_ARENA_MAX) {
+    want += want / 2;
+    if (want > FL__PNG_ARENA_MAX)
+      want = FL__PNG_ARENA_MAX;
+    if ((b = realloc(a->base, want)) != NULL) {
+      a->base = b;
+      a->cap = want;
+    }
+  }
+  a->used = 0;
+  a->spilled = 0;
+}
 
 void
 fl__png_free(struct fl__png *p)
@@ -35,6 +158,7 @@ fl__png_free(struct fl__png *p)
   if (p == NULL)
     return;
   free(p->buf);
+  free(p->a.base);
   free(p);
 }
 
@@ -76,7 +200,21 @@ fl__png_decode(struct fl__png **pp, const unsigned char *data, size_t n,
       return FL_ENOMEM;
     *pp = p;
   }
-  if ((ctx = spng_ctx_new(0)) == NULL) {
+#if FL__PNG_ARENA
+  {
+    static struct spng_alloc al = {a_malloc, a_realloc, a_calloc, a_free};
+
+    arena_reset(&p->a);
+    cur = &p->a;
+    ctx = spng_ctx_new2(&al, 0);
+  }
+#else
+  (void)a_calloc;
+  (void)a_realloc;
+  (void)arena_reset;
+  ctx = spng_ctx_new(0);
+#endif
+  if (ctx == NULL) {
     snprintf(err, FL__IMAGE_ERR_MAX, "out of memory for a PNG decoder");
     return FL_ENOMEM;
   }
@@ -120,5 +258,6 @@ fl__png_decode(struct fl__png **pp, const unsigned char *data, size_t n,
   }
 out:
   spng_ctx_free(ctx);
+  cur = NULL;
   return rc;
 }
