@@ -491,48 +491,72 @@ frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
 static const struct kernels k_sse41 = {"sse4.1", hrow_sse41, vrow_sse41,
                                        frow_sse41};
 
-__attribute__((target("avx2"))) static void
-hrow_avx2(struct fl__resample *r, unsigned char *out,
-          const unsigned char *rgb, unsigned x0)
+/* The sum of one output's taps and PIL's half, R G B in lanes 0-2; 0
+   for CenterCrop's padding. */
+static inline __attribute__((target("avx2"))) __m128i
+hsum_avx2(struct fl__resample *r, const unsigned char *rgb, unsigned x0,
+          unsigned k)
 {
-  const struct axis *a = &r->h;
   /* Two pixels' bytes, R G B of each, to 32-bit lanes 0-2 and 4-6. */
   const __m128i pick = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, -1, -1, -1,
                                      -1, -1, -1, -1, -1);
   const __m256i dup = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-  unsigned k, x;
+  const struct axis *a = &r->h;
+  const int32_t *w = a->w + (size_t)k * a->ksize;
+  unsigned x, n = a->count[k];
+  const unsigned char *in;
+  __m256i s = _mm256_setzero_si256();
+  __m128i t;
 
-  for (k = 0; k < r->width; k++) {
-    const int32_t *w = a->w + (size_t)k * a->ksize;
-    const unsigned char *in;
-    __m256i s = _mm256_setzero_si256();
-    __m128i t;
-    uint32_t v;
+  if (n == 0)
+    return _mm_setzero_si128();
+  in = taps(r, rgb, x0, k);
+  for (x = 0; x + 2 <= n; x += 2) {
+    __m128i p = _mm_shuffle_epi8(
+        _mm_cvtsi64_si128((long long)load64(in + x * 3)), pick);
+    __m256i wt = _mm256_permutevar8x32_epi32(
+        _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(w + x))),
+        dup);
 
-    if (a->count[k] == 0) {
-      memset(out + k * 3, 0, 3);
-      continue;
-    }
-    in = taps(r, rgb, x0, k);
-    for (x = 0; x + 2 <= a->count[k]; x += 2) {
-      __m128i p = _mm_shuffle_epi8(
-          _mm_cvtsi64_si128((long long)load64(in + x * 3)), pick);
-      __m256i wt = _mm256_permutevar8x32_epi32(
-          _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(w + x))),
-          dup);
+    s = _mm256_add_epi32(s, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(p), wt));
+  }
+  t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  t = _mm_add_epi32(t, _mm_set1_epi32(1 << (PRECISION_BITS - 1)));
+  if (x < n)
+    t = _mm_add_epi32(t, _mm_mullo_epi32(_mm_cvtepu8_epi32(
+            _mm_cvtsi32_si128((int)load32(in + x * 3))),
+            _mm_set1_epi32(w[x])));
+  return t;
+}
 
-      s = _mm256_add_epi32(s, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(p),
-                                                 wt));
-    }
-    t = _mm_add_epi32(_mm256_castsi256_si128(s),
-                      _mm256_extracti128_si256(s, 1));
-    t = _mm_add_epi32(t, half);
-    if (x < a->count[k])
-      t = _mm_add_epi32(t, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-              _mm_cvtsi32_si128((int)load32(in + x * 3))),
-              _mm_set1_epi32(w[x])));
-    t = _mm_srai_epi32(t, PRECISION_BITS);
+/* Four outputs a step, shifted, clipped and packed together: 12 bytes,
+   stored as 16 (the 4 past them are the next outputs', written after, or
+   tmp's slack). */
+__attribute__((target("avx2"))) static void
+hrow_avx2(struct fl__resample *r, unsigned char *out,
+          const unsigned char *rgb, unsigned x0)
+{
+  const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14,
+                                     -1, -1, -1, -1);
+  unsigned k = 0;
+  uint32_t v;
+
+  for (; k + 4 <= r->width; k += 4) {
+    __m128i t0 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k), PRECISION_BITS);
+    __m128i t1 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 1),
+                                PRECISION_BITS);
+    __m128i t2 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 2),
+                                PRECISION_BITS);
+    __m128i t3 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 3),
+                                PRECISION_BITS);
+    __m128i q = _mm_packus_epi16(_mm_packs_epi32(t0, t1),
+                                 _mm_packs_epi32(t2, t3));
+
+    _mm_storeu_si128((__m128i *)(out + k * 3), _mm_shuffle_epi8(q, pack));
+  }
+  for (; k < r->width; k++) {
+    __m128i t = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k), PRECISION_BITS);
+
     t = _mm_packus_epi16(_mm_packs_epi32(t, t), t);
     v = (uint32_t)_mm_cvtsi128_si32(t);
     memcpy(out + k * 3, &v, 3);
