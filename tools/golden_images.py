@@ -34,6 +34,9 @@ before.)  The output is deterministic.
                                      tests/golden/image_transforms.bin
   tests/fuzz_image_corpus/           seeds for tests/fuzz_image.c: decode
                                      fixtures after a mode byte
+  tests/fuzz_FORMAT_corpus/          seeds for tests/fuzz_FORMAT.c (webp,
+                                     tiff, bmp, pnm): that format's decode
+                                     fixtures after a mode byte
 """
 
 import io
@@ -567,6 +570,17 @@ def fuzz_corpus():
     for name, mode in seeds:
         with open(os.path.join(IMAGES, "decode", name), "rb") as f:
             put(os.path.join(root, name.replace(".", "_")), mode + f.read())
+    # The other decoders' (tests/fuzz_format.h): a mode byte, 0 to 2.
+    for fmt, prefixes in (("webp", ("webp_",)), ("tiff", ("tiff_",)),
+                          ("bmp", ("bmp_",)), ("pnm", ("ppm_", "pgm_"))):
+        root = os.path.join(TOP, "tests", "fuzz_%s_corpus" % fmt)
+        fresh(root)
+        names = sorted(n for n in os.listdir(os.path.join(IMAGES, "decode"))
+                       if n.startswith(prefixes))
+        for k, name in enumerate(names):
+            with open(os.path.join(IMAGES, "decode", name), "rb") as f:
+                put(os.path.join(root, name.replace(".", "_")),
+                    bytes([k % 3]) + f.read())
 
 
 def main():
