@@ -1,7 +1,8 @@
 /*
  * fl_dataset_image_folder and the image stage against torchvision: the
  * folder's classes, samples and labels in ImageFolder's order, every kind
- * of JPEG and PNG decoded to PIL's bytes, crops and evaluation transforms
+ * of JPEG and PNG, and of WebP, TIFF, BMP, PPM and PGM forkload decodes,
+ * decoded to PIL's bytes, crops and evaluation transforms
  * to torchvision's pixels (exact, or close where a JPEG is decoded at a
  * reduced DCT scale), ToTensor + Normalize to its floats, random crops and
  * flips as functions of (seed, epoch, index), and every bad file a
@@ -9,7 +10,10 @@
  * files are committed (tools/golden_images.py wrote them), so no Python is
  * needed; files made per case go to a fresh folder under /tmp, removed at
  * its end.  Without libjpeg-turbo or libspng the program checks that the
- * dataset says FL_ENOTSUP, naming what to install, and skips the rest.
+ * dataset says FL_ENOTSUP, naming what to install, and skips the rest;
+ * without libwebp or libtiff (configure --without-webp, --without-tiff)
+ * each file of that format is checked to be its batch's error naming the
+ * package, and the rest runs.
  */
 #include "config.h"
 

@@ -262,7 +262,7 @@ def tiff_resized(b, w, h):
     return bytes(b)
 
 
-# --- decoding: every kind of JPEG and PNG, read whole ----------------------
+# --- decoding: every kind of JPEG and PNG (and the others above), read whole ----------------------
 
 def decode_fixtures():
     """(name, bytes, golden source): 'pil', or 'highbyte' where forkload
