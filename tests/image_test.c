@@ -1223,7 +1223,8 @@ static const struct bad bads[] = {
      "truncated BMP: its 37 x 29 pixels need 3248 bytes from offset 54"},
     {"19_header_only.bmp", "images/decode/bmp_palette.bmp", 40,
      "truncated BMP: the data ends in its header"},
-    {"20_half.ppm", "images/decode/ppm_p6.ppm", HALF, "truncated PNM"},
+    {"20_half.ppm", "images/decode/ppm_p6.ppm", HALF,
+     "truncated PNM: 1603 bytes of samples, too few for 37 x 29 pixels"},
     {"21_header_only.pgm", "images/decode/pgm_p5.pgm", 7,
      "truncated PNM: the data ends in its header"},
     /* Variants refused, each saying why. */

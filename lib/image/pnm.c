@@ -142,9 +142,9 @@ fl__pnm_decode(struct fl__pnm **pp, const unsigned char *data, size_t n,
   if ((rc = s->plan(s->arg, (unsigned)w, (unsigned)h, 0, &plan, err)) != 0)
     return rc;
   row = (size_t)w * bands;
-  if (n - at < row * h) {
+  if ((n - at) / row < h) {
     snprintf(err, FL__IMAGE_ERR_MAX, "truncated PNM: %zu bytes of samples, "
-             "and %lu x %lu pixels need %zu", n - at, w, h, row * h);
+             "too few for %lu x %lu pixels", n - at, w, h);
     return FL_EDATASET;
   }
   for (x = 0; x < 256; x++) {

@@ -284,9 +284,14 @@ fl__tiff_decode(struct fl__tiff **tp, const unsigned char *data, size_t n,
   /* The size is known: the bomb guard, and the crop's plan. */
   if ((rc = s->plan(s->arg, w, h, 0, &plan, err)) != 0)
     goto out;
+  if ((uint64_t)TIFFScanlineSize64(tif) < (uint64_t)w * spp) {
+    snprintf(err, FL__IMAGE_ERR_MAX, "bad TIFF: rows of %lld bytes for %u "
+             "pixels", (long long)TIFFScanlineSize64(tif), (unsigned)w);
+    rc = FL_EDATASET;
+    goto out;
+  }
   if (room(&t->raw, &t->raw_cap, (size_t)TIFFScanlineSize64(tif)) != 0 ||
-      room(&t->row, &t->row_cap, (size_t)w * 3) != 0 ||
-      (size_t)TIFFScanlineSize64(tif) < (size_t)w * spp) {
+      room(&t->row, &t->row_cap, (size_t)w * 3) != 0) {
     snprintf(err, FL__IMAGE_ERR_MAX, "out of memory for a row of %u pixels",
              (unsigned)w);
     rc = FL_ENOMEM;
