@@ -458,7 +458,8 @@ FL_EXTERN const char *fl_image_folder_sample(const fl_dataset *ds,
 FL_EXTERN const char *fl_image_folder_class(const fl_dataset *ds,
                                             size_t label);
 /* The image stage over any dataset whose field `field` holds encoded
-   images (JPEG or PNG bytes; a dataset of one field: field 0): out has
+   images (JPEG, PNG, WebP, TIFF, BMP or PNM bytes; a dataset of one
+   field: field 0): out has
    in's fields, that one decoded and transformed as io says.  in must stay
    open while out is; close out first. */
 FL_EXTERN int fl_dataset_decode_images_sized(fl_dataset *out, size_t size,

@@ -153,7 +153,9 @@ else
   diag "$(cat "$tmp/readme.out")"
 fi
 
-# Case 6: the image program, in a directory holding the folder "train".
+# Case 6: the image program, in a directory holding the folder "train";
+# linked with the static library, so with every library forkload.pc says
+# it needs (the decoders configure found among them).
 images=$(grep -c '^#define HAVE_\(LIBJPEG\|SPNG\) 1' "$top_builddir/config.h")
 name="the README's image program trains on a folder gen images wrote"
 if [ ! -f "$lib" ] || [ ! -x "$top_builddir/examples/forkload" ]; then
@@ -163,7 +165,8 @@ elif [ "$images" != 2 ]; then
 elif [ -s "$tmp/readme-2.c" ] &&
   $CC $CFLAGS $LDFLAGS -std=gnu11 -Wall -Wextra -Werror \
     -I"$top_srcdir/lib" -I"$top_builddir/lib" -o "$tmp/readme2" \
-    "$tmp/readme-2.c" "$lib" $(pkg-config --libs libuv libjpeg spng) \
+    "$tmp/readme-2.c" "$lib" $(pkg-config --libs $(sed -n \
+      's/^Requires.private: //p' "$top_builddir/forkload.pc")) \
     -lrt -lpthread -lm >"$tmp/readme2.out" 2>&1 &&
   "$top_builddir/examples/forkload" gen images "$tmp/train" --samples 40 \
     --classes 4 >>"$tmp/readme2.out" 2>&1 &&

@@ -7,7 +7,8 @@
 # tree's package first on PYTHONPATH, and tests/python_tap.py turns each
 # test into a TAP line: "ok N - tests/python/FILE::TEST", "not ok" with
 # the failure as diagnostics, a skip with pytest's reason.  pytest runs
-# under a time limit (FL_PYTEST_TIMEOUT, 30 s less than run-test.sh's),
+# under a time limit (FL_PYTEST_TIMEOUT, or what is left of run-test.sh's
+# less 30 s),
 # with the soft fd limit at 1024, with no cache or bytecode written.
 #
 # Where the module was built with AddressSanitizer (CI's second pass), a
@@ -18,6 +19,7 @@
 #
 # Skipped as a whole (exit 77) with the reason where configure built no
 # module, or where that interpreter lacks pytest, numpy or torch.
+start=$(date +%s)
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
@@ -35,20 +37,29 @@ if [ ! -f "$so" ] || [ ! -f "$top_builddir/python/forkload/__init__.py" ]; then
     "$top_builddir/python/forkload/__init__.py (did make run?)"
   exit 1
 fi
-for m in pytest:python3-pytest numpy:python3-numpy torch:python3-torch; do
-  if ! why=$("$python" -c "import ${m%%:*}" 2>&1); then
-    case $python in
-    /usr/bin/python3*) how="apt-get install ${m#*:}; sh tools/setup.sh does" ;;
-    *)
-      how="$python -m pip install ${m%%:*}, or ./configure"
-      how="$how --with-python=/usr/bin/python3 with Debian's ${m#*:}"
-      ;;
-    esac
-    echo "1..0 # SKIP no ${m%%:*} for $python ($how):" \
-      "$(printf '%s\n' "$why" | tail -n 1)"
-    exit 77
-  fi
-done
+# One interpreter tries them all (torch takes seconds to import): the
+# first missing, its error's last line.
+missing=$("$python" -c '
+import importlib, sys
+for m in ("pytest", "numpy", "torch"):
+    try:
+        importlib.import_module(m)
+    except Exception as e:
+        sys.exit("%s %s" % (m, str(e).splitlines()[-1] if str(e) else type(e).__name__))
+' 2>&1 | tail -n 1)
+if [ -n "$missing" ]; then
+  m=${missing%% *}
+  why=${missing#* }
+  case $python in
+  /usr/bin/python3*) how="apt-get install python3-$m; sh tools/setup.sh does" ;;
+  *)
+    how="$python -m pip install $m, or ./configure"
+    how="$how --with-python=/usr/bin/python3 with Debian's python3-$m"
+    ;;
+  esac
+  echo "1..0 # SKIP no $m for $python ($how): $why"
+  exit 77
+fi
 scratch_dir
 
 # The build tree's package first; this script's plugin after it.
@@ -95,7 +106,8 @@ if [ -n "$preload" ]; then
   fi
 fi
 
-limit=${FL_PYTEST_TIMEOUT:-$((${FL_TEST_TIMEOUT:-300} - 30))}
+# What is left of run-test.sh's limit, less 30 s for the report.
+limit=${FL_PYTEST_TIMEOUT:-$((${FL_TEST_TIMEOUT:-300} - 30 - ($(date +%s) - start)))}
 [ "$limit" -ge 30 ] || limit=30
 # A hang is shown before it is killed: 2 s before the limit, the processes
 # under this script; at the limit, timeout(1) sends SIGUSR2 to its process

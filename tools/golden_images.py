@@ -16,9 +16,13 @@ before.)  The output is deterministic.
                           symlinked class and subfolder, nested folders
                           whose sorted order is not depth-first, every
                           extension, files that are skipped
-  tests/images/decode/    small JPEGs and PNGs of every kind PIL reads
+  tests/images/decode/    small JPEGs and PNGs of every kind PIL reads, and
+                          WebP, TIFF, BMP, PPM and PGM of the kinds forkload
+                          decodes
   tests/images/crop/      larger JPEGs and a PNG to crop and resize
-  tests/images/formats/   tiny images in formats forkload refuses
+  tests/images/formats/   tiny images in formats forkload refuses, variants
+                          of the others it refuses, and bombs: headers of
+                          60000 x 60000 pixels (16383 x 16383 for WebP)
   tests/golden/image_folder.txt      ImageFolder(tree).classes and .samples
   tests/golden/image_decode.txt      decode fixtures, their sizes, and
                                      tests/golden/image_pixels/NAME.rgb:
@@ -29,6 +33,9 @@ before.)  The output is deterministic.
                                      Normalize, and their outputs in
                                      tests/golden/image_transforms.bin
   tests/fuzz_image_corpus/           seeds for tests/fuzz_image.c: decode
+                                     fixtures after a mode byte
+  tests/fuzz_FORMAT_corpus/          seeds for tests/fuzz_FORMAT.c (webp,
+                                     tiff, bmp, pnm): that format's decode
                                      fixtures after a mode byte
 """
 
@@ -204,6 +211,7 @@ def formats():
         put(os.path.join(root, name), tiny(kind, 99))
     # 262144 x 1: Resize(16384) would make its longer side 2^32 pixels.
     w = 262144
+    bombs(root)
     put(os.path.join(root, "wide.png"),
         b"\x89PNG\r\n\x1a\n" +
         png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, 1, 8, 2, 0, 0, 0)) +
@@ -211,7 +219,50 @@ def formats():
         png_chunk(b"IEND", b""))
 
 
-# --- decoding: every kind of JPEG and PNG, read whole ----------------------
+def bombs(root):
+    """Headers that claim 60000 x 60000 pixels (WebP: 16383 x 16383, its
+    largest), data of a few bytes: refused from the header."""
+    img = natural(8, 6, 98, 0)
+    b = bytearray(encoded(img, "BMP"))
+    b[18:26] = struct.pack("<ii", 60000, 60000)
+    put(os.path.join(root, "bomb.bmp"), bytes(b))
+    put(os.path.join(root, "bomb.ppm"), b"P6\n60000 60000\n255\n" +
+        bytes(64))
+    b = bytearray(encoded(img, "WEBP", lossless=True))
+    assert b[12:16] == b"VP8L"
+    # VP8L: a signature byte, then 14 bits of width - 1 and of height - 1.
+    bits = (16383 - 1) | (16383 - 1) << 14 | (b[24] >> 4) << 28
+    b[21:25] = struct.pack("<I", bits | (b[24] & 0xe0) << 24)
+    put(os.path.join(root, "bomb.webp"), bytes(b))
+    b = encoded(img, "TIFF")
+    im = Image.open(io.BytesIO(b))
+    assert im.size == (8, 6)
+    put(os.path.join(root, "bomb.tif"), tiff_resized(b, 60000, 60000))
+    # Variants refused, each with its reason.
+    put(os.path.join(root, "p3_ascii.ppm"), b"P3\n2 1\n255\n1 2 3 4 5 6\n")
+    put(os.path.join(root, "p5_16bit.pgm"), b"P5\n2 1\n65535\n" + bytes(4))
+    put(os.path.join(root, "rle8.bmp"), encoded(img.quantize(8), "BMP")[:30] +
+        struct.pack("<I", 1) + encoded(img.quantize(8), "BMP")[34:])
+
+
+def tiff_resized(b, w, h):
+    """A little-endian TIFF whose ImageWidth and ImageLength tags say w, h."""
+    assert b[:4] == b"II*\0"
+    b = bytearray(b)
+    ifd = struct.unpack("<I", b[4:8])[0]
+    n = struct.unpack("<H", b[ifd:ifd + 2])[0]
+    for k in range(n):
+        e = ifd + 2 + 12 * k
+        tag, kind = struct.unpack("<HH", b[e:e + 4])
+        if tag in (256, 257):
+            v = w if tag == 256 else h
+            if kind == 3:
+                b[e + 2:e + 4] = struct.pack("<H", 4)  # SHORT becomes LONG
+            b[e + 8:e + 12] = struct.pack("<I", v)
+    return bytes(b)
+
+
+# --- decoding: every kind of JPEG and PNG (and the others above), read whole ----------------------
 
 def decode_fixtures():
     """(name, bytes, golden source): 'pil', or 'highbyte' where forkload
@@ -264,6 +315,84 @@ def decode_fixtures():
                 "pil"))
     grey = np.asarray(pb.convert("L")).astype(np.uint32) * 257
     out.append(("png_gray16.png", png_bytes(grey, 16, 0, 0), "highbyte"))
+    return out + other_fixtures(pb, rgba)
+
+
+# --- WebP, TIFF, BMP, PPM and PGM ------------------------------------------
+
+def bmp_bytes(w, h, bits, rows, palette=b"", topdown=False, colors=0):
+    """A BITMAPINFOHEADER BMP: rows top first, each already packed."""
+    stride = ((w * bits + 31) >> 3) & ~3
+    data = b"".join(r.ljust(stride, b"\0") for r in
+                    (rows if topdown else rows[::-1]))
+    off = 14 + 40 + len(palette)
+    hdr = struct.pack("<IiiHHIIiiII", 40, w, -h if topdown else h, 1, bits,
+                      0, len(data), 2835, 2835, colors, 0)
+    return (b"BM" + struct.pack("<IHHI", off + len(data), 0, 0, off) + hdr +
+            palette + data)
+
+
+def other_fixtures(pb, rgba):
+    """37 x 29 images of every variant the other decoders take.  rgba's
+    alpha is 0 on its first row, where lossless WebP (exact) keeps the
+    colours under it: PIL's convert('RGB') drops alpha, and so must we."""
+    out = []
+    a = np.asarray(rgba).copy()
+    a[0, :, 3] = 0
+    rgba = Image.fromarray(a)
+    q = pb.quantize(40)
+    grey = pb.convert("L")
+    out.append(("webp_lossy.webp", encoded(pb, "WEBP", quality=90), "pil"))
+    out.append(("webp_lossless.webp", encoded(pb, "WEBP", lossless=True),
+                "pil"))
+    out.append(("webp_lossy_alpha.webp", encoded(rgba, "WEBP", quality=90),
+                "pil"))
+    out.append(("webp_lossless_alpha.webp",
+                encoded(rgba, "WEBP", lossless=True, exact=True), "pil"))
+    out.append(("tiff_raw.tif", encoded(pb, "TIFF"), "pil"))
+    out.append(("tiff_lzw.tif", encoded(pb, "TIFF", compression="tiff_lzw"),
+                "pil"))
+    out.append(("tiff_deflate.tif",
+                encoded(pb, "TIFF", compression="tiff_adobe_deflate"), "pil"))
+    out.append(("tiff_gray.tif", encoded(grey, "TIFF"), "pil"))
+    out.append(("tiff_gray_lzw.tif",
+                encoded(grey, "TIFF", compression="tiff_lzw"), "pil"))
+    out.append(("tiff_palette.tif", encoded(q, "TIFF"), "pil"))
+    out.append(("tiff_rgba_deflate.tif",
+                encoded(rgba, "TIFF", compression="tiff_adobe_deflate"),
+                "pil"))
+    out.append(("bmp_24.bmp", encoded(pb, "BMP"), "pil"))
+    out.append(("bmp_palette.bmp", encoded(q, "BMP"), "pil"))
+    out.append(("bmp_gray.bmp", encoded(grey, "BMP"), "pil"))
+    out.append(("bmp_1bit.bmp", encoded(pb.convert("1"), "BMP"), "pil"))
+    # By hand: 32-bit BGRX rows top-down (negative height), and a 4-bit
+    # palette of 16 colours whose last index is past a 12-colour palette
+    # (PIL: grey).
+    px = np.asarray(pb)
+    rows = [bytes(np.concatenate([px[y, :, ::-1],
+                                  np.full((37, 1), 77, np.uint8)], 1))
+            for y in range(29)]
+    out.append(("bmp_32_topdown.bmp", bmp_bytes(37, 29, 32, rows,
+                                                topdown=True), "pil"))
+    idx = np.asarray(pb.quantize(16))
+    q16 = np.asarray(pb.quantize(16).getpalette()[:36], np.uint8)
+    pal = b"".join(bytes(c[::-1]) + b"\0" for c in q16.reshape(12, 3))
+    rows4 = []
+    for y in range(29):
+        r = list(idx[y]) + [0]
+        rows4.append(bytes((r[i] << 4) | r[i + 1] for i in range(0, 37, 2)))
+    out.append(("bmp_4bit.bmp", bmp_bytes(37, 29, 4, rows4, pal, colors=12),
+                "pil"))
+    out.append(("ppm_p6.ppm", encoded(pb, "PPM"), "pil"))
+    out.append(("pgm_p5.pgm", encoded(grey, "PPM"), "pil"))
+    # By hand: maxval 100 (PIL scales each sample), comments in the header.
+    small = (np.asarray(pb).astype(np.uint32) * 100 // 255).astype(np.uint8)
+    small[0, 0] = [100, 0, 99]
+    out.append(("ppm_maxval100.ppm", b"P6\n37 29\n100\n" + small.tobytes(),
+                "pil"))
+    out.append(("pgm_comments.pgm",
+                b"P5 # a comment\n3#split by a comment\n7 29\t255\n" +
+                np.asarray(grey).tobytes(), "pil"))
     return out
 
 
@@ -351,6 +480,26 @@ def transforms():
         ("decode/png_rgb.png", 29, (31, 41)),
         ("decode/jpeg_422.jpg", 40, (32, 32)),
         ("decode/png_interlaced.png", 44, (60, 20)),
+        ("decode/webp_lossy.webp", 20, (16, 16)),
+        ("decode/webp_lossless_alpha.webp", 40, (36, 36)),
+        ("decode/tiff_lzw.tif", 24, (20, 28)),
+        ("decode/tiff_palette.tif", 17, (15, 19)),
+        ("decode/bmp_4bit.bmp", 33, (30, 40)),
+        ("decode/bmp_32_topdown.bmp", 21, (18, 22)),
+        ("decode/ppm_maxval100.ppm", 16, (16, 16)),
+        ("decode/pgm_comments.pgm", 12, (12, 12)),
+    ]
+    # Crops of the other formats' fixtures (37 x 29): shrunk, enlarged,
+    # flipped.
+    other_crops = [
+        ("decode/webp_lossy_alpha.webp", (3, 4, 20, 25), (12, 14), 1),
+        ("decode/webp_lossless.webp", (10, 2, 9, 8), (16, 16), 0),
+        ("decode/tiff_deflate.tif", (0, 0, 29, 37), (10, 13), 1),
+        ("decode/tiff_gray_lzw.tif", (5, 20, 20, 15), (24, 18), 0),
+        ("decode/bmp_palette.bmp", (1, 1, 27, 30), (14, 14), 0),
+        ("decode/bmp_1bit.bmp", (8, 9, 12, 12), (7, 9), 1),
+        ("decode/ppm_p6.ppm", (2, 3, 25, 31), (20, 20), 1),
+        ("decode/pgm_p5.pgm", (0, 10, 29, 27), (9, 9), 0),
     ]
     floats = [("crop", "crop/c.png", (30, 40, 120, 200), (16, 28), 1),
               ("crop", "crop/a.jpg", (150, 61, 37, 45), (20, 24), 0),
@@ -386,6 +535,12 @@ def transforms():
         img = Image.open(os.path.join(IMAGES, path)).convert("RGB")
         out = T.CenterCrop(size)(T.Resize(resize)(img))
         add("center %s %d %d %d" % ((path, resize) + size), out, 0)
+    for path, box, size, flip in other_crops:
+        img = Image.open(os.path.join(IMAGES, path)).convert("RGB")
+        out = F.resized_crop(img, *box, size)
+        out = F.hflip(out) if flip else out
+        add("crop %s %d %d %d %d %d %d %d" % ((path,) + box + size + (flip,)),
+            out, 0)
     for kind, path, arg, size, flip in floats:
         img = Image.open(os.path.join(IMAGES, path)).convert("RGB")
         if kind == "crop":
@@ -415,6 +570,17 @@ def fuzz_corpus():
     for name, mode in seeds:
         with open(os.path.join(IMAGES, "decode", name), "rb") as f:
             put(os.path.join(root, name.replace(".", "_")), mode + f.read())
+    # The other decoders' (tests/fuzz_format.h): a mode byte, 0 to 2.
+    for fmt, prefixes in (("webp", ("webp_",)), ("tiff", ("tiff_",)),
+                          ("bmp", ("bmp_",)), ("pnm", ("ppm_", "pgm_"))):
+        root = os.path.join(TOP, "tests", "fuzz_%s_corpus" % fmt)
+        fresh(root)
+        names = sorted(n for n in os.listdir(os.path.join(IMAGES, "decode"))
+                       if n.startswith(prefixes))
+        for k, name in enumerate(names):
+            with open(os.path.join(IMAGES, "decode", name), "rb") as f:
+                put(os.path.join(root, name.replace(".", "_")),
+                    bytes([k % 3]) + f.read())
 
 
 def main():

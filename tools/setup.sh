@@ -28,11 +28,11 @@ update() {
   $sudo apt-get update -qq
   updated=1
 }
-# libjpeg-turbo and libspng: the decoders of fl_dataset_image_folder;
-# liblmdb: fl_dataset_lmdb; libarchive: fl_dataset_webdataset's tar reader.
+# libjpeg-turbo, libspng, libwebp and libtiff: the decoders of
+# fl_dataset_image_folder (BMP and PNM need none); liblmdb: fl_dataset_lmdb; libarchive: fl_dataset_webdataset's tar reader.
 pkgs="gcc make autoconf automake libtool pkg-config libuv1-dev libcmocka-dev
-mandoc libopenmpi-dev openmpi-bin libjpeg-dev libspng-dev liblmdb-dev
-libarchive-dev"
+mandoc libopenmpi-dev openmpi-bin libjpeg-dev libspng-dev libwebp-dev
+libtiff-dev liblmdb-dev libarchive-dev"
 # The Python module (python/) is built for the release's python3 and
 # tested with its pytest, numpy and torch (tests/python: without torch
 # they are skipped, that is untested); python3-pil is small, and tests may

@@ -1,6 +1,6 @@
 /*
- * Inside the image stage: how its parts meet.  A decoder (jpeg.c, png.c)
- * reads the header, asks the stage's plan which region it needs and at
+ * Inside the image stage: how its parts meet.  A decoder (jpeg.c, png.c,
+ * webp.c, tiff.c, bmp.c, pnm.c) reads the header, asks the stage's plan which region it needs and at
  * which scale, and hands it those rows one by one; crop.c draws the crop;
  * resample.c resizes as PIL does, row by row, and writes the output.
  */
@@ -47,6 +47,24 @@ void fl__jpeg_free(struct fl__jpeg *j);
 int fl__png_decode(struct fl__png **p, const unsigned char *data, size_t n,
                    const struct fl__sink *s, char *err);
 void fl__png_free(struct fl__png *p);
+/* The other formats of torchvision's IMG_EXTENSIONS, the same way: WebP
+   through libwebp, TIFF through libtiff, BMP and PNM read here. */
+struct fl__webp;
+struct fl__tiff;
+struct fl__bmp;
+struct fl__pnm;
+int fl__webp_decode(struct fl__webp **w, const unsigned char *data, size_t n,
+                    const struct fl__sink *s, char *err);
+void fl__webp_free(struct fl__webp *w);
+int fl__tiff_decode(struct fl__tiff **t, const unsigned char *data, size_t n,
+                    const struct fl__sink *s, char *err);
+void fl__tiff_free(struct fl__tiff *t);
+int fl__bmp_decode(struct fl__bmp **b, const unsigned char *data, size_t n,
+                   const struct fl__sink *s, char *err);
+void fl__bmp_free(struct fl__bmp *b);
+int fl__pnm_decode(struct fl__pnm **p, const unsigned char *data, size_t n,
+                   const struct fl__sink *s, char *err);
+void fl__pnm_free(struct fl__pnm *p);
 
 /* The region of the source an output is made from, and where the output
    sits in the resized image (crop.c). */

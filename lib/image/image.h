@@ -1,6 +1,6 @@
 /*
  * The image stage, private to the built-in datasets: encoded bytes in (a
- * JPEG or PNG file, a tar member, a database value), one transformed image
+ * JPEG, PNG, WebP, TIFF, BMP or PNM file, a tar member, a database value), one transformed image
  * out, as fl_image_options asks.  Any dataset whose samples are encoded
  * images composes with it.  A stage is made before the fork; its scratch
  * (decoder state, row buffers, coefficients) is allocated by whichever

@@ -30,6 +30,10 @@ struct fl__image_stage {
   fl_image_options io;
   struct fl__jpeg *jpeg;
   struct fl__png *png;
+  struct fl__webp *webp;
+  struct fl__tiff *tiff;
+  struct fl__bmp *bmp;
+  struct fl__pnm *pnm;
   struct fl__resample *rs;
   struct fl__geom g;
   uint64_t seed;
@@ -189,6 +193,14 @@ fl__image_stage_free(struct fl__image_stage *st)
 #ifdef HAVE_SPNG
   fl__png_free(st->png);
 #endif
+#ifdef HAVE_WEBP
+  fl__webp_free(st->webp);
+#endif
+#ifdef HAVE_TIFF
+  fl__tiff_free(st->tiff);
+#endif
+  fl__bmp_free(st->bmp);
+  fl__pnm_free(st->pnm);
   fl__resample_free(st->rs);
   free(st);
 }
@@ -256,32 +268,52 @@ row(void *arg, unsigned y, const unsigned char *rgb, unsigned x0)
   fl__resample_row(((struct fl__image_stage *)arg)->rs, y, rgb, x0);
 }
 
-/* What the bytes are, where they are not JPEG or PNG. */
-static const char *
-other_format(const unsigned char *b, size_t n)
+/* The formats told from their first bytes, as PIL tells them. */
+enum format { F_NONE, F_JPEG, F_PNG, F_WEBP, F_TIFF, F_BMP, F_PNM, F_GIF };
+
+static enum format
+format_of(const unsigned char *b, size_t n)
 {
-  if (n >= 6 && (memcmp(b, "GIF87a", 6) == 0 || memcmp(b, "GIF89a", 6) == 0))
-    return "a GIF image";
+  static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G',
+                                           '\r', '\n', 0x1a, '\n'};
+
+  if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+    return F_JPEG;
+  if (n >= 8 && memcmp(b, png_sig, 8) == 0)
+    return F_PNG;
   if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WEBP", 4) == 0)
-    return "a WebP image";
+    return F_WEBP;
   if (n >= 4 && (memcmp(b, "II*\0", 4) == 0 || memcmp(b, "MM\0*", 4) == 0))
-    return "a TIFF image";
+    return F_TIFF;
   if (n >= 2 && b[0] == 'B' && b[1] == 'M')
-    return "a BMP image";
+    return F_BMP;
   if (n >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6')
-    return "a PNM (PPM, PGM or PBM) image";
-  return NULL;
+    return F_PNM;
+  if (n >= 6 && (memcmp(b, "GIF87a", 6) == 0 || memcmp(b, "GIF89a", 6) == 0))
+    return F_GIF;
+  return F_NONE;
 }
+
+#if !defined(HAVE_LIBJPEG) || !defined(HAVE_SPNG) || !defined(HAVE_WEBP) || \
+    !defined(HAVE_TIFF)
+/* A format this build cannot decode: FL_ENOTSUP's words, at its batch. */
+static int
+not_built(const char *name, const char *format, const char *lib,
+          const char *pkg)
+{
+  fl_worker_error("%s: a %s image, and this forkload was built without %s "
+                  "(not supported by this build): apt-get install %s and "
+                  "build it again", name, format, lib, pkg);
+  return FL_EDATASET;
+}
+#endif
 
 int
 fl__image_stage_run(struct fl__image_stage *st, const void *data, size_t n,
                     uint64_t seed, void *dst, const char *name)
 {
-  static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G',
-                                           '\r', '\n', 0x1a, '\n'};
   const unsigned char *b = data;
   struct fl__sink sink = {st, plan, row};
-  const char *what;
   int rc;
 
   st->seed = seed;
@@ -290,26 +322,48 @@ fl__image_stage_run(struct fl__image_stage *st, const void *data, size_t n,
     fl_worker_error("%s: the file is empty", name);
     return FL_EDATASET;
   }
+  switch (format_of(b, n)) {
+  case F_JPEG:
 #ifdef HAVE_LIBJPEG
-  if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
     rc = fl__jpeg_decode(&st->jpeg, b, n, &sink, st->err);
-  else
+    break;
+#else
+    return not_built(name, "JPEG", "libjpeg-turbo", "libjpeg-dev");
 #endif
+  case F_PNG:
 #ifdef HAVE_SPNG
-  if (n >= 8 && memcmp(b, png_sig, 8) == 0)
     rc = fl__png_decode(&st->png, b, n, &sink, st->err);
-  else
+    break;
+#else
+    return not_built(name, "PNG", "libspng", "libspng-dev");
 #endif
-  {
-    (void)png_sig;
-    (void)sink;
-    what = other_format(b, n);
-    if (what != NULL)
-      fl_worker_error("%s: %s, and forkload decodes only JPEG and PNG", name,
-                      what);
-    else
-      fl_worker_error("%s: not an image (neither a JPEG nor a PNG "
-                      "signature)", name);
+  case F_WEBP:
+#ifdef HAVE_WEBP
+    rc = fl__webp_decode(&st->webp, b, n, &sink, st->err);
+    break;
+#else
+    return not_built(name, "WebP", "libwebp", "libwebp-dev");
+#endif
+  case F_TIFF:
+#ifdef HAVE_TIFF
+    rc = fl__tiff_decode(&st->tiff, b, n, &sink, st->err);
+    break;
+#else
+    return not_built(name, "TIFF", "libtiff", "libtiff-dev");
+#endif
+  case F_BMP:
+    rc = fl__bmp_decode(&st->bmp, b, n, &sink, st->err);
+    break;
+  case F_PNM:
+    rc = fl__pnm_decode(&st->pnm, b, n, &sink, st->err);
+    break;
+  case F_GIF:
+    fl_worker_error("%s: a GIF image, which forkload does not decode (nor "
+                    "does torchvision's ImageFolder take .gif)", name);
+    return FL_EDATASET;
+  default:
+    fl_worker_error("%s: not an image (no JPEG, PNG, WebP, TIFF, BMP or "
+                    "PNM signature)", name);
     return FL_EDATASET;
   }
   if (rc != 0) {

@@ -51,7 +51,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 PIL_MAX_PIXELS = 89478485  # PIL's Image.MAX_IMAGE_PIXELS
 # torchvision's, which ImageFolder accepts (fl_dataset_image_folder decodes
-# JPEG and PNG, and fails the batch of any other).
+# every one of them: JPEG, PNG, PPM/PGM, BMP, TIFF, WebP).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif",
                   ".tiff", ".webp")
 
@@ -178,7 +178,7 @@ class ImageFolder(_MapNative):
 
     Classes are the sorted subfolders of ``root`` and sample ``i`` is
     torchvision's ``samples[i]``: the same walk, sort and extensions. In a
-    worker each image is decoded (libjpeg-turbo, libspng; JPEG and PNG) and
+    worker each image is decoded (JPEG, PNG, WebP, TIFF, BMP, PPM, PGM) and
     made as torchvision's evaluation transform (``crop='center'``:
     ``Resize(resize)`` then ``CenterCrop(size)``) or training transform
     (``crop='random'``: ``RandomResizedCrop(size, scale, ratio)``) would,
@@ -417,8 +417,8 @@ def decode_images(dataset, field, size, crop="center", resize=None,
                   hflip=0.0, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                   float=False, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                   max_pixels=PIL_MAX_PIXELS):
-    r"""The image stage of :class:`ImageFolder` over a field of JPEG or PNG
-    bytes (``fl_dataset_decode_images``, ``fl_iterable_decode_images``).
+    r"""The image stage of :class:`ImageFolder` over a field of encoded
+    images (``fl_dataset_decode_images``, ``fl_iterable_decode_images``).
 
     Returns a dataset of the same kind as ``dataset`` (an :class:`LMDB`, a
     :class:`WebDataset`, or another of this module's): its fields are

@@ -109,23 +109,12 @@ def sizes(smoke):
 try:
     import torch
     from torch.utils.data import Dataset
+    # The overhead row's Python side is the C bench's (its directory is
+    # this script's, first on sys.path).
+    from torch_side import ModuloDataset
 except ImportError:
     torch = None
     Dataset = object
-
-
-class ModuloDataset(Dataset):
-    """n samples of 256 float32 (1 KiB), every value i % 251: the overhead
-    row's Python side (tests/bench/torch_side.py's twin)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return torch.full((256,), float(i % 251))
 
 
 class DummyDataset(Dataset):
