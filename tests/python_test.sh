@@ -114,6 +114,9 @@ limit=${FL_PYTEST_TIMEOUT:-$((${FL_TEST_TIMEOUT:-300} - 30 - ($(date +%s) - star
 # group, on which each Python process prints its stack (conftest.py has
 # faulthandler do it; the children pytest forks inherit it, and a worker,
 # whose handlers libforkload resets, just ends); 5 s later, SIGKILL.
+# Not pytest's faulthandler_timeout: it starts a watchdog thread per test,
+# and a fork while one of them exits copies the locks it holds (under
+# ASan, its allocator's) into the child, which then hangs on them.
 # pytest runs in the foreground: an asynchronous command of a
 # non-interactive shell starts with SIGINT ignored, which the tests'
 # consumers would inherit.
@@ -142,7 +145,6 @@ FL_PYTEST_STACKS=$tmp/stacks timeout -s USR2 -k 5 "$limit" "$python" -m pytest -
   -p no:cacheprovider --capture=sys --continue-on-collection-errors \
   -p python_tap --tap-file "$tmp/tap" --tap-prefix tests/python/ \
   ${block_torch:+--tap-block-torch "$block_torch"} \
-  -o faulthandler_timeout=$((limit - 10)) \
   --basetemp "$tmp/pytest" --rootdir "$top_srcdir/tests/python" \
   "${@:-$top_srcdir/tests/python}" \
   >"$tmp/out" 2>&1 </dev/null
