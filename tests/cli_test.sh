@@ -311,6 +311,9 @@ for cmd in run doctor exhaust cleanup gen; do
     forkload $cmd -h && cmp -s "$tmp/out" "$tmp/help" &&
     head -1 "$tmp/help" | grep -q "^usage: forkload $cmd "
   check $? "$cmd --help and -h print its usage and options on stdout"
+  # The text is printed with %s: a printf escape would show as written.
+  ! grep -q '%%' "$tmp/help"
+  check $? "$cmd --help shows no doubled % (its text is not a format)"
   case $cmd in
   run | doctor | exhaust)
     table="$(options_of $cmd.c) $(options_of options.c)" ;;
