@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..205"
+echo "1..210"
 
 pass() {
   ok "$1"
