@@ -107,6 +107,10 @@ const char *synth_sizes(const struct synth *s, char *buf, size_t len);
 void synth_worker_init(unsigned id, void *arg);
 /* Checks the size and content of every field of sample i of b against
    its index: 0, or -1 with why set. */
+/* The offset of the first byte of field f of sample index at src that is
+   not the dataset's, or the field's size when all are. */
+size_t synth_mismatch(const struct synth *s, size_t index, size_t f,
+                      const unsigned char *src);
 int synth_check_sample(const struct synth *s, const fl_batch *b, size_t i,
                        char *why, size_t len);
 
@@ -121,6 +125,19 @@ struct ref_epoch {
   size_t *count;   /* per seq: how many; 0 for a seq the epoch lacks */
   size_t *idx;
   size_t nidx, cap;
+};
+
+/* verify_stream.c: --verify over a stream of `gen webdataset`'s shards. */
+struct dataset_spec;
+struct verify_stream {
+  const struct dataset_spec *spec; /* NULL: not a stream */
+  uint64_t seed;
+  unsigned rank, world;
+  size_t nf, keyf, binf, clsf; /* the fields; SIZE_MAX: not asked for */
+  size_t *keys, nkeys, cap;    /* this rank's shards' keys, sorted */
+  unsigned char *seen;         /* per key: come this epoch */
+  size_t came, bin_bytes;
+  uint64_t epoch;
 };
 
 struct verify {
@@ -140,6 +157,7 @@ struct verify {
   unsigned char *got;   /* per seq of ref: handed out */
   unsigned char *seen;  /* per span position: come this epoch */
   uint64_t due;         /* in order: the seq that comes next */
+  struct verify_stream stream; /* a stream's checks instead of the above */
 };
 
 /* The most samples --verify checks: its reference epoch is 900 MB then. */
@@ -162,6 +180,19 @@ int verify_end(struct verify *v, char *why, size_t len);
 int verify_saved(struct verify *v, const void *state, size_t len, char *why,
                  size_t whylen);
 void verify_free(struct verify *v);
+/* A stream is checked by its keys: adds the __key__ field to d unless it
+   has it (0, or -1 when it has no room for one more field). */
+int verify_stream_spec(struct dataset_spec *d);
+/* v checks the stream of d (this rank's shards of opt) from here on. */
+void verify_stream_init(struct verify *v, const struct dataset_spec *d,
+                        const fl_options *opt, uint64_t seed);
+/* As verify_begin, verify_batch and verify_end, which call them. */
+int verify_stream_begin(struct verify_stream *s, uint64_t epoch, char *why,
+                        size_t len);
+int verify_stream_batch(struct verify_stream *s, const fl_batch *b,
+                        char *why, size_t len);
+int verify_stream_end(const struct verify_stream *s, char *why, size_t len);
+void verify_stream_free(struct verify_stream *s);
 
 /* state.c: --resume reads FILE whole into *buf (the caller frees it): 0,
    or the exit status having said why not.  --save-state: state_dir_ok
@@ -341,6 +372,8 @@ const char *cli_shard_mode_name(fl_shard_mode mode);
 int cli_create_error(int rc);
 /* Makes a->ds (or a->it): 0, or the exit status having said why not. */
 int load_dataset(struct load_args *a);
+/* "N samples of SIZES", or "streams of samples of SIZES", in buf. */
+const char *load_samples(const struct load_args *a, char *buf, size_t len);
 /* fl_loader_create, or fl_loader_create_iterable for an iterable. */
 int load_create(struct load_args *a, fl_loader **l);
 /* Frees what parsing and load_dataset made, closing a file dataset: call

@@ -196,13 +196,13 @@ print_text(const struct doctor_args *a, const fl_budget *b)
   const fl_options *o = &a->load.opt;
   const fl_budget_item *it, *bind = &b->item[b->binding];
   const fl_budget_item *mem = budget_item(b, "memory bytes");
-  char f[4][24], sizes[768];
+  char f[4][24], sizes[800];
   uint64_t ahead = budget_ahead(o);
   size_t i;
 
-  printf("loader       %zu samples of %s, batch_size %zu, %u worker(s), "
-         "prefetch %u, sharing %s%s, %s\n", a->load.data.samples,
-         synth_sizes(&a->load.data, sizes, sizeof sizes), o->batch_size,
+  printf("loader       %s, batch_size %zu, %u worker(s), "
+         "prefetch %u, sharing %s%s, %s\n",
+         load_samples(&a->load, sizes, sizeof sizes), o->batch_size,
          o->num_workers, o->prefetch_factor,
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs (/dev/shm)"
          : o->fd_in_dev_shm                 ? "fd (/dev/shm)"

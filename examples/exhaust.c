@@ -441,18 +441,17 @@ exhaust_main(int argc, char **argv)
     cli_error("exhaust: --workers 0 shares no memory: nothing to exhaust");
     goto out;
   }
+  /* It holds batches of an order it can ask for again: a stream's end
+     would stop it first.  Said before any shard is opened. */
+  if (a.load.file.kind == DS_WEBDATASET) {
+    cli_error("exhaust: %s is a stream; exhaust takes map-style datasets",
+              a.load.file.spec);
+    goto out;
+  }
   /* Epochs must go on while their batches are held. */
   a.load.opt.persistent_workers = 1;
   if ((status = load_dataset(&a.load)) != 0)
     goto out;
-  /* It holds batches of an order it can ask for again: a stream's end
-     would stop it first. */
-  if (a.load.iterable) {
-    cli_error("exhaust: %s is a stream; exhaust takes map-style datasets",
-              a.load.file.spec);
-    status = 2;
-    goto out;
-  }
   status = 1;
   if (census_warm_up("exhaust") < 0)
     goto out;

@@ -609,6 +609,16 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
               "the samples are", option_name(a->synth_only));
     goto fail;
   }
+  /* A stream has no index to pick or shuffle by; said before any shard
+     is opened. */
+  if (a != NULL && a->file.kind == DS_WEBDATASET &&
+      (a->indices != NULL || a->opt.shuffle)) {
+    cli_error("--%s: a webdataset is a stream, read in shard order by each "
+              "worker, with no index to %s by; name fewer shards instead",
+              a->indices != NULL ? "indices" : "shuffle",
+              a->indices != NULL ? "pick samples" : "shuffle");
+    goto fail;
+  }
   if (a != NULL && a->file.kind != DS_IMAGES && a->image_only != 0) {
     cli_error("--%s: applies only with --dataset images:DIR",
               option_name(a->image_only));
@@ -696,6 +706,20 @@ load_dataset(struct load_args *a)
   a->opt.indices = a->index_list;
   a->opt.indices_len = sp->count;
   return 0;
+}
+
+const char *
+load_samples(const struct load_args *a, char *buf, size_t len)
+{
+  char sizes[768];
+
+  synth_sizes(&a->data, sizes, sizeof sizes);
+  /* A stream's samples are counted as they come. */
+  if (a->iterable)
+    snprintf(buf, len, "streams of samples of %s", sizes);
+  else
+    snprintf(buf, len, "%zu samples of %s", a->data.samples, sizes);
+  return buf;
 }
 
 int

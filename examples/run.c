@@ -326,7 +326,7 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
     {d->batched, "batched"},
     {a->verify, "verified"}
   };
-  char sizes[768]; /* 32 sizes of 20 digits */
+  char sizes[800]; /* 32 sizes of 20 digits, and words */
   size_t i;
 
   printf("run          ");
@@ -336,13 +336,7 @@ print_text(const struct run_args *a, const struct tally *t, double secs,
     printf("%ux%u %s crop, hflip %g, %s, ", d->image.height, d->image.width,
            d->image.crop == FL_CROP_CENTER ? "center" : "random",
            d->image.hflip, d->image.chw_float ? "float CHW" : "uint8 HWC");
-  /* A stream's samples are counted as they come. */
-  if (d->iterable)
-    printf("streams of samples of %s",
-           synth_sizes(&d->data, sizes, sizeof sizes));
-  else
-    printf("%zu samples of %s", d->data.samples,
-           synth_sizes(&d->data, sizes, sizeof sizes));
+  fputs(load_samples(d, sizes, sizeof sizes), stdout);
   printf(", %u epoch(s), %u worker(s), "
          "batch_size %zu, prefetch %u, sharing %s, %s, seed %" PRIu64,
          a->epochs, o->num_workers, o->batch_size, o->prefetch_factor,
@@ -449,6 +443,27 @@ resume(fl_loader *l, const struct run_args *a, const void *buf, size_t len)
   return rc == FL_EINVAL ? 2 : 1;
 }
 
+/* A stream is checked by its keys, over whole epochs: a resumed epoch
+   does not hand out again what came before its state, so there is no set
+   to check it against.  Said before any shard is opened.  0, or the exit
+   status having said why not. */
+static int
+verify_stream_args(struct run_args *a)
+{
+  if (a->resume != NULL || a->save_state != NULL) {
+    cli_error("--verify checks a stream's epochs whole, and takes no --%s",
+              a->resume != NULL ? "resume" : "save-state");
+    return 2;
+  }
+  if (verify_stream_spec(&a->load.file) < 0) {
+    cli_error("--verify checks a stream by its keys: %s has no room for "
+              "__key__ beside its %d extensions", a->load.file.spec,
+              SYNTH_MAX_FIELDS);
+    return 2;
+  }
+  return 0;
+}
+
 static int
 run_main(int argc, char **argv)
 {
@@ -466,6 +481,9 @@ run_main(int argc, char **argv)
     return 2;
   a.load.opt.log = cli_log;
   a.load.opt.log_arg = &a.log;
+  if (a.verify && a.load.file.kind == DS_WEBDATASET &&
+      (status = verify_stream_args(&a)) != 0)
+    goto out;
   if ((status = load_dataset(&a.load)) != 0)
     goto out;
   if (a.resume != NULL &&
@@ -474,11 +492,6 @@ run_main(int argc, char **argv)
   status = 2;
   if (a.save_state != NULL && state_dir_ok(a.save_state) < 0)
     goto out;
-  if (a.verify && a.load.iterable) {
-    cli_error("--verify: run checks map-style datasets; %s is a stream",
-              a.load.file.spec);
-    goto out;
-  }
   /* The reference epoch is held whole: 9 bytes a sample. */
   if (a.verify && a.load.span.count > VERIFY_MAX_SAMPLES) {
     cli_error("--verify holds each epoch's reference order, 9 bytes a "
@@ -497,7 +510,9 @@ run_main(int argc, char **argv)
     goto out;
   status = 1;
   a.first_epoch = fl_loader_epoch(l);
-  if (a.verify && verify_init(&check, &a.load.data, &a.load.span,
+  if (a.verify && a.load.iterable)
+    verify_stream_init(&check, &a.load.file, &a.load.opt, a.load.data.seed);
+  else if (a.verify && verify_init(&check, &a.load.data, &a.load.span,
                               &a.load.opt, state, state_len) < 0) {
     cli_error("--verify: %s", fl_strerror(FL_ENOMEM));
     goto out;

@@ -108,10 +108,8 @@ synth_sizes(const struct synth *s, char *buf, size_t len)
   return buf;
 }
 
-/* Returns the offset of the first element of field f that is not sample
-   index's, or the field's size when all are. */
-static size_t
-mismatch(const struct synth *s, size_t index, size_t f,
+size_t
+synth_mismatch(const struct synth *s, size_t index, size_t f,
          const unsigned char *src)
 {
   uint64_t key = field_key(s, index, f);
@@ -252,7 +250,7 @@ synth_check_sample(const struct synth *s, const fl_batch *b, size_t i,
                       "bytes, expected %zu", fl_batch_seq(b), i, index,
                       field_name(s, f, field, sizeof field),
                       sizes[i * nf + f], fb);
-    off = mismatch(s, index, f, base + i * fl_batch_stride(b, f));
+    off = synth_mismatch(s, index, f, base + i * fl_batch_stride(b, f));
     if (off != fb)
       return cli_fail(why, len,
                       "batch %" PRIu64 " sample %zu: index %zu%s is wrong "

@@ -220,6 +220,8 @@ verify_begin(struct verify *v, uint64_t epoch, char *why, size_t len)
   struct ref_epoch u;
   size_t s;
 
+  if (v->stream.spec != NULL)
+    return verify_stream_begin(&v->stream, epoch, why, len);
   ref_free(&v->ref);
   free(v->got);
   v->got = NULL;
@@ -316,6 +318,8 @@ verify_batch(struct verify *v, const fl_batch *b, char *why, size_t len)
   const size_t *idx = fl_batch_indices(b), *want;
   size_t i, k, n = fl_batch_count(b);
 
+  if (v->stream.spec != NULL)
+    return verify_stream_batch(&v->stream, b, why, len);
   if (seq >= r->nbatches)
     return cli_fail(why, len, "batch %" PRIu64 " is past the %zu of epoch %"
                     PRIu64, seq, r->nbatches, e);
@@ -360,6 +364,10 @@ verify_poisoned(struct verify *v, uint64_t seq, char *why, size_t len)
 {
   const struct ref_epoch *r = &v->ref;
 
+  /* A stream's samples in it are lost: the epoch cannot come whole. */
+  if (v->stream.spec != NULL)
+    return cli_fail(why, len, "batch %" PRIu64 " of the stream came "
+                    "poisoned: its samples are lost", seq);
   if (seq >= r->nbatches || r->count[seq] == 0)
     return cli_fail(why, len, "poisoned batch %" PRIu64 " is not one epoch %"
                     PRIu64 " has left", seq, r->epoch);
@@ -379,6 +387,8 @@ verify_end(struct verify *v, char *why, size_t len)
 {
   uint64_t s = next_due(&v->ref, v->got, 0);
 
+  if (v->stream.spec != NULL)
+    return verify_stream_end(&v->stream, why, len);
   if (s < v->ref.nbatches)
     return cli_fail(why, len, "epoch %" PRIu64 ": batch %" PRIu64 " never "
                     "came", v->ref.epoch, s);
@@ -455,5 +465,6 @@ verify_free(struct verify *v)
   ref_free(&v->ref);
   free(v->got);
   free(v->seen);
+  verify_stream_free(&v->stream);
   *v = (struct verify){0};
 }

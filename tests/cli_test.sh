@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..210"
+echo "1..220"
 
 pass() {
   ok "$1"
@@ -912,7 +912,9 @@ forkload gen webdataset "$tmp/wds" --samples 30 --shards 4 --sample-bytes 64
 gen_rc=$?
 if grep -q "built without libarchive" "$tmp/err"; then
   check 0 "gen webdataset: this build lacks libarchive, and says so"
-  for n in 1 2 3 4; do check 0 "webdataset: not built, case $n skipped"; done
+  for n in 1 2 3 4 5 6 7 8 9 10; do
+    check 0 "webdataset: not built, case $n skipped"
+  done
 else
   [ $gen_rc = 0 ] && [ "$(ls "$tmp"/wds/shard-0000[0-3].tar | wc -l)" = 4 ]
   check $? "gen webdataset writes 4 tar shards"
@@ -934,10 +936,55 @@ else
   [ $? = 1 ] && grep -q "shard-00000.tar: 00000000: member 00000000.bin is \
 64 bytes, more than its max of 63" "$tmp/err"
   check $? "webdataset: a member over its max ends the run, shard and key named"
-  forkload run --dataset "webdataset:$shards:bin=64" --verify
-  [ $? = 2 ] && grep -q "is a stream" "$tmp/err"
-  check $? "webdataset: --verify says a stream is not checked"
+  for w in 0 3; do
+    forkload run --json --dataset "webdataset:$shards:bin=64,cls=8" \
+      --workers $w --batch-size 4 --epochs 2 --verify
+    [ $? = 0 ] && [ "$(field samples)" = 60 ]
+    check $? "webdataset: --verify, $w workers: each sample once an epoch, \
+its bytes and label gen's"
+  done
+  total=0 failed_rank=
+  for r in 0 1 2; do
+    forkload run --json --dataset "webdataset:$shards:bin=64" \
+      --workers 2 --world-size 3 --rank $r --verify || failed_rank=$r
+    total=$((total + $(number samples)))
+  done
+  [ "$total" = 30 ] && [ -z "$failed_rank" ]
+  check $? "webdataset: --verify on 3 ranks: each its shards' samples, 30 in all"
+  forkload run --dataset "webdataset:$shards:bin=64" --seed 5 --verify
+  [ $? = 1 ] && grep -q "key 00000000's .bin is wrong from byte 0" "$tmp/err"
+  check $? "webdataset: --verify with another --seed finds the bytes wrong"
+  cp -r "$tmp/wds" "$tmp/wds2"
+  # The first member's data starts after its 512-byte header.
+  printf 'X' | dd of="$tmp/wds2/shard-00000.tar" bs=1 seek=540 conv=notrunc \
+    2>/dev/null
+  forkload run --dataset \
+    "webdataset:$(ls "$tmp"/wds2/*.tar | paste -sd, -):bin=64" --verify
+  [ $? = 1 ] && grep -q "key 00000000's .bin is wrong from byte 28" "$tmp/err"
+  check $? "webdataset: --verify finds a byte changed in a shard"
+  forkload run --dataset "webdataset:$shards,$tmp/wds/shard-00002.tar:bin=64" \
+    --verify
+  [ $? = 1 ] && grep -q "hold key 000000[0-9][0-9] twice" "$tmp/err"
+  check $? "webdataset: --verify finds a shard listed twice"
+  forkload doctor --dataset "webdataset:$shards:bin=64"
+  [ $? = 0 ] && grep -q "^loader  *streams of samples of 64 bytes" "$tmp/out"
+  check $? "doctor: a stream's samples are not counted as 0"
 fi
+# What a stream cannot do is said before any shard is opened: these
+# shards do not exist.
+nowhere="webdataset:$tmp/none-0.tar,$tmp/none-1.tar:bin=64"
+bad "webdataset: --indices is refused before a shard is opened" \
+  "^forkload: --indices: a webdataset is a stream" \
+  run --dataset "$nowhere" --indices 0:4
+bad "webdataset: --shuffle is refused before a shard is opened" \
+  "^forkload: --shuffle: a webdataset is a stream" \
+  run --dataset "$nowhere" --shuffle
+bad "webdataset: --verify --resume is refused before a shard is opened" \
+  "^forkload: --verify checks a stream's epochs whole, and takes no --resume" \
+  run --dataset "$nowhere" --verify --resume "$tmp/none.state"
+bad "exhaust: a stream is refused before a shard is opened" \
+  "^forkload: exhaust: .* is a stream" \
+  exhaust --sharing fd --dataset "$nowhere"
 
 # No name a run made outlived it: comm lists those new since the start.
 orphans /dev/shm >"$tmp/shm.after"
