@@ -157,6 +157,9 @@ struct verify {
   unsigned char *got;   /* per seq of ref: handed out */
   unsigned char *seen;  /* per span position: come this epoch */
   uint64_t due;         /* in order: the seq that comes next */
+  /* The content check of sample i of b, chosen at each epoch's begin. */
+  int (*check)(const struct verify *v, const fl_batch *b, size_t i,
+               char *why, size_t len);
   struct verify_stream stream; /* a stream's checks instead of the above */
 };
 

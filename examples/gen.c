@@ -529,7 +529,8 @@ write_shard(const struct gen_args *a, size_t f, uint64_t first,
             size_t count, int *made)
 {
   unsigned char head[1024] = {0}, buf[8192];
-  const uint32_t word[3] = {20240520, 1, (uint32_t)count};
+  const uint32_t word[3] = {FL_TOKENS_MAGIC, FL_TOKENS_VERSION,
+                             (uint32_t)count};
   FILE *out = open_out(a, a->paths[f], made);
   size_t i, k, n = 0;
   int err = 0;

@@ -185,6 +185,74 @@ next_due(const struct ref_epoch *r, const unsigned char *gone, uint64_t s)
   return s;
 }
 
+/* A window of what `gen tokens` wrote: its shards cut one stream of
+   synth_token, each after its last window's last token, which the next
+   shard repeats, so window i holds tokens i*T .. i*T + T of the stream
+   whatever shard it is in.  Both fields whole, the inputs those tokens
+   but the last and the targets those but the first. */
+static int
+tokens_check(const struct verify *v, const fl_batch *b, size_t i,
+             char *why, size_t len)
+{
+  const size_t *sizes = fl_batch_sizes(b);
+  size_t index = fl_batch_indices(b)[i], T = v->tokens_seq, j, f;
+  uint64_t g = (uint64_t)index * T;
+  int32_t got;
+
+  if (sizes[i * 2] != T * sizeof got || sizes[i * 2 + 1] != T * sizeof got)
+    return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu has "
+                    "%zu and %zu bytes, expected %zu and %zu",
+                    fl_batch_seq(b), i, index, sizes[i * 2], sizes[i * 2 + 1],
+                    T * sizeof got, T * sizeof got);
+  for (f = 0; f < 2; f++)
+    for (j = 0; j < T; j++) {
+      memcpy(&got, (const unsigned char *)fl_batch_field(b, f) +
+                       i * fl_batch_stride(b, f) + j * sizeof got,
+             sizeof got);
+      if (got != synth_token(v->data->seed, g + f + j))
+        return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu "
+                        "has %s token %zu %" PRId32 ", expected %u",
+                        fl_batch_seq(b), i, index, f ? "target" : "input",
+                        j, got, synth_token(v->data->seed, g + f + j));
+    }
+  return 0;
+}
+
+/* An image's content is the decoder's to check (image_test does, against
+   PIL's pixels): here, that the sample has both fields whole and the
+   label of its file's folder. */
+static int
+image_check(const struct verify *v, const fl_batch *b, size_t i, char *why,
+            size_t len)
+{
+  const fl_dataset *ds = v->images;
+  const size_t *sizes = fl_batch_sizes(b);
+  size_t index = fl_batch_indices(b)[i];
+  int64_t got, want = -1;
+  const char *path = fl_image_folder_sample(ds, index, &want);
+
+  if (sizes[i * 2] != ds->field_bytes[0] || sizes[i * 2 + 1] != sizeof got)
+    return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu has "
+                    "%zu and %zu bytes, expected %zu and %zu",
+                    fl_batch_seq(b), i, index, sizes[i * 2], sizes[i * 2 + 1],
+                    ds->field_bytes[0], sizeof got);
+  memcpy(&got, (const unsigned char *)fl_batch_field(b, 1) +
+                   i * fl_batch_stride(b, 1), sizeof got);
+  if (path == NULL || got != want)
+    return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu (%s) "
+                    "has label %" PRId64 ", expected %" PRId64,
+                    fl_batch_seq(b), i, index, path ? path : "?", got, want);
+  return 0;
+}
+
+/* Any other sample: gen's synthetic content for its index. */
+static int
+synth_check(const struct verify *v, const fl_batch *b, size_t i, char *why,
+            size_t len)
+{
+  return synth_check_sample(v->data, b, i, why, len);
+}
+
 int
 verify_init(struct verify *v, const struct synth *data,
             const struct synth_span *span, const fl_options *opt,
@@ -246,67 +314,11 @@ verify_begin(struct verify *v, uint64_t epoch, char *why, size_t len)
   if ((v->got = calloc(v->ref.nbatches + 1, 1)) == NULL)
     return cli_fail(why, len, "%s", fl_strerror(FL_ENOMEM));
   memset(v->seen, 0, v->span.count);
+  v->check = v->images != NULL ? image_check
+             : v->tokens_seq != 0 ? tokens_check
+                                  : synth_check;
   v->due = next_due(&v->ref, NULL, 0);
   v->began = 1;
-  return 0;
-}
-
-/* A window of what `gen tokens` wrote: its shards cut one stream of
-   synth_token, each after its last window's last token, which the next
-   shard repeats, so window i holds tokens i*T .. i*T + T of the stream
-   whatever shard it is in.  Both fields whole, the inputs those tokens
-   but the last and the targets those but the first. */
-static int
-tokens_check(const struct verify *v, const fl_batch *b, size_t i,
-             char *why, size_t len)
-{
-  const size_t *sizes = fl_batch_sizes(b);
-  size_t index = fl_batch_indices(b)[i], T = v->tokens_seq, j, f;
-  uint64_t g = (uint64_t)index * T;
-  int32_t got;
-
-  if (sizes[i * 2] != T * sizeof got || sizes[i * 2 + 1] != T * sizeof got)
-    return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu has "
-                    "%zu and %zu bytes, expected %zu and %zu",
-                    fl_batch_seq(b), i, index, sizes[i * 2], sizes[i * 2 + 1],
-                    T * sizeof got, T * sizeof got);
-  for (f = 0; f < 2; f++)
-    for (j = 0; j < T; j++) {
-      memcpy(&got, (const unsigned char *)fl_batch_field(b, f) +
-                       i * fl_batch_stride(b, f) + j * sizeof got,
-             sizeof got);
-      if (got != synth_token(v->data->seed, g + f + j))
-        return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu "
-                        "has %s token %zu %" PRId32 ", expected %u",
-                        fl_batch_seq(b), i, index, f ? "target" : "input",
-                        j, got, synth_token(v->data->seed, g + f + j));
-    }
-  return 0;
-}
-
-/* An image's content is the decoder's to check (image_test does, against
-   PIL's pixels): here, that the sample has both fields whole and the
-   label of its file's folder. */
-static int
-image_check(const fl_dataset *ds, const fl_batch *b, size_t i, char *why,
-            size_t len)
-{
-  const size_t *sizes = fl_batch_sizes(b);
-  size_t index = fl_batch_indices(b)[i];
-  int64_t got, want = -1;
-  const char *path = fl_image_folder_sample(ds, index, &want);
-
-  if (sizes[i * 2] != ds->field_bytes[0] || sizes[i * 2 + 1] != sizeof got)
-    return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu has "
-                    "%zu and %zu bytes, expected %zu and %zu",
-                    fl_batch_seq(b), i, index, sizes[i * 2], sizes[i * 2 + 1],
-                    ds->field_bytes[0], sizeof got);
-  memcpy(&got, (const unsigned char *)fl_batch_field(b, 1) +
-                   i * fl_batch_stride(b, 1), sizeof got);
-  if (path == NULL || got != want)
-    return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu (%s) "
-                    "has label %" PRId64 ", expected %" PRId64,
-                    fl_batch_seq(b), i, index, path ? path : "?", got, want);
   return 0;
 }
 
@@ -349,9 +361,7 @@ verify_batch(struct verify *v, const fl_batch *b, char *why, size_t len)
       return cli_fail(why, len, "batch %" PRIu64 " sample %zu: index %zu "
                       "came twice in epoch %" PRIu64, seq, i, idx[i], e);
     v->seen[k] = 1;
-    if (v->images != NULL      ? image_check(v->images, b, i, why, len) < 0
-        : v->tokens_seq != 0 ? tokens_check(v, b, i, why, len) < 0
-                             : synth_check_sample(v->data, b, i, why, len) < 0)
+    if (v->check(v, b, i, why, len) < 0)
       return -1;
   }
   v->got[seq] = 1;

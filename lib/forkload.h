@@ -497,6 +497,9 @@ FL_EXTERN int fl_dataset_tokens_sized(fl_dataset *out, size_t size,
 #define fl_dataset_tokens(out, paths, n, seq_len)                            \
   fl_dataset_tokens_sized((out), sizeof(fl_dataset), (paths), (n),           \
                           (seq_len))
+/* Since 0.8: the first two int32 of an llm.c token shard's header. */
+#define FL_TOKENS_MAGIC 20240520
+#define FL_TOKENS_VERSION 1
 
 /*
  * Since 0.6: an LMDB environment (a directory holding data.mdb, or the

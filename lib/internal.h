@@ -670,5 +670,8 @@ void fl__options_defaults(fl_options *opt);
 size_t fl__sample_bytes(const fl_dataset *ds);
 int fl__options_check(const fl_dataset *ds, const fl_options *opt,
                       int iterable, char *err, size_t errlen);
+/* An iterable's next or next_fields against its nfields: 0, or FL_EINVAL
+   with why in err. */
+int fl__iterable_check(const fl_iterable *it, char *err, size_t errlen);
 
 #endif /* FL_INTERNAL_H */

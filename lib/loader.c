@@ -282,26 +282,6 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   return 0;
 }
 
-/* An iterable's fields come with next_fields, and only with it. */
-static int
-iterable_check(const fl_iterable *it, char *err, size_t errlen)
-{
-  if (it->nfields == 0 && it->next == NULL) {
-    snprintf(err, errlen, "iterable: next is NULL");
-    return FL_EINVAL;
-  }
-  if (it->nfields > 0 && it->next_fields == NULL) {
-    snprintf(err, errlen, "iterable: next_fields is NULL but nfields is %zu",
-             it->nfields);
-    return FL_EINVAL;
-  }
-  if (it->nfields == 0 && it->next_fields != NULL) {
-    snprintf(err, errlen, "iterable: next_fields is set but nfields is 0");
-    return FL_EINVAL;
-  }
-  return 0;
-}
-
 /*
  * Both kinds of dataset (it is NULL for a map-style one), read from the
  * caller's structs of the sizes given, over the defaults.
@@ -332,7 +312,7 @@ create_loader(fl_loader **out, const fl_dataset *ds_in, size_t ds_size,
     rc = fl__struct_in(&opt, sizeof(opt), opt_in, opt_size,
                        FL__OPTIONS_SIZE_0_1, "fl_options", err, sizeof(err));
   if (rc == 0 && iterable)
-    rc = iterable_check(&it, err, sizeof(err));
+    rc = fl__iterable_check(&it, err, sizeof(err));
   /* Its fields are checked, laid out and copied as a dataset's. */
   if (iterable) {
     ds.ctx = it.ctx;

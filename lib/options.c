@@ -76,11 +76,31 @@ check_fields(const fl_dataset *ds, int iterable, char *err, size_t errlen)
              "add up to %zu", ds->sample_bytes, ds->nfields, sum);
     return FL_EINVAL;
   }
-  /* An iterable's next_fields is checked where it is read. */
+  /* An iterable's next_fields: fl__iterable_check. */
   if (!iterable && ds->get_fields == NULL && ds->get_batch == NULL) {
     snprintf(err, errlen, "dataset: with nfields, get_fields or get_batch "
                           "must fill the fields (get writes one whole "
                           "sample)");
+    return FL_EINVAL;
+  }
+  return 0;
+}
+
+/* An iterable's fields come with next_fields, and only with it. */
+int
+fl__iterable_check(const fl_iterable *it, char *err, size_t errlen)
+{
+  if (it->nfields == 0 && it->next == NULL) {
+    snprintf(err, errlen, "iterable: next is NULL");
+    return FL_EINVAL;
+  }
+  if (it->nfields > 0 && it->next_fields == NULL) {
+    snprintf(err, errlen, "iterable: next_fields is NULL but nfields is %zu",
+             it->nfields);
+    return FL_EINVAL;
+  }
+  if (it->nfields == 0 && it->next_fields != NULL) {
+    snprintf(err, errlen, "iterable: next_fields is set but nfields is 0");
     return FL_EINVAL;
   }
   return 0;

@@ -81,7 +81,7 @@ write_shard(const char *path, unsigned s, size_t ntok, int32_t magic,
 static void
 good_shard(const char *path, unsigned s, size_t ntok)
 {
-  write_shard(path, s, ntok, FL__TOKENS_MAGIC, 1, (int32_t)ntok, 0);
+  write_shard(path, s, ntok, FL_TOKENS_MAGIC, 1, (int32_t)ntok, 0);
 }
 
 /* Three shards: 3 windows exactly, 2 and a tail that makes none, 1. */
@@ -271,17 +271,17 @@ bad_shards_and_arguments_are_refused_naming_the_file(void **state)
     size_t ntok, extra;
   } bad[] = {
       {"magic 20240522, not llm.c's 20240520", 20240522, 1, 17, 17, 0},
-      {"version 2: only version 1", FL__TOKENS_MAGIC, 2, 17, 17, 0},
-      {"counts 0 tokens", FL__TOKENS_MAGIC, 1, 0, 17, 0},
-      {"counts -5 tokens", FL__TOKENS_MAGIC, 1, -5, 17, 0},
+      {"version 2: only version 1", FL_TOKENS_MAGIC, 2, 17, 17, 0},
+      {"counts 0 tokens", FL_TOKENS_MAGIC, 1, 0, 17, 0},
+      {"counts -5 tokens", FL_TOKENS_MAGIC, 1, -5, 17, 0},
       /* Truncated: the count says more than the file holds. */
-      {"counts 18 tokens (36 bytes) but 34 bytes", FL__TOKENS_MAGIC, 1, 18,
+      {"counts 18 tokens (36 bytes) but 34 bytes", FL_TOKENS_MAGIC, 1, 18,
        17, 0},
       /* Longer than the count: llm.c refuses it too. */
-      {"counts 17 tokens (34 bytes) but 35 bytes", FL__TOKENS_MAGIC, 1, 17,
+      {"counts 17 tokens (34 bytes) but 35 bytes", FL_TOKENS_MAGIC, 1, 17,
        17, 1},
       /* T tokens: a window needs T + 1. */
-      {"8 tokens make no window of seq_len + 1 = 9", FL__TOKENS_MAGIC, 1, 8,
+      {"8 tokens make no window of seq_len + 1 = 9", FL_TOKENS_MAGIC, 1, 8,
        8, 0},
   };
   struct fixture fx;
@@ -426,7 +426,7 @@ header_check_survives_mutations_and_cuts(void **state)
   int rc;
 
   (void)state;
-  put_le32(head, FL__TOKENS_MAGIC);
+  put_le32(head, FL_TOKENS_MAGIC);
   put_le32(head + 4, 1);
   put_le32(head + 8, 17);
   assert_int_equal(fl__tokens_check(head, sizeof(head) + 34, T, &windows,

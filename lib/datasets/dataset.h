@@ -8,8 +8,9 @@
 #define FL_DATASET_H
 
 #include <stddef.h>
-#include <sys/stat.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include "forkload.h"
 
@@ -27,6 +28,9 @@ struct fl__ds_base {
  */
 int fl__open_regular(const char *path, int *fd, struct stat *st);
 int fl__map_file(const char *path, void **map, size_t *size);
+/* pread until n bytes or the end of the file, EINTR retried: 0 and *got,
+   or -errno. */
+int fl__pread_full(int fd, void *buf, size_t n, off_t off, size_t *got);
 
 /*
  * Fill out with a dataset of len samples of sample_bytes each, the first at
@@ -67,14 +71,12 @@ int fl__npy_same(const struct fl__npy *a, const struct fl__npy *b);
 void fl__npy_shape_str(const struct fl__npy *h, char *buf, size_t len);
 
 /* npy.c: map a .npy array whose first axis is the samples. */
-struct fl__npy;
 int fl__npy_map_array(const char *path, void **map, size_t *bytes,
                       struct fl__npy *h);
 
 /* tokens.c: an llm.c token shard's header, of the file_bytes mapped at
    head, as untrusted bytes: 0 and the windows of seq_len + 1 tokens
    (seq_len > 0) it holds, or FL_EINVAL with why in err. */
-#define FL__TOKENS_MAGIC 20240520
 #define FL__TOKENS_HEADER 1024 /* 256 int32 */
 int fl__tokens_check(const void *head, size_t file_bytes, size_t seq_len,
                      size_t *windows, char *err, size_t errlen);

@@ -387,7 +387,7 @@ slurp(struct folder *f, const char *path, size_t *n)
 {
   struct stat st;
   size_t got = 0;
-  ssize_t r;
+  int r;
   int fd, rc = FL_EDATASET;
 
   do
@@ -420,16 +420,11 @@ slurp(struct folder *f, const char *path, size_t *n)
     f->buf = b;
     f->buf_cap = (size_t)st.st_size;
   }
-  while (got < (size_t)st.st_size) {
-    r = read(fd, f->buf + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0) {
-      fl_worker_error("%s: %s", path, r < 0 ? fl__strerror(errno)
-                                            : "it shrank while being read");
-      goto out;
-    }
-    got += (size_t)r;
+  if ((r = fl__pread_full(fd, f->buf, (size_t)st.st_size, 0, &got)) < 0 ||
+      got < (size_t)st.st_size) {
+    fl_worker_error("%s: %s", path, r < 0 ? fl__strerror((int)-r)
+                                          : "it shrank while being read");
+    goto out;
   }
   *n = got;
   rc = 0;

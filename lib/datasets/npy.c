@@ -38,28 +38,6 @@ file_path(const struct npy_dir *d, size_t i)
   return d->pool + d->files[i].path;
 }
 
-/* pread until n bytes or the end of the file: 0 and *got, or -errno. */
-static int
-pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
-{
-  unsigned char *p = buf;
-  ssize_t r;
-  size_t done = 0;
-
-  while (done < n) {
-    r = pread(fd, p + done, n - done, off + (off_t)done);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0)
-      return -errno;
-    if (r == 0)
-      break;
-    done += (size_t)r;
-  }
-  *got = done;
-  return 0;
-}
-
 /*
  * Read and parse the header of the open file fd (size bytes), and check
  * that the data it announces is exactly what follows it.
@@ -73,7 +51,7 @@ read_header(int fd, const char *path, uint64_t size, struct fl__npy *h)
   int rc;
 
   want = size < sizeof(small) ? (size_t)size : sizeof(small);
-  rc = pread_full(fd, buf, want, 0, &got);
+  rc = fl__pread_full(fd, buf, want, 0, &got);
   if (rc != 0) {
     rc = fl__error_set(rc, "%s: cannot read: %s", path, fl__strerror(-rc));
     goto out;
@@ -92,7 +70,7 @@ read_header(int fd, const char *path, uint64_t size, struct fl__npy *h)
       goto out;
     }
     memcpy(buf, small, got);
-    rc = pread_full(fd, buf + got, want - got, (off_t)got, &more);
+    rc = fl__pread_full(fd, buf + got, want - got, (off_t)got, &more);
     if (rc != 0) {
       rc = fl__error_set(rc, "%s: cannot read: %s", path, fl__strerror(-rc));
       goto out;
@@ -168,7 +146,7 @@ dir_get(void *ctx, size_t index, void *dst, size_t *nbytes)
                     (unsigned long long)f->data_offset + d->sample_bytes);
     goto out;
   }
-  rc = pread_full(fd, dst, d->sample_bytes, f->data_offset, &got);
+  rc = fl__pread_full(fd, dst, d->sample_bytes, f->data_offset, &got);
   if (rc != 0) {
     fl_worker_error("%s: cannot read: %s", path, fl__strerror(-rc));
     goto out;

@@ -1,7 +1,8 @@
 /*
  * A mapped region of fixed-size samples and fl_dataset_raw, built on it (a
  * flat file of records after a header); fl_dataset_npy_array (npy.c) is
- * the same region with an NPY header in front.  And fl_dataset_close and
+ * the same region with an NPY header in front; the reads of whole files
+ * that npy.c and image_folder.c share.  And fl_dataset_close and
  * fl_iterable_close, which free any built-in dataset or stream.
  */
 #include "config.h"
@@ -45,6 +46,27 @@ fl__open_regular(const char *path, int *fd, struct stat *st)
     fl__close(*fd);
     return fl__error_set(FL_EINVAL, "%s: not a regular file", path);
   }
+  return 0;
+}
+
+int
+fl__pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
+{
+  unsigned char *p = buf;
+  ssize_t r;
+  size_t done = 0;
+
+  while (done < n) {
+    r = pread(fd, p + done, n - done, off + (off_t)done);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return -errno;
+    if (r == 0)
+      break;
+    done += (size_t)r;
+  }
+  *got = done;
   return 0;
 }
 

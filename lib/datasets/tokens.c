@@ -53,13 +53,14 @@ fl__tokens_check(const void *head, size_t file_bytes, size_t seq_len,
   magic = (int32_t)le32(h);
   version = (int32_t)le32(h + 4);
   count = (int32_t)le32(h + 8);
-  if (magic != FL__TOKENS_MAGIC) {
+  if (magic != FL_TOKENS_MAGIC) {
     snprintf(err, errlen, "magic %d, not llm.c's %d: not a token shard",
-             magic, FL__TOKENS_MAGIC);
+             magic, FL_TOKENS_MAGIC);
     return FL_EINVAL;
   }
-  if (version != 1) {
-    snprintf(err, errlen, "version %d: only version 1 is read", version);
+  if (version != FL_TOKENS_VERSION) {
+    snprintf(err, errlen, "version %d: only version %d is read", version,
+             FL_TOKENS_VERSION);
     return FL_EINVAL;
   }
   if (count <= 0) {

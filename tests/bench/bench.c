@@ -690,7 +690,8 @@ tok_make(struct tokens *tk)
   uint16_t *t = malloc(ntok * sizeof(*t));
   int32_t *arr[2];
   unsigned char head[1024] = {0};
-  const int32_t word[3] = {20240520, 1, (int32_t)ntok};
+  const int32_t word[3] = {FL_TOKENS_MAGIC, FL_TOKENS_VERSION,
+                            (int32_t)ntok};
   FILE *f;
 
   snprintf(tk->dir, sizeof(tk->dir), "/tmp/forkload-bench-tok-XXXXXX");
