@@ -79,11 +79,14 @@ nomem(const char *root)
                        "memory for its list of images", root);
 }
 
-/* Appends a string (a + "/" + b when b is set) to the arena. */
+/* Appends a string to the arena: a, or (b set) the arena's string at
+   offset a_off + "/" + b, a path made once, where it is kept. */
 static int
-arena_add(struct folder *f, const char *a, const char *b, size_t *off)
+arena_add(struct folder *f, const char *a, size_t a_off, const char *b,
+          size_t *off)
 {
-  size_t n = strlen(a) + (b ? 1 + strlen(b) : 0) + 1;
+  size_t alen = strlen(b ? f->arena + a_off : a);
+  size_t n = alen + (b ? 1 + strlen(b) : 0) + 1;
   char *p;
 
   if (f->arena_len + n > f->arena_cap) {
@@ -97,10 +100,14 @@ arena_add(struct folder *f, const char *a, const char *b, size_t *off)
     f->arena_cap = cap;
   }
   *off = f->arena_len;
-  if (b)
-    snprintf(f->arena + f->arena_len, n, "%s/%s", a, b);
-  else
-    memcpy(f->arena + f->arena_len, a, n);
+  p = f->arena + f->arena_len;
+  if (b) { /* the arena may have moved: a is read from it only now */
+    memcpy(p, f->arena + a_off, alen);
+    p[alen] = '/';
+    memcpy(p + alen + 1, b, n - alen - 1);
+  } else {
+    memcpy(p, a, n);
+  }
   f->arena_len += n;
   return 0;
 }
@@ -186,53 +193,49 @@ is_dir(const char *path, struct stat *st)
   return stat(path, st) == 0 && S_ISDIR(st->st_mode);
 }
 
-/* os.walk(dir, followlinks=True), keeping each folder's image files. */
+/* os.walk(dir, followlinks=True), keeping each folder's image files; dir
+   is the folder's path, at that offset in the arena. */
 static int
-walk(struct walk *w, const char *dir, const char *root)
+walk(struct walk *w, size_t dir, const char *root)
 {
   struct folder *f = w->f;
   struct walked *me;
   struct stat st;
-  char **names, *path;
-  size_t n, i, self, poff, fcap = 0;
+  char **names;
+  size_t n, i, self, fcap = 0;
   unsigned k;
   int rc;
 
-  if (!is_dir(dir, &st))
+  if (!is_dir(f->arena + dir, &st))
     return 0;
   for (k = 0; k < w->depth; k++)
     if (w->dev[k] == st.st_dev && w->ino[k] == st.st_ino)
       return 0; /* a symlink back up the tree */
   if (w->depth == sizeof(w->dev) / sizeof(w->dev[0]))
     return fl__error_set(FL_EINVAL, "fl_dataset_image_folder: %s: folders "
-                         "nested deeper than 64", dir);
-  if ((rc = list(dir, &names, &n, root)) != 0)
+                         "nested deeper than 64", f->arena + dir);
+  if ((rc = list(f->arena + dir, &names, &n, root)) != 0)
     return rc;
-  if (grow((void **)&w->dirs, &w->cap, w->ndirs + 1, sizeof(*w->dirs)) != 0 ||
-      arena_add(f, dir, NULL, &poff) != 0) {
+  if (grow((void **)&w->dirs, &w->cap, w->ndirs + 1, sizeof(*w->dirs)) != 0) {
     names_free(names, n);
     return nomem(root);
   }
   self = w->ndirs++;
   me = &w->dirs[self];
   memset(me, 0, sizeof(*me));
-  me->path = poff;
+  me->path = dir;
   w->dev[w->depth] = st.st_dev;
   w->ino[w->depth] = st.st_ino;
   w->depth++;
   for (i = 0; i < n && rc == 0; i++) {
     size_t off;
 
-    if (arena_add(f, dir, names[i], &off) != 0) {
+    if (arena_add(f, NULL, dir, names[i], &off) != 0) {
       rc = nomem(root);
       break;
     }
-    path = f->arena + off;
-    if (is_dir(path, &st)) {
-      f->arena_len = off; /* the folder adds its own path */
-      path = strdup(path);
-      rc = path == NULL ? nomem(root) : walk(w, path, root);
-      free(path);
+    if (is_dir(f->arena + off, &st)) {
+      rc = walk(w, off, root);
     } else if (fl__image_extension(names[i])) {
       me = &w->dirs[self]; /* walk may have moved it */
       if (grow((void **)&me->files, &fcap, me->n + 1, sizeof(size_t)) != 0)
@@ -276,7 +279,7 @@ sample_room(struct folder *f)
 
 /* One class: its folders in sorted order, their files already sorted. */
 static int
-add_class(struct folder *f, const char *dir, int64_t label, const char *root)
+add_class(struct folder *f, size_t dir, int64_t label, const char *root)
 {
   struct walk w = {.f = f};
   size_t i, j;
@@ -305,7 +308,7 @@ static int
 scan(struct folder *f, const char *root)
 {
   char **names = NULL, *missing = NULL;
-  size_t n, i, before, off, mlen = 0;
+  size_t n, i, before, off, top, mlen = 0;
   struct stat st;
   int rc;
 
@@ -329,10 +332,10 @@ scan(struct folder *f, const char *root)
                          "folder", root);
   if ((rc = list(root, &names, &n, root)) != 0)
     return rc;
+  if (arena_add(f, root, 0, NULL, &top) != 0)
+    rc = nomem(root);
   for (i = 0; i < n && rc == 0; i++) {
-    char *dir;
-
-    if (arena_add(f, root, names[i], &off) != 0) {
+    if (arena_add(f, NULL, top, names[i], &off) != 0) {
       rc = nomem(root);
       break;
     }
@@ -340,17 +343,14 @@ scan(struct folder *f, const char *root)
       f->arena_len = off;
       continue;
     }
-    if ((dir = strdup(f->arena + off)) == NULL ||
-        grow((void **)&f->cls, &f->cls_cap, f->ncls + 1, sizeof(size_t)) != 0) {
-      free(dir);
+    if (grow((void **)&f->cls, &f->cls_cap, f->ncls + 1, sizeof(size_t))) {
       rc = nomem(root);
       break;
     }
-    f->arena_len = off;
+    /* The class's name is its folder's path past "root/". */
+    f->cls[f->ncls] = off + strlen(root) + 1;
     before = f->len;
-    rc = arena_add(f, names[i], NULL, &f->cls[f->ncls]) != 0
-             ? nomem(root)
-             : add_class(f, dir, (int64_t)f->ncls, root);
+    rc = add_class(f, off, (int64_t)f->ncls, root);
     f->ncls++;
     if (rc == 0 && f->len == before) {
       /* torchvision names every class without an image at once */
@@ -365,7 +365,6 @@ scan(struct folder *f, const char *root)
         mlen += strlen(missing + mlen);
       }
     }
-    free(dir);
   }
   names_free(names, n);
   if (rc == 0 && f->ncls == 0)
