@@ -105,8 +105,18 @@ rename_noreplace(const char *from, const char *to)
   return 0;
 }
 
-/* Puts the target back as it was before place(): 0, or -1 having said
-   so, o->keep set so that the sibling holding the old one stays. */
+/* The old target could not be put back: says so and keeps the sibling
+   that holds it.  Returns -1. */
+static int
+kept(struct gen_out *o)
+{
+  cli_error("gen: cannot put %s back as it was: %s; what was there is in "
+            "%s", o->target, strerror(errno), o->tmp);
+  o->keep = 1;
+  return -1;
+}
+
+/* Puts the target back as it was before place(): 0, or -1 (kept). */
 static int
 undo(struct gen_out *o)
 {
@@ -119,12 +129,8 @@ undo(struct gen_out *o)
   else if (o->placed == PLACED_ASIDE)
     rc = rename(o->target, o->path) != 0 || rename(o->old, o->target) != 0
              ? -1 : 0;
-  if (rc != 0) {
-    cli_error("gen: cannot put %s back as it was: %s; what was there is "
-              "in %s", o->target, strerror(errno), o->tmp);
-    o->keep = 1;
-    return -1;
-  }
+  if (rc != 0)
+    return kept(o);
   o->placed = NOT_PLACED;
   return 0;
 }
@@ -178,7 +184,8 @@ place(struct gen_out *o, int force)
       if (rename(o->path, o->target) != 0) {
         int err = errno;
 
-        rename(o->old, o->target);
+        if (rename(o->old, o->target) != 0)
+          kept(o);
         return refused(o, err);
       }
       o->placed = PLACED_ASIDE;
