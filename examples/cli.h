@@ -274,20 +274,44 @@ int dataset_parse(const char *spec, struct dataset_spec *out);
 int dataset_open(const struct dataset_spec *spec, fl_dataset *ds);
 /* The same for an iterable kind (webdataset). */
 int dataset_open_iterable(const struct dataset_spec *spec, fl_iterable *it);
-/* gen_webdataset.c: `forkload gen webdataset`, a sample at a time through
-   buf (sample_bytes): 0, or -1 having said why not; adds the bytes
-   written to *bytes. */
-int gen_webdataset(const char *dir, const struct synth *data,
-                   unsigned shards, int force, unsigned char *buf,
-                   char *what, size_t len, uint64_t *bytes);
-/* gen_images.c: `forkload gen images`: 0, or -1 having said why not. */
-int gen_images(const char *dir, size_t samples, unsigned classes,
-               uint64_t seed, int force, char *what, size_t len,
-               uint64_t *bytes);
 void dataset_spec_free(struct dataset_spec *spec);
-/* gen_lmdb.c: `forkload gen lmdb`: 0, or -1 having said why not. */
-int gen_lmdb(const char *dir, const struct synth *data, int force,
-             unsigned char *buf, char *what, size_t len, uint64_t *bytes);
+
+/* gen_atomic.c: each target of `forkload gen` is written at path, in a
+   sibling TARGET.gen-XXXXXX that gen_out_open makes, and renamed into
+   place by gen_out_place only when whole; gen_out_close removes the
+   sibling, with what is left in it: the old target, or on a failure the
+   new one.  Each returns 0, or -1 having said why not. */
+struct gen_out {
+  char *target; /* as given, without a trailing '/' */
+  char *tmp;    /* the sibling, once made */
+  char *path;   /* tmp/new: the file or directory (made) to write */
+  char *old;    /* tmp/old: where --force moves the target aside */
+  int dir;      /* the target is a directory */
+  int placed;   /* how it was put in place (gen_atomic.c) */
+  int keep;     /* the old target could not be put back: keep tmp */
+};
+
+int gen_out_open(struct gen_out *o, const char *target, int dir);
+/* All n targets, or none (a failure puts back those put in place, and a
+   signal caught since cli_catch_signals stops any from being): without
+   force an existing file or non-empty directory is refused; with force
+   it is replaced, a file by a file and a directory by a directory. */
+int gen_out_place(struct gen_out *o, size_t n, int force);
+int gen_out_close(struct gen_out *o, size_t n);
+/* gen_webdataset.c: `forkload gen webdataset` into the directory dir, a
+   sample at a time through buf (sample_bytes): 0, or -1 having said why
+   not; adds the bytes written to *bytes. */
+int gen_webdataset(const char *dir, const struct synth *data,
+                   unsigned shards, unsigned char *buf, char *what,
+                   size_t len, uint64_t *bytes);
+/* gen_images.c: `forkload gen images` into the directory dir: 0, or -1
+   having said why not. */
+int gen_images(const char *dir, size_t samples, unsigned classes,
+               uint64_t seed, char *what, size_t len, uint64_t *bytes);
+/* gen_lmdb.c: `forkload gen lmdb` into the directory dir: 0, or -1
+   having said why not. */
+int gen_lmdb(const char *dir, const struct synth *data, unsigned char *buf,
+             char *what, size_t len, uint64_t *bytes);
 
 /* options.c: the options of the dataset and the loader, which run,
    doctor and exhaust share, take the values below OPT_OWN. */

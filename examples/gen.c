@@ -4,19 +4,18 @@
  * one .npy array, raw records, one .npy array per field, an LMDB
  * environment (gen_lmdb.c), or llm.c token shards of a stream keyed by
  * the seed, so that `run --dataset ... --verify` can check every byte the
- * library reads back against its index.
+ * library reads back against its index.  Each target is written beside
+ * it and put in place whole, or not at all (gen_atomic.c).
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -36,14 +35,13 @@ struct gen_args {
 };
 
 /* What is written: the files' header, and which samples follow it, of
-   which field.  write_file sets made when it created the file. */
+   which field. */
 struct gen_file {
   const char *path;
   const char *head;
   size_t head_bytes;
   size_t first, count;
   size_t field;
-  int made;
 };
 
 enum {
@@ -82,8 +80,9 @@ static const char help[] =
   "                        multiple of 4, else bytes\n"
   "  --seed S              seed of the content (0)\n"
   "  --header-bytes H      raw: H bytes of zeros before the records (0)\n"
-  "  --force               write over files, into a non-empty directory\n"
-  "                        (lmdb: over the environment there)\n"
+  "  --force               replace an existing file, or directory (and\n"
+  "                        all in it); each target is written beside it\n"
+  "                        and renamed into place only when whole\n"
   "  --classes K           images: class folders, at most N (10)\n"
   "  --seq-len T           tokens: the windows' length (required)\n"
   "  --shards K            webdataset: tar files, at most N (required)\n";
@@ -311,41 +310,35 @@ npy_descr(size_t sample_bytes, size_t *items)
   return __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? "<f4" : ">f4";
 }
 
-/* Creates path, or without --force refuses an existing file: the stream,
-   or NULL having said why.  *made says whether gen created the file. */
+/* Creates path, new in gen's sibling of the target (gen_atomic.c): the
+   stream, or NULL having said why. */
 static FILE *
-open_out(const struct gen_args *a, const char *path, int *made)
+open_out(const char *path)
 {
   FILE *out = fopen(path, "wx");
 
-  *made = out != NULL;
-  if (out == NULL && errno == EEXIST && a->force)
-    out = fopen(path, "w");
-  if (out == NULL) {
-    if (errno == EEXIST)
-      cli_error("gen: %s exists (--force writes over it)", path);
-    else
-      cli_error("gen: %s: %s", path, strerror(errno));
-  }
+  if (out == NULL)
+    cli_error("gen: %s: %s", path, strerror(errno));
   return out;
 }
 
-/* Writes f: its header, then its samples.  Without --force an existing
-   file is refused.  Returns 0, or -1 having said why; a file gen made is
-   then removed rather than left half-written (one it wrote over, which
-   may be no regular file, is left). */
+/* Writes f: its header, then its samples.  Returns 0, or -1 having said
+   why.  A signal stops it early: gen_out_place then puts nothing in
+   place. */
 static int
-write_file(const struct gen_args *a, struct gen_file *f, unsigned char *buf)
+write_file(const struct gen_args *a, const struct gen_file *f,
+           unsigned char *buf)
 {
   size_t i, sb = synth_field_bytes(&a->data, f->field);
-  FILE *out = open_out(a, f->path, &f->made);
+  FILE *out = open_out(f->path);
   int err = 0;
 
   if (out == NULL)
     return -1;
   if (fwrite(f->head, 1, f->head_bytes, out) != f->head_bytes)
     err = errno;
-  for (i = f->first; err == 0 && i < f->first + f->count; i++) {
+  for (i = f->first; err == 0 && i < f->first + f->count && !cli_interrupted;
+       i++) {
     synth_fill(&a->data, i, f->field, buf);
     if (fwrite(buf, 1, sb, out) != sb)
       err = errno;
@@ -355,71 +348,25 @@ write_file(const struct gen_args *a, struct gen_file *f, unsigned char *buf)
   if (err == 0)
     return 0;
   cli_error("gen: %s: cannot write: %s", f->path, strerror(err));
-  if (f->made)
-    unlink(f->path);
   return -1;
 }
 
-/* A file an earlier gen wrote for a sample this one does not have. */
+/* npy-dir: one file per sample in the directory dir, %08zu.npy, each a
+   1-D array. */
 static int
-stale_sample(const char *name, size_t samples)
-{
-  uint64_t index;
-  char *end;
-
-  return cli_scan_uint(name, &end, &index) == 0 && end - name >= 8 &&
-         strcmp(end, ".npy") == 0 && index >= samples;
-}
-
-/* Makes the directory, or takes an existing one that is empty.  With
-   --force it takes any, and removes the files of an earlier gen past
-   this one's samples, which a loader would otherwise read too. */
-static int
-prepare_dir(const struct gen_args *a)
-{
-  struct dirent *e;
-  DIR *d;
-  int rc = 0;
-
-  if (mkdir(a->path, 0777) == 0)
-    return 0;
-  if (errno != EEXIST || (d = opendir(a->path)) == NULL) {
-    cli_error("gen: %s: %s", a->path, strerror(errno));
-    return -1;
-  }
-  while (rc == 0 && (e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-      continue;
-    if (!a->force) {
-      cli_error("gen: %s is not empty (--force writes into it)", a->path);
-      rc = -1;
-    } else if (stale_sample(e->d_name, a->data.samples) &&
-               unlinkat(dirfd(d), e->d_name, 0) != 0) {
-      cli_error("gen: %s/%s: %s", a->path, e->d_name, strerror(errno));
-      rc = -1;
-    }
-  }
-  closedir(d);
-  return rc;
-}
-
-/* npy-dir: one file per sample, %08zu.npy, each a 1-D array. */
-static int
-write_npy_dir(const struct gen_args *a, unsigned char *buf, char *what,
-              size_t len, uint64_t *bytes)
+write_npy_dir(const struct gen_args *a, const char *dir, unsigned char *buf,
+              char *what, size_t len, uint64_t *bytes)
 {
   char head[NPY_HEADER_MAX], name[PATH_MAX];
-  struct gen_file f = {name, head, 0, 0, 1, 0, 0};
+  struct gen_file f = {name, head, 0, 0, 1, 0};
   size_t items, n = a->data.samples;
   const char *descr = npy_descr(a->data.sample_bytes, &items);
 
-  if (prepare_dir(a) < 0)
-    return -1;
   f.head_bytes = npy_header(head, descr, &items, 1);
-  for (f.first = 0; f.first < n; f.first++) {
-    if (snprintf(name, sizeof name, "%s/%08zu.npy", a->path, f.first) >=
+  for (f.first = 0; f.first < n && !cli_interrupted; f.first++) {
+    if (snprintf(name, sizeof name, "%s/%08zu.npy", dir, f.first) >=
         (int)sizeof name) {
-      cli_error("gen: %s: %s", a->path, strerror(ENAMETOOLONG));
+      cli_error("gen: %s: %s", dir, strerror(ENAMETOOLONG));
       return -1;
     }
     if (write_file(a, &f, buf) < 0)
@@ -432,24 +379,19 @@ write_npy_dir(const struct gen_args *a, unsigned char *buf, char *what,
 }
 
 /* One 2-D array of field `field`, a row per sample, at path: that of
-   npy, and each of npy-zip.  Adds the bytes written to *bytes; *made says
-   whether gen created the file. */
+   npy, and each of npy-zip.  Adds the bytes written to *bytes. */
 static int
 write_array(const struct gen_args *a, const char *path, size_t field,
-            unsigned char *buf, char *what, size_t len, uint64_t *bytes,
-            int *made)
+            unsigned char *buf, char *what, size_t len, uint64_t *bytes)
 {
   char head[NPY_HEADER_MAX];
-  struct gen_file f = {path, head, 0, 0, a->data.samples, field, 0};
+  struct gen_file f = {path, head, 0, 0, a->data.samples, field};
   size_t shape[2] = {a->data.samples, 0};
   size_t fb = synth_field_bytes(&a->data, field);
   const char *descr = npy_descr(fb, &shape[1]);
-  int rc;
 
   f.head_bytes = npy_header(head, descr, shape, 2);
-  rc = write_file(a, &f, buf);
-  *made = f.made;
-  if (rc < 0)
+  if (write_file(a, &f, buf) < 0)
     return -1;
   snprintf(what, len, "'%s' of shape (%zu, %zu)", descr, shape[0],
            shape[1]);
@@ -457,51 +399,32 @@ write_array(const struct gen_args *a, const char *path, size_t field,
   return 0;
 }
 
-/* npy: one 2-D array, a row per sample. */
+/* npy-zip: an array per field, each with a row per sample, at out[f]'s
+   path (gen_out_place puts all of them in place or none). */
 static int
-write_npy(const struct gen_args *a, unsigned char *buf, char *what,
-          size_t len, uint64_t *bytes)
+write_npy_zip(const struct gen_args *a, const struct gen_out *out,
+              unsigned char *buf, char *what, size_t len, uint64_t *bytes)
 {
-  int made;
-
-  return write_array(a, a->path, 0, buf, what, len, bytes, &made);
-}
-
-/* npy-zip: an array per field, each with a row per sample.  Should one
-   fail, the arrays made before it are removed too: without it they would
-   not load. */
-static int
-write_npy_zip(const struct gen_args *a, unsigned char *buf, char *what,
-              size_t len, uint64_t *bytes)
-{
-  int made[SYNTH_MAX_FIELDS];
   char one[96]; /* "'<f4' of shape (N, M)" */
   size_t f, used;
 
   snprintf(what, len, "%zu array%s", a->npaths, a->npaths > 1 ? "s" : "");
   for (f = 0; f < a->npaths; f++) {
-    if (write_array(a, a->paths[f], f, buf, one, sizeof one, bytes,
-                    &made[f]) < 0)
-      break;
+    if (write_array(a, out[f].path, f, buf, one, sizeof one, bytes) < 0)
+      return -1;
     used = strlen(what);
     snprintf(what + used, len - used, ", %s", one);
   }
-  if (f == a->npaths)
-    return 0;
-  while (f-- > 0)
-    if (made[f])
-      unlink(a->paths[f]);
-  return -1;
+  return 0;
 }
 
-/* raw: --header-bytes of zeros, then the records back to back. */
+/* raw: --header-bytes of zeros, then the records back to back, at path. */
 static int
-write_raw(const struct gen_args *a, unsigned char *buf, char *what,
-          size_t len, uint64_t *bytes)
+write_raw(const struct gen_args *a, const char *path, unsigned char *buf,
+          char *what, size_t len, uint64_t *bytes)
 {
   char *zeros = calloc(1, a->header_bytes + 1);
-  struct gen_file f = {a->path, zeros, a->header_bytes, 0, a->data.samples,
-                       0, 0};
+  struct gen_file f = {path, zeros, a->header_bytes, 0, a->data.samples, 0};
   int rc = -1;
 
   if (zeros == NULL) {
@@ -522,16 +445,18 @@ out:
   return rc;
 }
 
-/* Shard f of tokens: its header (llm.c's: magic, version 1, the count),
-   then tokens first .. first + count - 1 of the stream, little-endian. */
+/* A shard of tokens at path: its header (llm.c's: magic, version 1, the
+   count), then tokens first .. first + count - 1 of the stream,
+   little-endian.  A signal stops it early: gen_out_place then puts
+   nothing in place. */
 static int
-write_shard(const struct gen_args *a, size_t f, uint64_t first,
-            size_t count, int *made)
+write_shard(const struct gen_args *a, const char *path, uint64_t first,
+            size_t count)
 {
   unsigned char head[1024] = {0}, buf[8192];
   const uint32_t word[3] = {FL_TOKENS_MAGIC, FL_TOKENS_VERSION,
                              (uint32_t)count};
-  FILE *out = open_out(a, a->paths[f], made);
+  FILE *out = open_out(path);
   size_t i, k, n = 0;
   int err = 0;
 
@@ -541,7 +466,7 @@ write_shard(const struct gen_args *a, size_t f, uint64_t first,
     head[i] = (unsigned char)(word[i / 4] >> (i % 4 * 8));
   if (fwrite(head, 1, sizeof head, out) != sizeof head)
     err = errno;
-  for (i = 0; err == 0 && i < count; i += n) {
+  for (i = 0; err == 0 && i < count && !cli_interrupted; i += n) {
     n = count - i < sizeof buf / 2 ? count - i : sizeof buf / 2;
     for (k = 0; k < n; k++) {
       uint16_t t = synth_token(a->data.seed, first + i + k);
@@ -556,7 +481,7 @@ write_shard(const struct gen_args *a, size_t f, uint64_t first,
     err = errno;
   if (err == 0)
     return 0;
-  cli_error("gen: %s: cannot write: %s", a->paths[f], strerror(err));
+  cli_error("gen: %s: cannot write: %s", path, strerror(err));
   return -1;
 }
 
@@ -564,89 +489,118 @@ write_shard(const struct gen_args *a, size_t f, uint64_t first,
    be, each shard one token past its last window's start + seq_len.  The
    next shard starts again at that token of the stream, so that window i
    is tokens i*T .. i*T + T of it whatever its shard (what --verify
-   checks).  Should one fail, the shards made are removed. */
+   checks).  Shard f is written at out[f]'s path. */
 static int
-write_tokens(const struct gen_args *a, char *what, size_t len,
-             uint64_t *bytes)
+write_tokens(const struct gen_args *a, const struct gen_out *out,
+             char *what, size_t len, uint64_t *bytes)
 {
-  int made[SYNTH_MAX_FIELDS];
   size_t f, w, n = a->npaths, T = a->seq_len, first = 0;
 
   for (f = 0; f < n; f++, first += w) {
     w = a->data.samples / n + (f < a->data.samples % n);
-    if (write_shard(a, f, (uint64_t)first * T, w * T + 1, &made[f]) < 0)
-      break;
+    if (write_shard(a, out[f].path, (uint64_t)first * T, w * T + 1) < 0)
+      return -1;
     *bytes += 1024 + 2 * ((uint64_t)w * T + 1);
   }
-  if (f == n) {
-    snprintf(what, len, "%zu windows of %zu + 1 tokens in %zu shard%s, "
-             "%" PRIu64 " tokens", a->data.samples, T, n, n > 1 ? "s" : "",
-             (uint64_t)a->data.samples * T + n);
-    return 0;
+  snprintf(what, len, "%zu windows of %zu + 1 tokens in %zu shard%s, "
+           "%" PRIu64 " tokens", a->data.samples, T, n, n > 1 ? "s" : "",
+           (uint64_t)a->data.samples * T + n);
+  return 0;
+}
+
+/* Writes the kind at out's paths (one a file of npy-zip or tokens): 0, or
+   -1 having said why not. */
+static int
+generate(const struct gen_args *a, const struct gen_out *out, char *what,
+         size_t len, uint64_t *bytes)
+{
+  unsigned char *buf;
+  const char *path = out[0].path;
+  int rc;
+
+  if (a->kind == DS_IMAGES)
+    return gen_images(path, a->data.samples, a->classes, a->data.seed,
+                      what, len, bytes);
+  if (a->kind == DS_TOKENS)
+    return write_tokens(a, out, what, len, bytes);
+  /* Room for the largest field, whichever it is. */
+  if ((buf = malloc(a->data.sample_bytes)) == NULL) {
+    cli_error("gen: %s", fl_strerror(FL_ENOMEM));
+    return -1;
   }
-  for (f++; f-- > 0;)
-    if (made[f])
-      unlink(a->paths[f]);
-  return -1;
+  if (a->kind == DS_WEBDATASET)
+    rc = gen_webdataset(path, &a->data, a->shards, buf, what, len, bytes);
+  else if (a->kind == DS_NPY_DIR)
+    rc = write_npy_dir(a, path, buf, what, len, bytes);
+  else if (a->kind == DS_NPY)
+    rc = write_array(a, path, 0, buf, what, len, bytes);
+  else if (a->kind == DS_NPY_ZIP)
+    rc = write_npy_zip(a, out, buf, what, len, bytes);
+  else if (a->kind == DS_LMDB)
+    rc = gen_lmdb(path, &a->data, buf, what, len, bytes);
+  else
+    rc = write_raw(a, path, buf, what, len, bytes);
+  free(buf);
+  return rc;
+}
+
+/* The one line saying what was written. */
+static void
+say_wrote(const struct gen_args *a, const char *what, uint64_t bytes)
+{
+  char sizes[768]; /* 32 sizes */
+
+  if (a->kind == DS_IMAGES)
+    printf("wrote %s to %s, seed %" PRIu64 ": %" PRIu64 " bytes\n", what,
+           a->path, a->data.seed, bytes);
+  else if (a->kind == DS_TOKENS)
+    printf("wrote %s, seed %" PRIu64 ", to tokens %s; %" PRIu64 " bytes\n",
+           what, a->data.seed, a->path, bytes);
+  else
+    printf("wrote %zu samples of %s, seed %" PRIu64 ", to %s %s: %s; "
+           "%" PRIu64 " bytes\n", a->data.samples,
+           synth_sizes(&a->data, sizes, sizeof sizes), a->data.seed,
+           dataset_kind_name(a->kind), a->path, what, bytes);
 }
 
 static int
 gen_main(int argc, char **argv)
 {
   struct gen_args a = {0};
-  unsigned char *buf = NULL;
-  char what[2048], sizes[768]; /* 32 arrays, 32 sizes */
+  struct gen_out out[SYNTH_MAX_FIELDS];
+  char what[2048]; /* 32 arrays */
   uint64_t bytes = 0;
-  int first, rc, status = 2;
+  size_t n, made = 0;
+  int first, dir, status = 2;
 
   first = cli_options(&cli_gen, argc, argv, NULL, gen_option, &a);
   if (first < 0 || check_args(argc, argv, first, &a) < 0)
     goto out;
   status = 1;
-  if (a.kind == DS_IMAGES) {
-    if (gen_images(a.path, a.data.samples, a.classes, a.data.seed, a.force,
-                   what, sizeof what, &bytes) < 0)
+  /* Past ulimit -f a write fails with EFBIG, and gen removes what it
+     wrote, where SIGXFSZ would kill it first; a ^C or SIGTERM stops it
+     as a failure does (a second one kills it). */
+  signal(SIGXFSZ, SIG_IGN);
+  cli_catch_signals();
+  n = a.npaths > 0 ? a.npaths : 1;
+  dir = a.kind == DS_NPY_DIR || a.kind == DS_IMAGES || a.kind == DS_LMDB ||
+        a.kind == DS_WEBDATASET;
+  for (made = 0; made < n; made++)
+    if (gen_out_open(&out[made], a.npaths > 0 ? a.paths[made] : a.path,
+                     dir) < 0) {
+      made++; /* to close what it made */
       goto out;
-    printf("wrote %s to %s, seed %" PRIu64 ": %" PRIu64 " bytes\n", what,
-           a.path, a.data.seed, bytes);
-    status = 0;
+    }
+  if (generate(&a, out, what, sizeof what, &bytes) < 0 ||
+      gen_out_place(out, n, a.force) < 0)
     goto out;
-  }
-  if (a.kind == DS_TOKENS) {
-    if (write_tokens(&a, what, sizeof what, &bytes) < 0)
-      goto out;
-    printf("wrote %s, seed %" PRIu64 ", to tokens %s; %" PRIu64 " bytes\n",
-           what, a.data.seed, a.path, bytes);
-    status = 0;
-    goto out;
-  }
-  /* Room for the largest field, whichever it is. */
-  if ((buf = malloc(a.data.sample_bytes)) == NULL) {
-    cli_error("gen: %s", fl_strerror(FL_ENOMEM));
-    goto out;
-  }
-  if (a.kind == DS_WEBDATASET)
-    rc = gen_webdataset(a.path, &a.data, a.shards, a.force, buf, what,
-                        sizeof what, &bytes);
-  else if (a.kind == DS_NPY_DIR)
-    rc = write_npy_dir(&a, buf, what, sizeof what, &bytes);
-  else if (a.kind == DS_NPY)
-    rc = write_npy(&a, buf, what, sizeof what, &bytes);
-  else if (a.kind == DS_NPY_ZIP)
-    rc = write_npy_zip(&a, buf, what, sizeof what, &bytes);
-  else if (a.kind == DS_LMDB)
-    rc = gen_lmdb(a.path, &a.data, a.force, buf, what, sizeof what, &bytes);
-  else
-    rc = write_raw(&a, buf, what, sizeof what, &bytes);
-  if (rc < 0)
-    goto out;
-  printf("wrote %zu samples of %s, seed %" PRIu64 ", to %s %s: %s; "
-         "%" PRIu64 " bytes\n", a.data.samples,
-         synth_sizes(&a.data, sizes, sizeof sizes), a.data.seed,
-         dataset_kind_name(a.kind), a.path, what, bytes);
+  say_wrote(&a, what, bytes);
   status = 0;
 out:
-  free(buf);
+  if (gen_out_close(out, made) < 0)
+    status = 1;
+  if (status == 1 && cli_interrupted)
+    status = 128 + cli_interrupted;
   free(a.list);
   return status;
 }

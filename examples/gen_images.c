@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #ifdef HAVE_LIBJPEG
 #include <jpeglib.h>
@@ -97,11 +96,11 @@ paint(unsigned char *rgb, unsigned w, unsigned h, uint64_t seed)
   }
 }
 
-/* Encoded in memory first, where libjpeg can fail only for want of it,
-   then written: a write that fails leaves no half a file behind. */
+/* Encoded in memory, where libjpeg can fail only for want of it, then
+   written to path, a new file in gen's fresh directory. */
 static int
 write_jpeg(const char *path, const unsigned char *px, unsigned w, unsigned h,
-           int force, uint64_t *bytes)
+           uint64_t *bytes)
 {
   struct jpeg_compress_struct c;
   struct jpeg_error_mgr e;
@@ -127,9 +126,8 @@ write_jpeg(const char *path, const unsigned char *px, unsigned w, unsigned h,
   }
   jpeg_finish_compress(&c);
   jpeg_destroy_compress(&c);
-  if ((out = fopen(path, force ? "w" : "wx")) == NULL) {
-    cli_error("gen: %s: %s%s", path, strerror(errno),
-              errno == EEXIST ? " (--force writes over it)" : "");
+  if ((out = fopen(path, "wx")) == NULL) {
+    cli_error("gen: %s: %s", path, strerror(errno));
     free(jpg);
     return -1;
   }
@@ -140,7 +138,6 @@ write_jpeg(const char *path, const unsigned char *px, unsigned w, unsigned h,
   free(jpg);
   if (err != 0) {
     cli_error("gen: %s: cannot write: %s", path, strerror(err));
-    unlink(path);
     return -1;
   }
   *bytes += n;
@@ -150,7 +147,7 @@ write_jpeg(const char *path, const unsigned char *px, unsigned w, unsigned h,
 
 int
 gen_images(const char *dir, size_t samples, unsigned classes, uint64_t seed,
-           int force, char *what, size_t len, uint64_t *bytes)
+           char *what, size_t len, uint64_t *bytes)
 {
 #ifdef HAVE_LIBJPEG
   char path[PATH_MAX];
@@ -163,18 +160,18 @@ gen_images(const char *dir, size_t samples, unsigned classes, uint64_t seed,
     cli_error("gen: %s", fl_strerror(FL_ENOMEM));
     return -1;
   }
-  for (c = 0; c <= classes; c++) {
-    int n = c == 0 ? snprintf(path, sizeof path, "%s", dir)
-                   : snprintf(path, sizeof path, "%s/class%03u", dir, c - 1);
+  for (c = 0; c < classes; c++) {
+    int n = snprintf(path, sizeof path, "%s/class%03u", dir, c);
 
-    if (n >= (int)sizeof path || (mkdir(path, 0777) != 0 && errno != EEXIST)) {
+    if (n >= (int)sizeof path || mkdir(path, 0777) != 0) {
       cli_error("gen: %s: %s", path,
                 n >= (int)sizeof path ? strerror(ENAMETOOLONG)
                                       : strerror(errno));
       goto out;
     }
   }
-  for (i = 0; i < samples; i++) {
+  /* A signal stops it early: gen_out_place then puts nothing in place. */
+  for (i = 0; i < samples && !cli_interrupted; i++) {
     uint64_t k = synth_mix64(seed ^ synth_mix64(i));
 
     w = 360 + (unsigned)(k % 141);
@@ -185,7 +182,7 @@ gen_images(const char *dir, size_t samples, unsigned classes, uint64_t seed,
       cli_error("gen: %s: %s", dir, strerror(ENAMETOOLONG));
       goto out;
     }
-    if (write_jpeg(path, px, w, h, force, bytes) < 0)
+    if (write_jpeg(path, px, w, h, bytes) < 0)
       goto out;
   }
   snprintf(what, len, "%zu JPEGs in %u class folders class000 to class%03u",
@@ -199,7 +196,6 @@ out:
   (void)samples;
   (void)classes;
   (void)seed;
-  (void)force;
   (void)what;
   (void)len;
   (void)bytes;

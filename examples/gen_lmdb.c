@@ -6,13 +6,11 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #ifdef HAVE_LMDB
 #include <lmdb.h>
@@ -26,35 +24,9 @@
 /* Samples put per write transaction: bounds its dirty pages. */
 #define LMDB_TXN_SAMPLES 4096
 
-/* DIR made, or an existing one taken where no environment is in it yet;
-   with --force, one that is goes first, so that none of its keys stays. */
-static int
-prepare(const char *dir, int force)
-{
-  static const char *const files[] = {"data.mdb", "lock.mdb"};
-  char path[PATH_MAX];
-  size_t i;
-
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    cli_error("gen: %s: %s", dir, strerror(errno));
-    return -1;
-  }
-  for (i = 0; i < 2; i++) {
-    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-    if (!force && access(path, F_OK) == 0) {
-      cli_error("gen: %s exists (--force writes over it)", path);
-      return -1;
-    }
-    if (force && unlink(path) != 0 && errno != ENOENT) {
-      cli_error("gen: %s: %s", path, strerror(errno));
-      return -1;
-    }
-  }
-  return 0;
-}
-
 /* Put the samples in key order, MDB_APPEND (no search), a transaction per
-   LMDB_TXN_SAMPLES. */
+   LMDB_TXN_SAMPLES.  A signal stops it early: gen_out_place then puts
+   nothing in place. */
 static int
 put_all(MDB_env *env, const struct synth *data, unsigned char *buf)
 {
@@ -65,7 +37,7 @@ put_all(MDB_env *env, const struct synth *data, unsigned char *buf)
   size_t i;
   int rc = 0;
 
-  for (i = 0; rc == 0 && i < data->samples; i++) {
+  for (i = 0; rc == 0 && i < data->samples && !cli_interrupted; i++) {
     if (txn == NULL && ((rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0 ||
                         (rc = mdb_dbi_open(txn, NULL, 0, &dbi)) != 0))
       break;
@@ -85,8 +57,8 @@ put_all(MDB_env *env, const struct synth *data, unsigned char *buf)
 }
 
 int
-gen_lmdb(const char *dir, const struct synth *data, int force,
-         unsigned char *buf, char *what, size_t len, uint64_t *bytes)
+gen_lmdb(const char *dir, const struct synth *data, unsigned char *buf,
+         char *what, size_t len, uint64_t *bytes)
 {
   char path[PATH_MAX];
   MDB_env *env = NULL;
@@ -98,8 +70,6 @@ gen_lmdb(const char *dir, const struct synth *data, int force,
               "numbers only up to there", LMDB_MAX_SAMPLES);
     return -1;
   }
-  if (prepare(dir, force) < 0)
-    return -1;
   /* Room for every value twice over, and a page or so each of
      overhead: the map is address space, the file grows as written. */
   if ((rc = mdb_env_create(&env)) != 0 ||
@@ -109,7 +79,7 @@ gen_lmdb(const char *dir, const struct synth *data, int force,
       (rc = mdb_env_open(env, dir, MDB_NOSYNC, 0666)) != 0 ||
       (rc = put_all(env, data, buf)) != 0 ||
       (rc = mdb_env_sync(env, 1)) != 0) {
-    cli_error("gen: %s: %s", dir, mdb_strerror(rc));
+    cli_error("gen: %s: cannot write: %s", dir, mdb_strerror(rc));
     goto out;
   }
   snprintf(path, sizeof path, "%s/data.mdb", dir);
@@ -124,11 +94,10 @@ out:
 }
 #else
 int
-gen_lmdb(const char *dir, const struct synth *data, int force,
-         unsigned char *buf, char *what, size_t len, uint64_t *bytes)
+gen_lmdb(const char *dir, const struct synth *data, unsigned char *buf,
+         char *what, size_t len, uint64_t *bytes)
 {
   (void)data;
-  (void)force;
   (void)buf;
   (void)what;
   (void)len;

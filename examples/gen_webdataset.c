@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #ifdef HAVE_LIBARCHIVE
 #include <archive.h>
@@ -37,7 +36,8 @@ put(struct archive *ar, struct archive_entry *e, const char *name,
   return archive_write_data(ar, data, len) == (la_ssize_t)len ? 0 : -1;
 }
 
-/* Shard path's samples first to end: 0, or -1 having said why not. */
+/* Shard path's samples first to end: 0, or -1 having said why not.  A
+   signal stops it early: gen_out_place then puts nothing in place. */
 static int
 write_shard(const char *path, const struct synth *data, size_t first,
             size_t end, unsigned char *buf, uint64_t *bytes)
@@ -56,7 +56,7 @@ write_shard(const char *path, const struct synth *data, size_t first,
   if (archive_write_set_format_ustar(ar) != ARCHIVE_OK ||
       archive_write_open_filename(ar, path) != ARCHIVE_OK)
     goto fail;
-  for (i = first; i < end; i++) {
+  for (i = first; i < end && !cli_interrupted; i++) {
     synth_fill(data, i, 0, buf);
     snprintf(name, sizeof name, "%08zu.bin", i);
     if (put(ar, e, name, buf, data->sample_bytes) < 0)
@@ -71,16 +71,15 @@ write_shard(const char *path, const struct synth *data, size_t first,
   rc = 0;
   goto out;
 fail:
-  cli_error("gen: %s: %s", path, archive_error_string(ar) != NULL
-                                     ? archive_error_string(ar)
-                                     : "cannot write it");
+  /* libarchive's "Write error" says why only in its errno. */
+  cli_error("gen: %s: %s%s%s", path,
+            archive_error_string(ar) != NULL ? archive_error_string(ar)
+                                             : "cannot write it",
+            archive_errno(ar) > 0 ? ": " : "",
+            archive_errno(ar) > 0 ? strerror(archive_errno(ar)) : "");
 out:
-  if (ar != NULL) {
+  if (ar != NULL)
     archive_write_free(ar);
-    /* What was written of a failed shard is no shard. */
-    if (rc < 0)
-      unlink(path);
-  }
   archive_entry_free(e);
   if (rc == 0 && stat(path, &st) == 0)
     *bytes += (uint64_t)st.st_size;
@@ -89,25 +88,16 @@ out:
 
 int
 gen_webdataset(const char *dir, const struct synth *data, unsigned shards,
-               int force, unsigned char *buf, char *what, size_t len,
-               uint64_t *bytes)
+               unsigned char *buf, char *what, size_t len, uint64_t *bytes)
 {
   char path[PATH_MAX];
   size_t n = data->samples;
   unsigned s;
 
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    cli_error("gen: %s: %s", dir, strerror(errno));
-    return -1;
-  }
   for (s = 0; s < shards; s++) {
     if (snprintf(path, sizeof path, "%s/shard-%05u.tar", dir, s) >=
         (int)sizeof path) {
       cli_error("gen: %s: %s", dir, strerror(ENAMETOOLONG));
-      return -1;
-    }
-    if (!force && access(path, F_OK) == 0) {
-      cli_error("gen: %s exists (--force writes over it)", path);
       return -1;
     }
     if (write_shard(path, data, n * s / shards, n * (s + 1) / shards, buf,
@@ -121,10 +111,9 @@ gen_webdataset(const char *dir, const struct synth *data, unsigned shards,
 #else
 int
 gen_webdataset(const char *dir, const struct synth *data, unsigned shards,
-               int force, unsigned char *buf, char *what, size_t len,
-               uint64_t *bytes)
+               unsigned char *buf, char *what, size_t len, uint64_t *bytes)
 {
-  (void)dir, (void)data, (void)shards, (void)force, (void)buf, (void)what;
+  (void)dir, (void)data, (void)shards, (void)buf, (void)what;
   (void)len, (void)bytes;
   cli_error("gen: this forkload was built without libarchive: install "
             "libarchive-dev (sh tools/setup.sh) and build it again");

@@ -754,7 +754,7 @@ forkload gen npy-zip "$tmp/new.npy,$tmp/zy.npy" --samples 5 \
   --sample-bytes 4,8
 [ $? = 1 ] && grep -q "^forkload: gen: .*zy.npy exists (--force" "$tmp/err" &&
   [ ! -e "$tmp/new.npy" ]
-check $? "gen npy-zip refused at its second file removes the first it made"
+check $? "gen npy-zip refused at its second file puts neither in place"
 
 # llm.c token shards (issue 18): 100 windows of 64 + 1 tokens split 34,
 # 33, 33 among 3 shards cut from one stream, every window verified.
@@ -779,7 +779,7 @@ check $? "a file that is no token shard exits 1 naming it"
 forkload gen tokens "$tmp/t3.bin,$tmp/t0.bin" --samples 4 --seq-len 8
 [ $? = 1 ] && grep -q "^forkload: gen: .*t0.bin exists (--force" "$tmp/err" &&
   [ ! -e "$tmp/t3.bin" ]
-check $? "gen tokens refused at its second shard removes the first it made"
+check $? "gen tokens refused at its second shard puts neither in place"
 bad "gen tokens without --seq-len" \
   "^forkload: gen: tokens takes --samples and --seq-len (required)" \
   gen tokens "$tmp/t9.bin" --samples 4
@@ -831,11 +831,11 @@ check $? "gen into a non-empty directory without --force is refused"
 forkload gen raw "$tmp/r.raw" --samples 10 --sample-bytes 8
 [ $? = 1 ] && grep -q "^forkload: gen: .* exists (--force" "$tmp/err"
 check $? "gen over an existing file without --force is refused"
-# --force replaces gen's files and removes those past the new samples.
-gen_ok "gen npy-dir --force into it" "to npy-dir .*: 10 files " \
+# --force replaces the directory, and all that was in it.
+gen_ok "gen npy-dir --force over it" "to npy-dir .*: 10 files " \
   npy-dir "$tmp/dir" --samples 10 --sample-bytes 8 --force
-[ "$(ls "$tmp/dir" | wc -l)" = 11 ] && [ -f "$tmp/dir/notes.txt" ]
-check $? "gen --force leaves 10 .npy files and the file that was not gen's"
+[ "$(ls "$tmp/dir" | wc -l)" = 10 ] && [ ! -e "$tmp/dir/notes.txt" ]
+check $? "gen --force leaves the 10 .npy files alone in the directory"
 counts_ok "it reads back verified" 1 10 --dataset "npy-dir:$tmp/dir"
 
 # Images (issue 17).  Where the build lacks the decoders, each case checks
@@ -898,7 +898,7 @@ under keys 00000000 to 00000499 in data.mdb; [0-9]* bytes$" "$tmp/out"
 than max_bytes 999" "$tmp/err"
   check $? "a value over lmdb's MAX_BYTES ends the run, its key named"
   forkload gen lmdb "$tmp/db" --samples 5 --sample-bytes 8
-  [ $? = 1 ] && grep -q "exists (--force writes over" "$tmp/err"
+  [ $? = 1 ] && grep -q "db is not empty (--force replaces it)$" "$tmp/err"
   check $? "gen lmdb over an existing environment needs --force"
 fi
 
