@@ -45,7 +45,8 @@
  * waiting on the network).  Its stdin is then /dev/null.
  */
 #define KEEPER "trap 'kill -KILL 0' HUP; eval \"$1\" & wait $!"
-#define PIPE_BUF_BYTES (1 << 16)
+/* What libarchive is handed at a time, from a file or a command. */
+#define BLOCK_BYTES (1 << 16)
 
 #ifdef HAVE_LIBARCHIVE
 
@@ -224,16 +225,17 @@ shard_failed(struct wds *w, const char *fmt, ...)
 static int
 shard_failed(struct wds *w, const char *fmt, ...)
 {
-  char what[FL__REPLY_MSG_MAX], at[64], how[64] = "";
+  char what[FL__REPLY_MSG_MAX], at[64], how[48];
   va_list ap;
+  int failed;
 
   va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
   va_end(ap);
   progress(w, at, sizeof(at));
-  if (command_failed(command_end(w, !w->eof), how + 15, sizeof(how) - 15))
-    memcpy(how, "; the command: ", 15);
-  fl_worker_error("%s: %s (%s)%s", w->shard, what, at, how);
+  failed = command_failed(command_end(w, !w->eof), how, sizeof(how));
+  fl_worker_error("%s: %s (%s)%s%s", w->shard, what, at,
+                  failed ? "; the command: " : "", failed ? how : "");
   wds_close(w);
   return FL_EDATASET;
 }
@@ -358,8 +360,6 @@ command_start(struct wds *w, const char *cmd)
   int p[2], rc = 0;
   sigset_t all, old;
 
-  if (w->buf == NULL && (w->buf = malloc(PIPE_BUF_BYTES)) == NULL)
-    return FL_ENOMEM;
   fl__fdtrack_lock();
   if (pipe2(p, O_CLOEXEC) != 0) {
     rc = -errno;
@@ -399,7 +399,7 @@ command_read(struct archive *ar, void *ctx, const void **buf)
   ssize_t n;
 
   do
-    n = read(w->fd, w->buf, PIPE_BUF_BYTES);
+    n = read(w->fd, w->buf, BLOCK_BYTES);
   while (n < 0 && errno == EINTR);
   if (n < 0)
     archive_set_error(ar, errno, "cannot read the command's output: %s",
@@ -426,14 +426,20 @@ next_shard(struct wds *w)
   /* Every compression libarchive reads (webdataset's tarfile r:* reads
      gzip, bzip2 and xz). */
   archive_read_support_filter_all(w->ar);
-  if (strncmp(w->shard, PIPE, PIPE_LEN) != 0)
-    rc = archive_read_open_filename(w->ar, w->shard, PIPE_BUF_BYTES);
-  else if ((rc = command_start(w, w->shard + PIPE_LEN)) != 0) {
-    fl_worker_error("%s: cannot run it: %s", w->shard, fl__strerror(-rc));
-    wds_close(w);
-    return FL_EDATASET;
-  } else
+  if (strncmp(w->shard, PIPE, PIPE_LEN) != 0) {
+    rc = archive_read_open_filename(w->ar, w->shard, BLOCK_BYTES);
+  } else {
+    if (w->buf == NULL && (w->buf = malloc(BLOCK_BYTES)) == NULL)
+      return out_of_memory(w);
+    if ((rc = command_start(w, w->shard + PIPE_LEN)) == FL_ENOMEM)
+      return out_of_memory(w);
+    if (rc != 0) {
+      fl_worker_error("%s: cannot run it: %s", w->shard, fl__strerror(-rc));
+      wds_close(w);
+      return FL_EDATASET;
+    }
     rc = archive_read_open(w->ar, w, NULL, command_read, NULL);
+  }
   if (rc != ARCHIVE_OK)
     return archive_failed(w, "cannot open it", "");
   return 1;
