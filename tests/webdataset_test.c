@@ -430,13 +430,15 @@ shards_split_across_ranks_and_workers_once_each(void **state)
 }
 
 /* A state saved mid-epoch resumes with exactly the samples not yet handed
-   out, the streams skipping what was (without copying it). */
+   out, the streams skipping what was (without copying it); shards read
+   from files, or through cat (piped), whose commands run again. */
 static void
-a_resumed_epoch_gives_exactly_the_rest(void **state)
+resumed(int piped)
 {
   const char *exts[] = {"__key__", "bin"};
   const size_t max[] = {16, 8};
-  char *shards[4], key[4][8][16];
+  char *shards[4], key[4][8][16], cmds[4][300];
+  const char *names[4];
   unsigned char buf[4096];
   struct member m[8];
   flt_baseline base;
@@ -448,18 +450,18 @@ a_resumed_epoch_gives_exactly_the_rest(void **state)
   size_t i;
   int len;
 
-  (void)state;
   flt_baseline_take(&base);
   for (s = 0; s < 4; s++) {
     shards[s] = shard_path(20 + s);
+    snprintf(cmds[s], sizeof(cmds[s]), "pipe:cat '%s'", shards[s]);
+    names[s] = piped ? cmds[s] : shards[s];
     for (k = 0; k < 8; k++) {
       snprintf(key[s][k], 16, "r%uk%u.bin", s, k);
       m[k] = (struct member){key[s][k], "payload", 0};
     }
     tar_write(shards[s], m, 8);
   }
-  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)shards,
-                                         4, exts, max, 2), 0);
+  assert_int_equal(fl_dataset_webdataset(&it, names, 4, exts, max, 2), 0);
   l = loader(&it, 2, 3);
   epoch(l, 2, &whole);
   assert_int_equal(whole.n, 32);
@@ -486,6 +488,20 @@ a_resumed_epoch_gives_exactly_the_rest(void **state)
   for (s = 0; s < 4; s++)
     free(shards[s]);
   flt_assert_clean(&base);
+}
+
+static void
+a_resumed_epoch_gives_exactly_the_rest(void **state)
+{
+  (void)state;
+  resumed(0);
+}
+
+static void
+a_resumed_epoch_of_pipe_shards_gives_exactly_the_rest(void **state)
+{
+  (void)state;
+  resumed(1);
 }
 
 /* Shards 40 to 43, each two samples zNkK.cls, as gzip, bzip2, xz and
@@ -925,6 +941,8 @@ main(void)
       cmocka_unit_test(a_corrupt_header_is_an_error_naming_shard_and_key),
       cmocka_unit_test(shards_split_across_ranks_and_workers_once_each),
       cmocka_unit_test(a_resumed_epoch_gives_exactly_the_rest),
+      cmocka_unit_test(
+          a_resumed_epoch_of_pipe_shards_gives_exactly_the_rest),
       cmocka_unit_test(compressed_shards_read_as_plain_ones),
       cmocka_unit_test(
           a_corrupt_gzip_shard_is_an_error_saying_how_far_it_got),
