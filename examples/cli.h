@@ -336,6 +336,7 @@ enum {
   OPT_FD_IN_DEV_SHM,
   OPT_SHOW_WORKERS,
   OPT_DATASET,
+  OPT_SHARD,
   OPT_SHARING,
   OPT_STRATEGY, /* --sharing under its other name */
   OPT_RANK,
@@ -367,6 +368,8 @@ struct load_args {
   int ds_open;            /* ds (or it) is a file dataset, to be closed */
   fl_iterable it;         /* made by load_dataset when iterable */
   int iterable;           /* --dataset webdataset: */
+  const char **shard_args; /* each --shard, after the spec's shards */
+  size_t nshard_args;
   size_t *index_list;     /* the span as opt.indices, made by load_dataset */
 };
 

@@ -114,35 +114,37 @@ dataset_split(char *list, const char **paths)
 }
 
 /*
- * webdataset:SHARD[,SHARD...]:EXT=MAX[,EXT=MAX...], from after the kind,
+ * webdataset:[SHARD[,SHARD...]:]EXT=MAX[,EXT=MAX...], from after the kind,
  * already copied to out->path: the extensions follow the last colon (a
- * shard may hold colons).  0, or -1 when it is not of that form.
+ * shard may hold colons); without one, the shards are all --shard's.  0,
+ * or -1 when it is not of that form.
  */
 static int
 parse_webdataset(struct dataset_spec *out)
 {
-  char *colon = strrchr(out->path, ':'), *p, *eq, *end;
+  char *colon = strrchr(out->path, ':'), *list = out->path, *p, *eq, *end;
   const char *exts[SYNTH_MAX_FIELDS + 1];
   size_t n = 1, f;
   uint64_t v;
 
-  if (colon == NULL)
-    return -1;
-  *colon = '\0';
-  for (p = out->path; *p != '\0'; p++)
-    n += *p == ',';
-  out->shards = calloc(n, sizeof(*out->shards));
-  if (out->shards == NULL)
-    return -1;
-  for (p = out->path; p != NULL; p = end != NULL ? end + 1 : NULL) {
-    end = strchr(p, ',');
-    if (end != NULL)
-      *end = '\0';
-    if (*p == '\0')
+  if (colon != NULL) {
+    *colon = '\0';
+    list = colon + 1;
+    for (p = out->path; *p != '\0'; p++)
+      n += *p == ',';
+    out->shards = calloc(n, sizeof(*out->shards));
+    if (out->shards == NULL)
       return -1;
-    out->shards[out->nshards++] = p;
+    for (p = out->path; p != NULL; p = end != NULL ? end + 1 : NULL) {
+      end = strchr(p, ',');
+      if (end != NULL)
+        *end = '\0';
+      if (*p == '\0')
+        return -1;
+      out->shards[out->nshards++] = p;
+    }
   }
-  out->nexts = dataset_split(colon + 1, exts);
+  out->nexts = dataset_split(list, exts);
   for (f = 0; f < out->nexts; f++) {
     eq = strrchr(exts[f], '=');
     if (eq == NULL || eq == exts[f] || cli_scan_uint(eq + 1, &end, &v) != 0 ||
@@ -194,8 +196,9 @@ dataset_parse(const char *spec, struct dataset_spec *out)
   }
   if (kind == DS_WEBDATASET && parse_webdataset(out) < 0) {
     cli_error("--dataset: webdataset takes SHARD[,SHARD...]:EXT=MAX"
-              "[,EXT=MAX...], shards and extensions not empty, each MAX a "
-              "number of bytes above 0, at most %d extensions, got '%s'",
+              "[,EXT=MAX...] (or EXT=MAX[,...] alone, with --shard), "
+              "shards and extensions not empty, each MAX a number of bytes "
+              "above 0, at most %d extensions, got '%s'",
               SYNTH_MAX_FIELDS, spec);
     dataset_spec_free(out);
     return -1;

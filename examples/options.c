@@ -42,6 +42,7 @@ static const struct option load_options[] = {
   {"fd-in-dev-shm", no_argument, NULL, OPT_FD_IN_DEV_SHM},
   {"show-workers", no_argument, NULL, OPT_SHOW_WORKERS},
   {"dataset", required_argument, NULL, OPT_DATASET},
+  {"shard", required_argument, NULL, OPT_SHARD},
   {"sharing", required_argument, NULL, OPT_SHARING},
   /* exhaust's name for it once: kept, so that no command line breaks. */
   {"strategy", required_argument, NULL, OPT_STRATEGY},
@@ -104,6 +105,10 @@ static const char load_help[] =
   "                        lmdb:PATH:MAX_BYTES (the values in key order)\n"
   "                        or webdataset:SHARD[,SHARD...]:EXT=MAX[,...]\n"
   "                        (tar shards, a stream: a field per EXT)\n"
+  "  --shard SHARD         one more webdataset shard, taken whole: a path,\n"
+  "                        or pipe:COMMAND, whose output is the shard (it\n"
+  "                        may hold commas and colons); repeatable, and\n"
+  "                        then webdataset:EXT=MAX[,...] may name none\n"
   "  --samples N           samples in the dataset (50000)\n"
   "  --sample-bytes B[,B...]\n"
   "                        bytes per sample (12288: 3x32x32 float32); a\n"
@@ -422,6 +427,26 @@ count_field(fl_options *o, int c)
   return NULL;
 }
 
+/* --shard: kept as given (argv's), for add_shards. */
+static int
+shard_arg(struct load_args *a, const char *arg)
+{
+  const char **grown;
+
+  if (*arg == '\0') {
+    cli_error("--shard: expected a path or pipe:COMMAND, got ''");
+    return -1;
+  }
+  grown = realloc(a->shard_args, (a->nshard_args + 1) * sizeof(*grown));
+  if (grown == NULL) {
+    cli_error("--shard: %s", fl_strerror(FL_ENOMEM));
+    return -1;
+  }
+  grown[a->nshard_args++] = arg;
+  a->shard_args = grown;
+  return 0;
+}
+
 /* Applies shared option c.  Returns 0, or -1 having said why not. */
 static int
 load_option(struct load_args *a, int c, const char *arg)
@@ -498,6 +523,9 @@ load_option(struct load_args *a, int c, const char *arg)
   case OPT_DATASET:
     dataset_spec_free(&a->file);
     rc = dataset_parse(arg, &a->file);
+    break;
+  case OPT_SHARD:
+    rc = shard_arg(a, arg);
     break;
   case OPT_SHARING:
   case OPT_STRATEGY:
@@ -591,6 +619,37 @@ cli_options(const struct cli_command *cmd, int argc, char **argv,
   return optind;
 }
 
+/* --shard's shards after those of --dataset webdataset:, which may then
+   name none; whichever option came first. */
+static int
+add_shards(struct load_args *a)
+{
+  struct dataset_spec *f = &a->file;
+  const char **all;
+
+  if (f->kind != DS_WEBDATASET) {
+    if (a->nshard_args == 0)
+      return 0;
+    cli_error("--shard: applies only with --dataset webdataset:EXT=MAX"
+              "[,...]");
+    return -1;
+  }
+  if (f->nshards + a->nshard_args == 0) {
+    cli_error("--dataset: webdataset names no shard: give them before its "
+              "extensions, or with --shard, got '%s'", f->spec);
+    return -1;
+  }
+  all = realloc(f->shards, (f->nshards + a->nshard_args) * sizeof(*all));
+  if (all == NULL) {
+    cli_error("--shard: %s", fl_strerror(FL_ENOMEM));
+    return -1;
+  }
+  memcpy(all + f->nshards, a->shard_args, a->nshard_args * sizeof(*all));
+  f->shards = all;
+  f->nshards += a->nshard_args;
+  return 0;
+}
+
 /* On a usage error, what parsing allocated is freed here, for every caller. */
 int
 cli_parse(const struct cli_command *cmd, int argc, char **argv,
@@ -624,6 +683,8 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
               option_name(a->image_only));
     goto fail;
   }
+  if (a != NULL && add_shards(a) < 0)
+    goto fail;
   return 0;
 
 fail:
@@ -740,6 +801,9 @@ load_args_free(struct load_args *a)
     fl_dataset_close(&a->ds);
   a->ds_open = a->iterable = 0;
   dataset_spec_free(&a->file);
+  free(a->shard_args);
+  a->shard_args = NULL;
+  a->nshard_args = 0;
 }
 
 /* A character of a C identifier: a field name is a whole word of these. */

@@ -22,7 +22,7 @@ bin=$top_builddir/examples/forkload
 scratch_dir
 time_limit 60
 
-echo "1..220"
+echo "1..227"
 
 pass() {
   ok "$1"
@@ -908,11 +908,17 @@ fi
 bad "webdataset: takes EXT=MAX after the shards" \
   "^forkload: --dataset: webdataset takes SHARD" \
   run --dataset "webdataset:$tmp/a.tar"
+bad "webdataset: EXT=MAX alone needs --shard" \
+  "^forkload: --dataset: webdataset names no shard: .*--shard" \
+  run --dataset "webdataset:bin=8"
+bad "--shard applies only to webdataset" \
+  "^forkload: --shard: applies only with --dataset webdataset:" \
+  run --shard "pipe:cat x.tar"
 forkload gen webdataset "$tmp/wds" --samples 30 --shards 4 --sample-bytes 64
 gen_rc=$?
 if grep -q "built without libarchive" "$tmp/err"; then
   check 0 "gen webdataset: this build lacks libarchive, and says so"
-  for n in 1 2 3 4 5 6 7 8 9 10; do
+  for n in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
     check 0 "webdataset: not built, case $n skipped"
   done
 else
@@ -969,6 +975,53 @@ its bytes and label gen's"
   forkload doctor --dataset "webdataset:$shards:bin=64"
   [ $? = 0 ] && grep -q "^loader  *streams of samples of 64 bytes" "$tmp/out"
   check $? "doctor: a stream's samples are not counted as 0"
+  # Compressed shards and pipe:COMMAND shards (issue 28): --shard takes
+  # one whole, commas, colons and quotes included.
+  w=$tmp/wds
+  gzip -c "$w/shard-00001.tar" >"$w/shard-00001.tar.gz"
+  xz -c "$w/shard-00002.tar" >"$w/shard-00002.tar.xz"
+  forkload run --json --workers 2 --dataset "webdataset:$w/shard-00000.tar,\
+$w/shard-00001.tar.gz,$w/shard-00002.tar.xz,$w/shard-00003.tar:bin=64,cls=8"
+  [ $? = 0 ] && [ "$(field samples)" = 30 ]
+  check $? "webdataset: .tar.gz and .tar.xz shards read as plain ones"
+  forkload run --json --workers 2 --dataset "webdataset:bin=64,cls=8" \
+    --shard "pipe:cat '$w/shard-00000.tar'" \
+    --shard "pipe:gzip -dc '$w/shard-00001.tar.gz' | cat" \
+    --shard "pipe:xz -dc $w/shard-00002.tar.xz; : a, b: c" \
+    --shard "$w/shard-00003.tar"
+  [ $? = 0 ] && [ "$(field samples)" = 30 ]
+  check $? "webdataset: --shard pipe:COMMAND shards read each sample once"
+  forkload run --dataset "webdataset:bin=64,cls=8" --quiet \
+    --shard "pipe:cat '$w/shard-00000.tar'; exit 3"
+  [ $? = 1 ] && grep -q "pipe:cat '$w/shard-00000.tar'; exit 3: after \
+00000006: the tar ends, but the command failed: exit 3" "$tmp/err"
+  check $? "webdataset: a command that exits 3 ends the run, named"
+  # Over HTTP with curl, from a server of this test's own on 127.0.0.1.
+  if ! command -v curl >/dev/null 2>&1; then
+    skip "webdataset: pipe:curl shards from http://127.0.0.1:PORT" "no curl"
+    skip "webdataset: a curl that gets a 404 ends the run" "no curl"
+  else
+    /usr/bin/python3 -u -m http.server 0 --bind 127.0.0.1 \
+      --directory "$w" >"$tmp/http" 2>&1 &
+    server=$!
+    port=
+    for i in $(seq 100); do
+      port=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$tmp/http")
+      [ -n "$port" ] && break
+      sleep 0.1
+    done
+    forkload run --json --workers 2 --dataset "webdataset:bin=64,cls=8" \
+      --shard "pipe:curl -sf http://127.0.0.1:$port/shard-00000.tar" \
+      --shard "pipe:curl -sf http://127.0.0.1:$port/shard-00001.tar.gz"
+    [ $? = 0 ] && [ "$(field samples)" = 15 ]
+    check $? "webdataset: pipe:curl shards from http://127.0.0.1:PORT"
+    forkload run --dataset "webdataset:bin=64,cls=8" --quiet \
+      --shard "pipe:curl -sf http://127.0.0.1:$port/missing.tar"
+    [ $? = 1 ] && grep -q "missing.tar: .*; the command: exit 22" "$tmp/err"
+    check $? "webdataset: a curl that gets a 404 ends the run, its exit named"
+    kill "$server"
+    wait "$server" 2>/dev/null
+  fi
 fi
 # What a stream cannot do is said before any shard is opened: these
 # shards do not exist.

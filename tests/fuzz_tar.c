@@ -4,6 +4,10 @@
  * read whole through the iterable's open, next_fields and skip as a worker
  * would, with fields of small rooms.  Whatever the bytes, every sample
  * must fit its fields, every error must say why, and the stream must end.
+ * The bytes may be compressed, as shards may: the seeds hold tars through
+ * gzip, bzip2, xz and zstd, and bomb.tar.bz2, 144 bytes of a 32 MiB
+ * member, which is passed over through the decompressor's own buffers,
+ * never held: memory stays within make fuzz's -rss_limit_mb.
  */
 #include "config.h"
 

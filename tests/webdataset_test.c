@@ -6,17 +6,26 @@
  * real size; a missing member, one over its max, a truncated or corrupt
  * tar are errors naming the shard and the key, and the stream goes on;
  * shards split across ranks and workers give every sample exactly once;
- * a resumed epoch gives exactly the rest.  Every case ends clean.
+ * a resumed epoch gives exactly the rest.  Compressed shards read as
+ * plain ones, a corrupt one failing where it breaks; pipe:COMMAND shards
+ * read the command's output, a failing command is named with its status,
+ * it gets no fd of ours, and it ends with the loader or the worker that
+ * ran it.  Every case ends clean.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -33,8 +42,10 @@ struct member {
 
 static char dir[64];
 
+/* A tar of the members, through libarchive's filter (ARCHIVE_FILTER_*). */
 static void
-tar_write(const char *path, const struct member *m, size_t n)
+tar_write_filtered(const char *path, const struct member *m, size_t n,
+                   int filter)
 {
   struct archive *a = archive_write_new();
   struct archive_entry *e = archive_entry_new();
@@ -43,6 +54,7 @@ tar_write(const char *path, const struct member *m, size_t n)
   assert_non_null(a);
   assert_non_null(e);
   assert_int_equal(archive_write_set_format_ustar(a), ARCHIVE_OK);
+  assert_int_equal(archive_write_add_filter(a, filter), ARCHIVE_OK);
   assert_int_equal(archive_write_open_filename(a, path), ARCHIVE_OK);
   for (i = 0; i < n; i++) {
     len = m[i].data == NULL ? 0 : m[i].len ? m[i].len : strlen(m[i].data);
@@ -58,6 +70,12 @@ tar_write(const char *path, const struct member *m, size_t n)
   archive_entry_free(e);
   assert_int_equal(archive_write_close(a), ARCHIVE_OK);
   archive_write_free(a);
+}
+
+static void
+tar_write(const char *path, const struct member *m, size_t n)
+{
+  tar_write_filtered(path, m, n, ARCHIVE_FILTER_NONE);
 }
 
 static char *
@@ -412,13 +430,15 @@ shards_split_across_ranks_and_workers_once_each(void **state)
 }
 
 /* A state saved mid-epoch resumes with exactly the samples not yet handed
-   out, the streams skipping what was (without copying it). */
+   out, the streams skipping what was (without copying it); shards read
+   from files, or through cat (piped), whose commands run again. */
 static void
-a_resumed_epoch_gives_exactly_the_rest(void **state)
+resumed(int piped)
 {
   const char *exts[] = {"__key__", "bin"};
   const size_t max[] = {16, 8};
-  char *shards[4], key[4][8][16];
+  char *shards[4], key[4][8][16], cmds[4][300];
+  const char *names[4];
   unsigned char buf[4096];
   struct member m[8];
   flt_baseline base;
@@ -430,18 +450,18 @@ a_resumed_epoch_gives_exactly_the_rest(void **state)
   size_t i;
   int len;
 
-  (void)state;
   flt_baseline_take(&base);
   for (s = 0; s < 4; s++) {
     shards[s] = shard_path(20 + s);
+    snprintf(cmds[s], sizeof(cmds[s]), "pipe:cat '%s'", shards[s]);
+    names[s] = piped ? cmds[s] : shards[s];
     for (k = 0; k < 8; k++) {
       snprintf(key[s][k], 16, "r%uk%u.bin", s, k);
       m[k] = (struct member){key[s][k], "payload", 0};
     }
     tar_write(shards[s], m, 8);
   }
-  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)shards,
-                                         4, exts, max, 2), 0);
+  assert_int_equal(fl_dataset_webdataset(&it, names, 4, exts, max, 2), 0);
   l = loader(&it, 2, 3);
   epoch(l, 2, &whole);
   assert_int_equal(whole.n, 32);
@@ -468,6 +488,412 @@ a_resumed_epoch_gives_exactly_the_rest(void **state)
   for (s = 0; s < 4; s++)
     free(shards[s]);
   flt_assert_clean(&base);
+}
+
+static void
+a_resumed_epoch_gives_exactly_the_rest(void **state)
+{
+  (void)state;
+  resumed(0);
+}
+
+static void
+a_resumed_epoch_of_pipe_shards_gives_exactly_the_rest(void **state)
+{
+  (void)state;
+  resumed(1);
+}
+
+/* Shards 40 to 43, each two samples zNkK.cls, as gzip, bzip2, xz and
+   zstd (webdataset's tarfile reads the first three). */
+static void
+compressed_shards_read_as_plain_ones(void **state)
+{
+  static const struct {
+    int filter;
+    const char *suffix;
+  } kinds[] = {{ARCHIVE_FILTER_GZIP, "gz"},
+               {ARCHIVE_FILTER_BZIP2, "bz2"},
+               {ARCHIVE_FILTER_XZ, "xz"},
+               {ARCHIVE_FILTER_ZSTD, "zst"}};
+  const char *exts[] = {"__key__", "cls"};
+  const size_t max[] = {16, 4};
+  char *shards[4], names[4][2][16], seen[4][2];
+  struct member m[2];
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  struct got g;
+  unsigned s, k, nw;
+  size_t i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (s = 0; s < 4; s++) {
+    shards[s] = malloc(128);
+    assert_non_null(shards[s]);
+    snprintf(shards[s], 128, "%s/shard-%u.tar.%s", dir, 40 + s,
+             kinds[s].suffix);
+    for (k = 0; k < 2; k++) {
+      snprintf(names[s][k], 16, "z%uk%u.cls", s, k);
+      m[k] = (struct member){names[s][k], "c", 0};
+    }
+    tar_write_filtered(shards[s], m, 2, kinds[s].filter);
+  }
+  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)shards,
+                                         4, exts, max, 2), 0);
+  for (nw = 0; nw <= 2; nw += 2) {
+    memset(seen, 0, sizeof(seen));
+    l = loader(&it, nw, 3);
+    epoch(l, 2, &g);
+    assert_int_equal(g.errors, 0);
+    assert_int_equal(g.n, 8);
+    for (i = 0; i < g.n; i++) {
+      assert_int_equal(sscanf(g.field[i][0], "z%uk%u", &s, &k), 2);
+      seen[s][k]++;
+    }
+    for (s = 0; s < 4; s++)
+      assert_true(seen[s][0] == 1 && seen[s][1] == 1);
+    fl_loader_destroy(l);
+  }
+  fl_iterable_close(&it);
+  for (s = 0; s < 4; s++)
+    free(shards[s]);
+  flt_assert_clean(&base);
+}
+
+/* An epoch of samples too large for struct got: how many, the errors,
+   and the first error's text. */
+static size_t
+count_epoch(fl_loader *l, size_t *n, char *err, size_t errlen)
+{
+  size_t errors = 0;
+  fl_batch *b;
+  int rc;
+
+  *n = 0;
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    if (rc < 0) {
+      assert_int_equal(rc, FL_EDATASET);
+      if (errors++ == 0)
+        snprintf(err, errlen, "%s", fl_loader_error(l));
+      continue;
+    }
+    *n += fl_batch_count(b);
+    fl_batch_release(b);
+  }
+  return errors;
+}
+
+/*
+ * 40 samples of 3000 bytes that do not compress, gzipped: gzip decodes
+ * 64 KiB at a time, so a stream cut, or overwritten, three quarters in
+ * fails after some samples went through.  The error names the shard and
+ * how far it got (gzip's words when cut; overwritten, the garbage it
+ * inflates to may be the tar's error first); nothing after it is read.
+ */
+static void
+a_corrupt_gzip_shard_is_an_error_saying_how_far_it_got(void **state)
+{
+  static char bins[40][3000];
+  const char *exts[] = {"bin", "cls"};
+  const size_t max[] = {3000, 4};
+  char *shard = malloc(128), names[40][2][16], err[512];
+  uint64_t x = 88172645463325252u;
+  struct member m[80];
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  long size;
+  size_t i, j, n;
+  int cut;
+  FILE *fp;
+
+  (void)state;
+  flt_baseline_take(&base);
+  assert_non_null(shard);
+  snprintf(shard, 128, "%s/shard-50.tar.gz", dir);
+  for (i = 0; i < 40; i++) {
+    for (j = 0; j < sizeof(bins[i]); j++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      bins[i][j] = (char)x;
+    }
+    snprintf(names[i][0], 16, "%02zu.bin", i);
+    snprintf(names[i][1], 16, "%02zu.cls", i);
+    m[2 * i] = (struct member){names[i][0], bins[i], sizeof(bins[i])};
+    m[2 * i + 1] = (struct member){names[i][1], "c", 0};
+  }
+  for (cut = 0; cut <= 1; cut++) {
+    tar_write_filtered(shard, m, 80, ARCHIVE_FILTER_GZIP);
+    fp = fopen(shard, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, 0, SEEK_END), 0);
+    size = ftell(fp);
+    assert_true(size > 100000);
+    if (cut) {
+      assert_int_equal(ftruncate(fileno(fp), size * 3 / 4), 0);
+    } else {
+      assert_int_equal(fseek(fp, size * 3 / 4, SEEK_SET), 0);
+      for (i = 0; i < 256; i++)
+        assert_int_equal(fputc(0xff, fp), 0xff);
+    }
+    assert_int_equal(fclose(fp), 0);
+    assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)&shard,
+                                           1, exts, max, 2), 0);
+    l = loader(&it, 1, 4);
+    assert_int_equal(count_epoch(l, &n, err, sizeof(err)), 1);
+    assert_true(n > 0 && n < 40);
+    if (strstr(err, shard) == NULL ||
+        (cut && strstr(err, "truncated gzip input") == NULL) ||
+        strstr(err, "(sample ") == NULL || strstr(err, " bytes in)") == NULL)
+      fail_msg("\"%s\" does not name the shard and how far", err);
+    fl_loader_destroy(l);
+    fl_iterable_close(&it);
+  }
+  free(shard);
+  flt_assert_clean(&base);
+}
+
+/* Shard 60 as a tar, 61 as a tar.gz, 62 a tar file: read through cat and
+   gzip -dc, in workers and in this process, two epochs each (the
+   commands run again). */
+static void
+pipe_shards_read_their_commands_output(void **state)
+{
+  const char *exts[] = {"__key__", "cls"};
+  const size_t max[] = {16, 4};
+  char files[3][128], cmds[3][300], names[3][2][16], seen[3][2];
+  const char *shards[3] = {cmds[0], cmds[1], files[2]};
+  struct member m[2];
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  struct got g;
+  unsigned s, k, nw, e;
+  size_t i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (s = 0; s < 3; s++) {
+    snprintf(files[s], sizeof(files[s]), "%s/shard-%u.tar%s", dir, 60 + s,
+             s == 1 ? ".gz" : "");
+    for (k = 0; k < 2; k++) {
+      snprintf(names[s][k], 16, "p%uk%u.cls", s, k);
+      m[k] = (struct member){names[s][k], "c", 0};
+    }
+    tar_write_filtered(files[s], m, 2,
+                       s == 1 ? ARCHIVE_FILTER_GZIP : ARCHIVE_FILTER_NONE);
+  }
+  snprintf(cmds[0], sizeof(cmds[0]), "pipe:cat '%s'", files[0]);
+  snprintf(cmds[1], sizeof(cmds[1]), "pipe:gzip -dc '%s'", files[1]);
+  assert_int_equal(fl_dataset_webdataset(&it, shards, 3, exts, max, 2), 0);
+  for (nw = 0; nw <= 2; nw += 2) {
+    l = loader(&it, nw, 4);
+    for (e = 0; e < 2; e++) {
+      memset(seen, 0, sizeof(seen));
+      epoch(l, 2, &g);
+      assert_int_equal(g.errors, 0);
+      assert_int_equal(g.n, 6);
+      for (i = 0; i < g.n; i++) {
+        assert_int_equal(sscanf(g.field[i][0], "p%uk%u", &s, &k), 2);
+        seen[s][k]++;
+      }
+      for (s = 0; s < 3; s++)
+        assert_true(seen[s][0] == 1 && seen[s][1] == 1);
+    }
+    fl_loader_destroy(l);
+  }
+  fl_iterable_close(&it);
+  flt_assert_clean(&base);
+}
+
+/*
+ * Samples a and b (ustar: b.bin's header at 2048, its data at 2560) through
+ * commands that fail: cut short, then exit 3; the whole tar, then exit 3;
+ * the whole tar, then the shell killed.  Each is its batch's error naming
+ * the command and its status, after the samples before it.
+ */
+static void
+a_failing_command_is_an_error_naming_it_and_its_status(void **state)
+{
+  const struct member m[] = {{"a.bin", "A", 0}, {"a.cls", "0", 0},
+                             {"b.bin", "B", 0}, {"b.cls", "1", 0}};
+  const char *exts[] = {"bin", "cls"};
+  const size_t max[] = {8, 8};
+  const char *says[3] = {"; the command: exit 3",
+                         ": after b: the tar ends, but the command failed: "
+                         "exit 3",
+                         ": after b: the tar ends, but the command failed: "
+                         "killed by signal 9"};
+  char *file = shard_path(70), cmds[3][300];
+  const char *shards[3] = {cmds[0], cmds[1], cmds[2]};
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  struct got g;
+  size_t i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  tar_write(file, m, 4);
+  snprintf(cmds[0], sizeof(cmds[0]), "pipe:head -c 2560 '%s'; exit 3",
+           file);
+  snprintf(cmds[1], sizeof(cmds[1]), "pipe:cat '%s'; exit 3", file);
+  snprintf(cmds[2], sizeof(cmds[2]), "pipe:cat '%s'; kill -9 $$", file);
+  assert_int_equal(fl_dataset_webdataset(&it, shards, 3, exts, max, 2), 0);
+  l = loader(&it, 1, 1);
+  epoch(l, 2, &g);
+  assert_int_equal(g.errors, 3);
+  /* a of each; b is lost with the shard, as when a tar breaks. */
+  assert_int_equal(g.n, 3);
+  for (i = 0; i < 3; i++) {
+    assert_string_equal(g.field[i][0], "A");
+    if (strstr(g.error[i], shards[i]) == NULL ||
+        strstr(g.error[i], says[i]) == NULL)
+      fail_msg("\"%s\" does not name \"%s\" and say \"%s\"", g.error[i],
+               shards[i], says[i]);
+  }
+  fl_loader_destroy(l);
+  fl_iterable_close(&it);
+  free(file);
+  flt_assert_clean(&base);
+}
+
+/* The command's fds, as it lists them, are 0, 1 and 2 alone: not the
+   loader's sockets and segments, nor an fd this program left inheritable
+   (workers keep it, as any fd their loader does not know). */
+static void
+a_command_gets_no_fd_but_its_stdio(void **state)
+{
+  const struct member m[] = {{"a.cls", "0", 0}};
+  const char *exts[] = {"cls"};
+  const size_t max[] = {8};
+  char *file = shard_path(71), list[128], cmd[400], got[64];
+  const char *shard = cmd;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  struct got g;
+  unsigned nw;
+  size_t len;
+  FILE *fp;
+  int stray;
+
+  (void)state;
+  flt_baseline_take(&base);
+  stray = open("/dev/null", O_RDONLY); /* no O_CLOEXEC */
+  assert_true(stray > 2);
+  tar_write(file, m, 1);
+  snprintf(list, sizeof(list), "%s/fds", dir);
+  snprintf(cmd, sizeof(cmd), "pipe:ls /proc/$$/fd >'%s'; cat '%s'", list,
+           file);
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 1, exts, max, 1), 0);
+  for (nw = 0; nw <= 1; nw++) {
+    l = loader(&it, nw, 1);
+    epoch(l, 1, &g);
+    assert_int_equal(g.errors, 0);
+    assert_int_equal(g.n, 1);
+    fl_loader_destroy(l);
+    fp = fopen(list, "r");
+    assert_non_null(fp);
+    len = fread(got, 1, sizeof(got) - 1, fp);
+    got[len] = '\0';
+    fclose(fp);
+    assert_string_equal(got, "0\n1\n2\n");
+  }
+  fl_iterable_close(&it);
+  free(file);
+  close(stray);
+  flt_assert_clean(&base);
+}
+
+/* Returns once pid has exited (a zombie is gone as a process), failing
+   after 10 s: the bound of a hang, not a timing. */
+static void
+assert_exits(pid_t pid)
+{
+  struct pollfd p;
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+  if (fd < 0 && errno == ESRCH)
+    return;
+  assert_true(fd >= 0);
+  p.fd = fd;
+  p.events = POLLIN;
+  if (poll(&p, 1, 10000) != 1)
+    fail_msg("process %d is still running", (int)pid);
+  close(fd);
+}
+
+/*
+ * A command mid-shard, a pipeline whose stages outlive their shell unless
+ * killed: `sleep` in the background, the shard's first sample and a half,
+ * then a wait.  Its pids are written before its output, so they are known
+ * when the first batch is.  Ended so: the loader destroyed (workers 1 or
+ * 0), or the worker SIGKILLed.  Nothing of the command is left.
+ */
+static void
+midshard(int nw, int kill_worker)
+{
+  const struct member m[] = {{"a.bin", "A", 0}, {"a.cls", "0", 0},
+                             {"b.bin", "B", 0}, {"b.cls", "1", 0}};
+  const char *exts[] = {"bin", "cls"};
+  const size_t max[] = {8, 8};
+  char *file = shard_path(72), pids[128], cmd[400];
+  const char *shard = cmd;
+  int parent, shell, sleeper;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  fl_batch *b;
+  FILE *fp;
+
+  flt_baseline_take(&base);
+  tar_write(file, m, 4);
+  snprintf(pids, sizeof(pids), "%s/pids", dir);
+  unlink(pids);
+  snprintf(cmd, sizeof(cmd),
+           "pipe:sleep 1000 & echo $PPID $$ $! >'%s'; head -c 3072 '%s'; "
+           "wait", pids, file);
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 1, exts, max, 2), 0);
+  l = loader(&it, (unsigned)nw, 1);
+  assert_int_equal(fl_loader_begin(l), 0);
+  assert_int_equal(fl_loader_next(l, &b), 1);
+  assert_memory_equal(fl_batch_field(b, 0), "A", 1);
+  fl_batch_release(b);
+  fp = fopen(pids, "r");
+  assert_non_null(fp);
+  assert_int_equal(fscanf(fp, "%d %d %d", &parent, &shell, &sleeper), 3);
+  fclose(fp);
+  assert_int_equal(parent == getpid(), nw == 0);
+  if (kill_worker) {
+    assert_int_equal(kill(parent, SIGKILL), 0);
+    assert_exits(shell);
+    assert_exits(sleeper);
+    assert_true(fl_loader_next(l, &b) < 0);
+  }
+  fl_loader_destroy(l);
+  assert_exits(shell);
+  assert_exits(sleeper);
+  fl_iterable_close(&it);
+  free(file);
+  flt_assert_clean(&base);
+}
+
+static void
+a_loader_destroyed_mid_shard_ends_its_command(void **state)
+{
+  (void)state;
+  midshard(1, 0);
+  midshard(0, 0);
+}
+
+static void
+a_worker_killed_mid_shard_leaves_no_command(void **state)
+{
+  (void)state;
+  midshard(1, 1);
 }
 
 static void
@@ -515,6 +941,17 @@ main(void)
       cmocka_unit_test(a_corrupt_header_is_an_error_naming_shard_and_key),
       cmocka_unit_test(shards_split_across_ranks_and_workers_once_each),
       cmocka_unit_test(a_resumed_epoch_gives_exactly_the_rest),
+      cmocka_unit_test(
+          a_resumed_epoch_of_pipe_shards_gives_exactly_the_rest),
+      cmocka_unit_test(compressed_shards_read_as_plain_ones),
+      cmocka_unit_test(
+          a_corrupt_gzip_shard_is_an_error_saying_how_far_it_got),
+      cmocka_unit_test(pipe_shards_read_their_commands_output),
+      cmocka_unit_test(
+          a_failing_command_is_an_error_naming_it_and_its_status),
+      cmocka_unit_test(a_command_gets_no_fd_but_its_stdio),
+      cmocka_unit_test(a_loader_destroyed_mid_shard_ends_its_command),
+      cmocka_unit_test(a_worker_killed_mid_shard_leaves_no_command),
       cmocka_unit_test(bad_arguments_are_refused),
   };
 

@@ -7,12 +7,22 @@
  * (shard s to rank s % world_size), then to that rank's workers as
  * split_by_worker (its k-th shard to worker k % num_workers).  Each worker
  * reads its shards with libarchive, one after the other, straight into the
- * batch.
+ * batch: a file, or the output of a pipe:COMMAND shard's command, tar or
+ * any compression of it libarchive reads.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #ifdef HAVE_LIBARCHIVE
 #include <archive.h>
@@ -23,6 +33,20 @@
 #include "internal.h"
 
 #define FN "fl_dataset_webdataset"
+/* A shard named so is a command whose output is the shard, as
+   webdataset's pipe: URLs. */
+#define PIPE "pipe:"
+#define PIPE_LEN 5
+/*
+ * The shell that runs it ($1) waits for it in the background, so that
+ * SIGHUP, the death of the process that forked it (PR_SET_PDEATHSIG), runs
+ * the trap at once and kills the whole group: every stage of a pipeline,
+ * which would otherwise outlive a worker its loader SIGKILLed (a curl
+ * waiting on the network).  Its stdin is then /dev/null.
+ */
+#define KEEPER "trap 'kill -KILL 0' HUP; eval \"$1\" & wait $!"
+/* What libarchive is handed at a time, from a file or a command. */
+#define BLOCK_BYTES (1 << 16)
 
 #ifdef HAVE_LIBARCHIVE
 
@@ -61,6 +85,11 @@ struct wds {
   size_t *mine, nmine, at;
   struct archive *ar;
   const char *shard;   /* the one ar reads */
+  size_t samples;      /* begun in it */
+  /* A pipe: shard's command, its output and whether that ended. */
+  pid_t pid;
+  int fd, eof;
+  unsigned char *buf;
   int member;          /* a member's header is read, its data not yet */
   struct text path;    /* that member's */
   size_t keylen;       /* its key: path up to keylen */
@@ -116,28 +145,109 @@ is_meta(const char *path)
   return 0;
 }
 
+/*
+ * The shard's command, ended: its pipe closed first, so that a writer gets
+ * SIGPIPE (as past the tar's end, which webdataset allows too), and, when
+ * kill_it, its whole group killed, every stage of a pipeline; then reaped.
+ * Its status, or 0 when it was killed here or there is none.
+ */
+static int
+command_end(struct wds *w, int kill_it)
+{
+  int status = 0;
+
+  if (w->pid == 0)
+    return 0;
+  fl__fdtrack_close(w->fd);
+  w->fd = -1;
+  if (kill_it)
+    kill(-w->pid, SIGKILL);
+  while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  w->pid = 0;
+  return kill_it ? 0 : status;
+}
+
+/* A command's status as a failure ("exit 3", "killed by signal 9"), or 0
+   when it is none.  The shell says a signal as 128 + its number; SIGPIPE
+   is how a command learns that the tar was read to its end. */
+static int
+command_failed(int status, char *how, size_t len)
+{
+  int sig = WIFSIGNALED(status) ? WTERMSIG(status)
+            : WEXITSTATUS(status) > 128 ? WEXITSTATUS(status) - 128
+                                        : 0;
+
+  if (sig == SIGPIPE || status == 0)
+    return 0;
+  if (sig != 0)
+    snprintf(how, len, "killed by signal %d", sig);
+  else
+    snprintf(how, len, "exit %d", WEXITSTATUS(status));
+  return 1;
+}
+
 static void
 wds_close(void *ctx)
 {
   struct wds *w = ctx;
 
+  command_end(w, 1);
   if (w->ar != NULL)
     archive_read_free(w->ar);
   w->ar = NULL;
   w->member = 0;
 }
 
-/* The shard cannot be read on (where: which sample): libarchive says
-   why. */
+/* How far the shard was read: samples begun, and bytes where libarchive
+   still knows (not after a failed open). */
+static void
+progress(const struct wds *w, char *buf, size_t len)
+{
+  la_int64_t bytes = archive_filter_bytes(w->ar, -1);
+
+  if (bytes >= 0)
+    snprintf(buf, len, "sample %zu, %lld bytes in", w->samples,
+             (long long)bytes);
+  else
+    snprintf(buf, len, "sample %zu", w->samples);
+}
+
+/*
+ * The shard cannot be read on: what went wrong (fmt), how far it got, and
+ * how its command ended, which is waited for when its output ended (it let
+ * go of it) and killed when not.  The shard is closed.
+ */
+static int
+shard_failed(struct wds *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int
+shard_failed(struct wds *w, const char *fmt, ...)
+{
+  char what[FL__REPLY_MSG_MAX], at[64], how[48];
+  va_list ap;
+  int failed;
+
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  progress(w, at, sizeof(at));
+  failed = command_failed(command_end(w, !w->eof), how, sizeof(how));
+  fl_worker_error("%s: %s (%s)%s%s", w->shard, what, at,
+                  failed ? "; the command: " : "", failed ? how : "");
+  wds_close(w);
+  return FL_EDATASET;
+}
+
+/* libarchive says why (where: which sample). */
 static int
 archive_failed(struct wds *w, const char *where, const char *key)
 {
   const char *why = archive_error_string(w->ar);
 
-  fl_worker_error("%s: %s%s: %s", w->shard, where, key,
-                  why != NULL ? why : "unknown libarchive error");
-  wds_close(w);
-  return FL_EDATASET;
+  return shard_failed(w, "%s%s: %s", where, key,
+                      why != NULL ? why : "unknown libarchive error");
 }
 
 /* Out of memory in the worker: said, and the shard closed, since what was
@@ -148,6 +258,23 @@ out_of_memory(struct wds *w)
   fl_worker_error("%s: out of memory", w->shard);
   wds_close(w);
   return FL_ENOMEM;
+}
+
+/* The tar ended: so must its command, and well (where: after which
+   sample). */
+static int
+shard_end(struct wds *w, const char *where, const char *key)
+{
+  char how[48], at[64];
+  int failed = command_failed(command_end(w, 0), how, sizeof(how));
+
+  if (failed) {
+    progress(w, at, sizeof(at));
+    fl_worker_error("%s: %s%s: the tar ends, but the command failed: %s "
+                    "(%s)", w->shard, where, key, how, at);
+  }
+  wds_close(w);
+  return failed ? FL_EDATASET : 0;
 }
 
 /*
@@ -165,10 +292,8 @@ next_member(struct wds *w, const char *where, const char *key)
 
   for (;;) {
     rc = archive_read_next_header(w->ar, &e);
-    if (rc == ARCHIVE_EOF) {
-      wds_close(w);
-      return 0;
-    }
+    if (rc == ARCHIVE_EOF)
+      return shard_end(w, where, key);
     /* ARCHIVE_RETRY is a damaged header, which tarfile refuses too. */
     if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
       return archive_failed(w, where, key);
@@ -188,18 +313,134 @@ next_member(struct wds *w, const char *where, const char *key)
   }
 }
 
+/*
+ * The command's child: KEEPER, its output the pipe, in a group of its own
+ * (command_end kills it whole), told of the death of the thread that
+ * forked it where that is the process (PR_SET_PDEATHSIG fires when the
+ * forking thread exits), with no fd of ours but 0, 1 and 2 (ours are
+ * close-on-exec; close_range makes sure of the host's too where the kernel
+ * has it), and with the signals a worker ignores for itself back to their
+ * defaults.
+ */
+static void
+command_child(const char *cmd, int out, pid_t parent, int main_thread)
+{
+  static const int dflt[] = {SIGINT, SIGPIPE, SIGXFSZ};
+  sigset_t none;
+  size_t i;
+
+  for (i = 0; i < sizeof(dflt) / sizeof(dflt[0]); i++)
+    signal(dflt[i], SIG_DFL);
+  setpgid(0, 0);
+  if (main_thread)
+    prctl(PR_SET_PDEATHSIG, SIGHUP);
+  if (getppid() != parent)
+    _exit(127);
+  if ((out == STDOUT_FILENO ? fcntl(out, F_SETFD, 0)
+                            : dup2(out, STDOUT_FILENO)) < 0)
+    _exit(127);
+  syscall(SYS_close_range, 3, ~0u, 0);
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execl("/bin/sh", "sh", "-c", KEEPER, "sh", cmd, (char *)NULL);
+  _exit(127);
+}
+
+/*
+ * Starts a pipe: shard's command.  The fd lock is held from the pipe to
+ * the fork and the close of its write end, so that no other fork (another
+ * loader's worker) copies either end: the write end would keep the output
+ * from ending, the read end a writer from its SIGPIPE.
+ */
+static int
+command_start(struct wds *w, const char *cmd)
+{
+  pid_t parent = getpid(), pid = -1;
+  int main_thread = (pid_t)syscall(SYS_gettid) == parent;
+  int p[2], rc = 0;
+  sigset_t all, old;
+
+  fl__fdtrack_lock();
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    rc = -errno;
+    goto out;
+  }
+  if ((rc = fl__fdtrack_add(p[0])) == 0) {
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0)
+      command_child(cmd, p[1], parent, main_thread);
+    rc = pid < 0 ? -errno : 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  }
+  fl__close(p[1]);
+  if (rc != 0) {
+    fl__fdtrack_del(p[0]);
+    fl__close(p[0]);
+    goto out;
+  }
+  /* As the child does: kill(-pid) reaches it whichever runs first. */
+  setpgid(pid, pid);
+  w->pid = pid;
+  w->fd = p[0];
+  w->eof = 0;
+out:
+  fl__fdtrack_unlock();
+  return rc;
+}
+
+/* libarchive's reads of the command's output, whose end is noted: the
+   command has let go of it, and is ending. */
+static la_ssize_t
+command_read(struct archive *ar, void *ctx, const void **buf)
+{
+  struct wds *w = ctx;
+  ssize_t n;
+
+  do
+    n = read(w->fd, w->buf, BLOCK_BYTES);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    archive_set_error(ar, errno, "cannot read the command's output: %s",
+                      strerror(errno));
+  w->eof = n == 0;
+  *buf = w->buf;
+  return n;
+}
+
 /* The next of this stream's shards, opened: 1, 0 when none is left. */
 static int
 next_shard(struct wds *w)
 {
+  int rc;
+
   if (w->at == w->nmine)
     return 0;
   w->shard = w->shards[w->mine[w->at++]];
+  w->samples = 0;
   w->ar = archive_read_new();
   if (w->ar == NULL)
     return out_of_memory(w);
   archive_read_support_format_tar(w->ar);
-  if (archive_read_open_filename(w->ar, w->shard, 1 << 16) != ARCHIVE_OK)
+  /* Every compression libarchive reads (webdataset's tarfile r:* reads
+     gzip, bzip2 and xz). */
+  archive_read_support_filter_all(w->ar);
+  if (strncmp(w->shard, PIPE, PIPE_LEN) != 0) {
+    rc = archive_read_open_filename(w->ar, w->shard, BLOCK_BYTES);
+  } else {
+    if (w->buf == NULL && (w->buf = malloc(BLOCK_BYTES)) == NULL)
+      return out_of_memory(w);
+    if ((rc = command_start(w, w->shard + PIPE_LEN)) == FL_ENOMEM)
+      return out_of_memory(w);
+    if (rc != 0) {
+      fl_worker_error("%s: cannot run it: %s", w->shard, fl__strerror(-rc));
+      wds_close(w);
+      return FL_EDATASET;
+    }
+    rc = archive_read_open(w->ar, w, NULL, command_read, NULL);
+  }
+  if (rc != ARCHIVE_OK)
     return archive_failed(w, "cannot open it", "");
   return 1;
 }
@@ -213,13 +454,10 @@ read_member(struct wds *w, void *dst)
 
   while (done < w->size) {
     n = archive_read_data(w->ar, p + done, (size_t)(w->size - done));
-    if (n == 0) {
-      fl_worker_error("%s: in %s: member %s.%s ends %lld bytes early: the "
-                      "tar is cut short", w->shard, w->key.s, w->key.s,
-                      w->ext, (long long)(w->size - done));
-      wds_close(w);
-      return FL_EDATASET;
-    }
+    if (n == 0)
+      return shard_failed(w, "in %s: member %s.%s ends %lld bytes early: "
+                          "the tar is cut short", w->key.s, w->key.s, w->ext,
+                          (long long)(w->size - done));
     if (n < 0)
       return archive_failed(w, "in ", w->key.s);
     done += n;
@@ -261,6 +499,7 @@ read_sample(struct wds *w, void *const *dst, size_t *nbytes)
   }
   if (text_set(&w->key, w->path.s, w->keylen) != 0)
     return out_of_memory(w);
+  w->samples++;
   do {
     f = field_of(w, w->ext);
     w->member = 0;
@@ -385,6 +624,7 @@ wds_free(void *ctx)
   free(w->shards);
   free(w->exts);
   free(w->mine);
+  free(w->buf);
   free(w->path.s);
   free(w->key.s);
   free(w);
@@ -402,6 +642,7 @@ wds_new(struct wds **out, const char *const *shards, size_t n,
     return FL_ENOMEM;
   w->base.magic = FL__DS_MAGIC;
   w->base.free = wds_free;
+  w->fd = -1;
   w->shards = calloc(n, sizeof(*w->shards));
   w->exts = calloc(nexts, sizeof(*w->exts));
   w->mine = calloc(n, sizeof(*w->mine));

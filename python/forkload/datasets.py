@@ -299,6 +299,11 @@ class WebDataset(_StreamNative):
     key, and each extension of ``fields`` a field, up to its max bytes
     (``'__key__'``: the key itself). Shards go to ranks as webdataset's
     ``split_by_node`` and to a rank's workers as ``split_by_worker``.
+    A shard may be compressed (``.tar.gz``, ``.tar.bz2``, ``.tar.xz``,
+    ``.tar.zst``), or be ``'pipe:COMMAND'``, the output of a command run
+    by ``/bin/sh`` in the worker, as webdataset's ``pipe:`` URLs
+    (``'pipe:curl -sf https://host/train-0000.tar'``); a command that
+    fails fails its batch naming it and its status.
 
     A batch is ``[field_0, ..., field_k, sizes]``: each field ``uint8``
     ``N x max_bytes``, and sizes ``int64`` ``N x (k + 1)``, each member's
@@ -308,7 +313,8 @@ class WebDataset(_StreamNative):
     :class:`forkload.Error` naming the package (``libarchive-dev``).
 
     Args:
-        shards (str or list of str): the tar files.
+        shards (str or list of str): the tar files, or ``pipe:``
+            commands.
         fields (dict or list of (str, int)): each extension and its max
             bytes, in the order of the batch's fields.
     """

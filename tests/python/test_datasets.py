@@ -8,6 +8,7 @@ the byte: see tests/image_test.c), token shards, LMDB environments, tar
 shards and .npy files with numpy, lmdb and tarfile.
 """
 
+import gzip
 import io
 import os
 import sys
@@ -525,6 +526,21 @@ def test_webdataset_samples_are_the_tars_members(tmp_path):
     key, data, cls, sizes = next(iter(ds))  # in this process
     assert sizes.shape == (3,) and bytes(data[:sizes[1]].numpy()) == \
         samples[0][1]
+
+
+def test_webdataset_reads_pipe_commands_and_tar_gz(tmp_path):
+    shards, samples = write_tars(str(tmp_path), 2, 5)
+    with open(shards[1], "rb") as f, \
+            gzip.open(shards[1] + ".gz", "wb") as g:
+        g.write(f.read())
+    ds = fds.WebDataset(["pipe:cat '%s'" % shards[0], shards[1] + ".gz"],
+                        [("__key__", 16), ("bin", 30), ("cls", 4)])
+    two = wds_samples(all_batches(forkload.DataLoader(ds, batch_size=3,
+                                                      num_workers=2)))
+    assert sorted(two) == sorted(samples)
+    failing = fds.WebDataset(["pipe:exit 3"], [("bin", 30)])
+    with pytest.raises(forkload.Error, match="pipe:exit 3: .*exit 3"):
+        all_batches(forkload.DataLoader(failing, batch_size=3))
 
 
 def test_npy_datasets_are_numpys(tmp_path):
