@@ -655,6 +655,46 @@ a_corrupt_gzip_shard_is_an_error_saying_how_far_it_got(void **state)
   flt_assert_clean(&base);
 }
 
+/* A shard in lzop's format, which libarchive reads only by running the
+   lzop program: refused as no archive, the program never run. */
+static void
+a_shard_libarchive_would_run_a_program_for_is_refused(void **state)
+{
+  static const unsigned char lzop[] = {0x89, 'L', 'Z', 'O', 0, '\r', '\n',
+                                       0x1a, '\n'};
+  const char *exts[] = {"bin"};
+  const size_t max[] = {8};
+  char *shard = malloc(128), err[512];
+  unsigned char body[512] = {0};
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  size_t n;
+  FILE *fp;
+
+  (void)state;
+  flt_baseline_take(&base);
+  assert_non_null(shard);
+  snprintf(shard, 128, "%s/shard-55.tar.lzo", dir);
+  memcpy(body, lzop, sizeof(lzop));
+  fp = fopen(shard, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(body, 1, sizeof(body), fp), sizeof(body));
+  assert_int_equal(fclose(fp), 0);
+  assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)&shard, 1,
+                                         exts, max, 1), 0);
+  l = loader(&it, 0, 4);
+  assert_int_equal(count_epoch(l, &n, err, sizeof(err)), 1);
+  assert_int_equal(n, 0);
+  if (strstr(err, shard) == NULL ||
+      strstr(err, "Unrecognized archive format") == NULL)
+    fail_msg("\"%s\" does not refuse the shard as no archive", err);
+  fl_loader_destroy(l);
+  fl_iterable_close(&it);
+  free(shard);
+  flt_assert_clean(&base);
+}
+
 /* Shard 60 as a tar, 61 as a tar.gz, 62 a tar file: read through cat and
    gzip -dc, in workers and in this process, two epochs each (the
    commands run again). */
@@ -946,6 +986,8 @@ main(void)
       cmocka_unit_test(compressed_shards_read_as_plain_ones),
       cmocka_unit_test(
           a_corrupt_gzip_shard_is_an_error_saying_how_far_it_got),
+      cmocka_unit_test(
+          a_shard_libarchive_would_run_a_program_for_is_refused),
       cmocka_unit_test(pipe_shards_read_their_commands_output),
       cmocka_unit_test(
           a_failing_command_is_an_error_naming_it_and_its_status),

@@ -409,6 +409,32 @@ command_read(struct archive *ar, void *ctx, const void **buf)
   return n;
 }
 
+/*
+ * The compressions libarchive decodes in process: webdataset's tarfile r:*
+ * reads gzip, bzip2 and xz; zstd, lz4, lzip, lzma and compress come too.
+ * Each is enabled only where libarchive was built with its library:
+ * without it, libarchive would run an external program on the shard, as
+ * it does for lrzip, lzop and grzip, which are left out for that reason.
+ */
+static void
+filters(struct archive *ar)
+{
+  archive_read_support_filter_compress(ar);
+  if (archive_zlib_version() != NULL)
+    archive_read_support_filter_gzip(ar);
+  if (archive_bzlib_version() != NULL)
+    archive_read_support_filter_bzip2(ar);
+  if (archive_liblzma_version() != NULL) {
+    archive_read_support_filter_xz(ar);
+    archive_read_support_filter_lzma(ar);
+    archive_read_support_filter_lzip(ar);
+  }
+  if (archive_libzstd_version() != NULL)
+    archive_read_support_filter_zstd(ar);
+  if (archive_liblz4_version() != NULL)
+    archive_read_support_filter_lz4(ar);
+}
+
 /* The next of this stream's shards, opened: 1, 0 when none is left. */
 static int
 next_shard(struct wds *w)
@@ -423,9 +449,7 @@ next_shard(struct wds *w)
   if (w->ar == NULL)
     return out_of_memory(w);
   archive_read_support_format_tar(w->ar);
-  /* Every compression libarchive reads (webdataset's tarfile r:* reads
-     gzip, bzip2 and xz). */
-  archive_read_support_filter_all(w->ar);
+  filters(w->ar);
   if (strncmp(w->shard, PIPE, PIPE_LEN) != 0) {
     rc = archive_read_open_filename(w->ar, w->shard, BLOCK_BYTES);
   } else {
