@@ -8,15 +8,15 @@
  * a sparse index: the bytes of every FL__LMDB_EVERY-th key (every 64th)
  * back to back, and their offsets.  A get puts a cursor on the indexed key
  * nearer its sample (MDB_SET_KEY) and steps MDB_NEXT or MDB_PREV the rest
- * of the way, 32 steps at most; where the sample is a few keys past the
- * one the cursor is on (a batch in key order: the next key), it steps from
- * there.  For 10^7 keys of 8 bytes the index is 2.5 MB, where keeping
- * every key and its offset took 160 MB; the workers share it copy-on-write
- * since nothing writes it after create.  Storing only the count is not
- * possible without a rank lookup, which LMDB lacks.  Every 64th rather
- * than every 16th or 32nd: stepping both ways, random gets measured about
- * as fast as every 32nd forward only, within 1.5x of an mdb_get by key
- * (make bench).
+ * of the way, 32 steps at most (63 in the last interval, which has no key
+ * after it); where the sample is a few keys past the one the cursor is on
+ * (a batch in key order: the next key), it steps from there.  For 10^7
+ * keys of 8 bytes the index is 2.5 MB, where keeping every key and its
+ * offset took 160 MB; the workers share it copy-on-write since nothing
+ * writes it after create.  Storing only the count is not possible without
+ * a rank lookup, which LMDB lacks.  Every 64th rather than every 16th or
+ * 32nd: stepping both ways, random gets measured about as fast as every
+ * 32nd forward only, within 1.5x of an mdb_get by key (make bench).
  *
  * An environment must not be used across fork(): each process opens its
  * own on its first get (a changed fl__fork_generation tells a worker),
@@ -171,7 +171,7 @@ fail:
 /*
  * Put the cursor on sample index, its key and value in k and v: from the
  * nearer indexed key, stepping MDB_NEXT or MDB_PREV (half the interval at
- * most), or from where the cursor is when that is no more steps, counting
+ * most, but forward only in the last), or from where the cursor is when that is no more steps, counting
  * the seek as one (it costs more).  An indexed key stepped onto must be
  * the one create saw there, or the keys moved.
  */
