@@ -3,8 +3,9 @@
  * by tools/golden_lmdb.py, with the order its cursor walks in
  * tests/golden/lmdb.txt) read in that order with every byte; databases
  * written here with liblmdb for the rest: sizes, a value too large for
- * its room, bad paths, a 0.1-sized fl_dataset, worker counts, ranks and
- * a resumed epoch.  Each
+ * its room, bad paths, a 0.1-sized fl_dataset, worker counts, ranks, a
+ * resumed epoch, the sparse index (its size, binary keys of every length
+ * about its interval) and a database changed after create.  Each
  * case's database goes to a fresh folder under /tmp, removed at its end.
  * Without liblmdb the program checks that the dataset says FL_ENOTSUP,
  * naming the package, and skips the rest.
@@ -27,6 +28,7 @@
 #endif
 
 #include "common.h"
+#include "datasets/dataset.h"
 #include "internal.h"
 
 #ifdef HAVE_LMDB
@@ -114,6 +116,13 @@ static size_t
 size_varied(size_t i)
 {
   return i == 7 ? 9000 : (i * 97) % 3000; /* 9000: overflow pages */
+}
+
+static size_t
+size_8(size_t i)
+{
+  (void)i;
+  return 8;
 }
 
 static size_t
@@ -551,6 +560,273 @@ resumed_epoch_gives_the_rest_in_the_same_order(void **state)
   fl_dataset_close(&ds);
   flt_assert_clean(&base);
 }
+/* The sparse index (issue 28): at 10^5 keys of 8 bytes, a quarter of a
+   byte a key (a 64th of them and their offsets), where keeping every key
+   and its offset took 16. */
+static void
+index_of_100000_keys_takes_under_half_a_byte_a_key(void **state)
+{
+  static const size_t probe[] = {0, 1, 31, 32, 33, 63, 64, 65, 50000,
+                                 99935, 99936, 99999, 7, 99998, 64};
+  unsigned char buf[8];
+  flt_baseline base;
+  fl_dataset ds;
+  size_t i, nb, bytes;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make();
+  assert_int_equal(fl_dataset_lmdb(&ds, db_write("db", 100000, size_8), 8),
+                   0);
+  assert_int_equal(ds.len, 100000);
+  bytes = fl__lmdb_index_bytes(&ds);
+  if (bytes > 100000 / 2)
+    fail_msg("the index takes %zu bytes for 100000 keys", bytes);
+  /* Read in no order: the index finds each. */
+  for (i = 0; i < sizeof(probe) / sizeof(*probe); i++) {
+    nb = sizeof(buf);
+    assert_int_equal(ds.get(ds.ctx, probe[i], buf, &nb), 0);
+    assert_int_equal(nb, 8);
+    if (!value_ok(buf, 8, 8, probe[i]))
+      fail_msg("sample %zu is not its key's value", probe[i]);
+  }
+  fl_dataset_close(&ds);
+  flt_assert_clean(&base);
+}
+
+#define KEY_MAX 511 /* liblmdb's default mdb_env_get_maxkeysize */
+
+struct bkey {
+  unsigned char b[KEY_MAX];
+  size_t len;
+};
+
+/* LMDB's default order: memcmp, the shorter first where one is a prefix
+   of the other. */
+static int
+bkey_cmp(const void *pa, const void *pb)
+{
+  const struct bkey *a = pa, *b = pb;
+  int c = memcmp(a->b, b->b, a->len < b->len ? a->len : b->len);
+
+  return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/*
+ * n distinct keys of 1 to 511 bytes from {0x00, 0x01, 0xff}, many of them
+ * prefixes of others, each put with itself as its value, into
+ * case_dir/name; keys comes back in key order.
+ */
+static const char *
+db_write_binary(const char *name, struct bkey *keys, size_t n)
+{
+  static char path[PATH_MAX];
+  static const unsigned char alphabet[] = {0x00, 0x01, 0xff};
+  uint64_t x = 0x9e3779b97f4a7c15ull + n;
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_val k, v;
+  size_t i = 0, j;
+  int rc;
+
+  snprintf(path, sizeof(path), "%s/%s", case_dir, name);
+  assert_int_equal(mkdir(path, 0755), 0);
+  assert_int_equal(mdb_env_create(&env), 0);
+  assert_int_equal(mdb_env_set_mapsize(env, 64 << 20), 0);
+  assert_int_equal(mdb_env_open(env, path, 0, 0644), 0);
+  assert_int_equal(mdb_env_get_maxkeysize(env), KEY_MAX);
+  assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+  assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+  while (i < n) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    /* A third of them 1 to 4 bytes, the rest up to the most. */
+    keys[i].len = x % 3 == 0 ? 1 + (x >> 8) % 4 : 1 + (x >> 8) % KEY_MAX;
+    for (j = 0; j < keys[i].len; j++)
+      keys[i].b[j] = alphabet[(x >> (j % 40)) % 3];
+    k.mv_data = v.mv_data = keys[i].b;
+    k.mv_size = v.mv_size = keys[i].len;
+    rc = mdb_put(txn, dbi, &k, &v, MDB_NOOVERWRITE);
+    if (rc != MDB_KEYEXIST) {
+      assert_int_equal(rc, 0);
+      i++;
+    }
+  }
+  assert_int_equal(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+  qsort(keys, n, sizeof(*keys), bkey_cmp);
+  return path;
+}
+
+/* Sample index of ds is keys[index] (its value is its key). */
+static void
+get_is(const fl_dataset *ds, const struct bkey *keys, size_t index)
+{
+  unsigned char buf[KEY_MAX];
+  size_t nb = sizeof(buf);
+
+  assert_int_equal(ds->get(ds->ctx, index, buf, &nb), 0);
+  if (nb != keys[index].len || memcmp(buf, keys[index].b, nb) != 0)
+    fail_msg("sample %zu of %zu is not the %zuth key (%zu bytes): %zu "
+             "bytes", index, ds->len, index, keys[index].len, nb);
+}
+
+/* Counts about the index's interval, K = FL__LMDB_EVERY: 1, K - 1, K,
+   K + 1 and 3K + 5 binary keys, each read in key order (the cursor steps
+   on), backwards (a seek each) and by a stride (seeks both ways), then
+   one shuffled epoch by 2 workers. */
+static void
+binary_keys_of_1_to_511_bytes_at_1_k_1_k_k1_3k5_keys_read_right(void **state)
+{
+  const size_t K = FL__LMDB_EVERY;
+  const size_t count[] = {1, K - 1, K, K + 1, 3 * K + 5};
+  struct bkey *keys = malloc((3 * K + 5) * sizeof(*keys));
+  flt_baseline base;
+  fl_dataset ds;
+  struct run r;
+  char name[16];
+  size_t c, i, n;
+
+  (void)state;
+  assert_non_null(keys);
+  flt_baseline_take(&base);
+  dir_make();
+  for (c = 0; c < sizeof(count) / sizeof(*count); c++) {
+    n = count[c];
+    snprintf(name, sizeof(name), "db%zu", n);
+    assert_int_equal(fl_dataset_lmdb(&ds, db_write_binary(name, keys, n),
+                                     KEY_MAX),
+                     0);
+    assert_int_equal(ds.len, n);
+    for (i = 0; i < n; i++)
+      get_is(&ds, keys, i);
+    for (i = n; i-- > 0;)
+      get_is(&ds, keys, i);
+    for (i = 0; i < n; i++)
+      get_is(&ds, keys, i * 37 % n);
+    epoch_with(&ds, 2, &r);
+    assert_int_equal(r.n, n);
+    for (i = 0; i < n; i++)
+      if (r.size[i] != keys[r.idx[i]].len ||
+          memcmp(r.bytes + i * KEY_MAX, keys[r.idx[i]].b, r.size[i]) != 0)
+        fail_msg("%zu keys: a worker's sample %zu is not its key", n,
+                 r.idx[i]);
+    free(r.bytes);
+    fl_dataset_close(&ds);
+  }
+  free(keys);
+  flt_assert_clean(&base);
+}
+
+/* Change db (written by db_write) after a dataset was made of it: delete
+   the key of `del`, then put `put` (NULL: none). */
+static void
+db_change(const char *path, size_t del, const char *put)
+{
+  char key[32];
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_val k, v = {1, "v"};
+
+  assert_int_equal(mdb_env_create(&env), 0);
+  assert_int_equal(mdb_env_set_mapsize(env, 64 << 20), 0);
+  assert_int_equal(mdb_env_open(env, path, 0, 0644), 0);
+  assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+  assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+  k.mv_size = (size_t)snprintf(key, sizeof(key), "%08zu", del);
+  k.mv_data = key;
+  assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+  if (put != NULL) {
+    k.mv_size = strlen(put);
+    k.mv_data = (void *)put;
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+  }
+  assert_int_equal(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
+/* One epoch of ds in batches of 10 (shuffled or not): the batches that
+   fail must be FL_EDATASET saying `what`; returns how many failed. */
+static size_t
+epoch_errors(const fl_dataset *ds, unsigned workers, int shuffle,
+             const char *what)
+{
+  fl_options opt;
+  fl_loader *l;
+  fl_batch *b;
+  size_t errors = 0, batches = 0;
+  const char *e;
+  int rc;
+
+  options(&opt, workers, 10);
+  opt.shuffle = shuffle;
+  opt.seed = 9;
+  assert_int_equal(fl_loader_create(&l, ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    batches++;
+    if (rc == 1) {
+      fl_batch_release(b);
+      continue;
+    }
+    assert_int_equal(rc, FL_EDATASET);
+    e = fl_loader_error(l);
+    if (strstr(e, what) == NULL ||
+        strstr(e, "the database changed") == NULL)
+      fail_msg("the error does not say '%s': %s", what, e);
+    errors++;
+  }
+  assert_int_equal(batches, (ds->len + 9) / 10);
+  fl_loader_destroy(l);
+  return errors;
+}
+
+/* 130 keys, changed after create: what a get sees of it is its batch's
+   FL_EDATASET, the loader going on, in the caller and in workers. */
+static void
+database_changed_after_create_is_its_batchs_error_never_a_crash(
+    void **state)
+{
+  flt_baseline base;
+  fl_dataset ds;
+  const char *path;
+  char name[16];
+  unsigned w;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make();
+  for (w = 0; w <= 2; w += 2) {
+    /* A key gone: another count, every batch. */
+    snprintf(name, sizeof(name), "gone%u", w);
+    path = db_write(name, 130, size_100);
+    assert_int_equal(fl_dataset_lmdb(&ds, path, 300), 0);
+    db_change(path, 100, NULL);
+    assert_int_equal(epoch_errors(&ds, w, 0, "holds 129 keys, not the 130"),
+                     13);
+    fl_dataset_close(&ds);
+    /* The last key gone and one put after the first, the count the same:
+       a walk finds another key where an indexed one was, or the keys
+       running out before sample 129. */
+    snprintf(name, sizeof(name), "shifted%u", w);
+    path = db_write(name, 130, size_100);
+    assert_int_equal(fl_dataset_lmdb(&ds, path, 300), 0);
+    db_change(path, 129, "00000000a");
+    assert_true(epoch_errors(&ds, w, 0, "the database changed") >= 1);
+    fl_dataset_close(&ds);
+    /* An indexed key (sample 64's) renamed: a seek to it fails. */
+    snprintf(name, sizeof(name), "renamed%u", w);
+    path = db_write(name, 130, size_100);
+    assert_int_equal(fl_dataset_lmdb(&ds, path, 300), 0);
+    db_change(path, 64, "00000064x");
+    assert_true(epoch_errors(&ds, w, 1, "key '00000064' (sample 64)") >= 1);
+    fl_dataset_close(&ds);
+  }
+  flt_assert_clean(&base);
+}
 #else
 /* Without liblmdb: FL_ENOTSUP naming the package, then a skip. */
 static void
@@ -585,6 +861,9 @@ main(void)
       CASE(workers_0_2_and_3_give_the_same_batches),
       CASE(ranks_of_worlds_of_2_and_3_see_every_sample_once),
       CASE(resumed_epoch_gives_the_rest_in_the_same_order),
+      CASE(index_of_100000_keys_takes_under_half_a_byte_a_key),
+      CASE(binary_keys_of_1_to_511_bytes_at_1_k_1_k_k1_3k5_keys_read_right),
+      CASE(database_changed_after_create_is_its_batchs_error_never_a_crash),
   };
 
   flt_warm_up();

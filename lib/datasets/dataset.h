@@ -81,4 +81,9 @@ int fl__npy_map_array(const char *path, void **map, size_t *bytes,
 int fl__tokens_check(const void *head, size_t file_bytes, size_t seq_len,
                      size_t *windows, char *err, size_t errlen);
 
+/* lmdb.c: its sparse index keeps every FL__LMDB_EVERY-th key; the bytes
+   it takes, for tests/lmdb_test.c to hold to its bound. */
+#define FL__LMDB_EVERY 64
+size_t fl__lmdb_index_bytes(const fl_dataset *ds);
+
 #endif /* FL_DATASET_H */

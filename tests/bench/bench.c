@@ -559,6 +559,94 @@ lmdb_remove(const char *dir)
   unlink(path);
   rmdir(dir);
 }
+
+/* The random-access rows (issue 28): fl_dataset_lmdb's get called here,
+   no loader around it, over small values, so that finding a sample's key
+   is most of what is timed. */
+enum lmdb_how {
+  LMDB_RANDOM,   /* its get, in a shuffled order */
+  LMDB_IN_ORDER, /* its get, in key order */
+  LMDB_BY_KEY    /* an mdb_get by the whole key kept in memory, in the
+                    same shuffled order: what a get by position is held to */
+};
+
+/* Gets/s of one pass over the n values of 4 floats in dir, after one
+   untimed pass in key order that opens the environment and maps its
+   pages. */
+static double
+fl_lmdb_gets(const char *dir, size_t n, enum lmdb_how how)
+{
+  size_t *order = malloc(n * sizeof(*order)), i, j, t, nb;
+  char(*keys)[24] = how == LMDB_BY_KEY ? malloc(n * 24) : NULL;
+  uint64_t x = 88172645463325252ull; /* xorshift64's state */
+  unsigned char buf[16];
+  fl_dataset ds;
+  MDB_env *env = NULL;
+  MDB_txn *txn = NULL;
+  MDB_dbi dbi;
+  MDB_val k = {8, NULL}, v;
+  double t0 = 0;
+  int pass, rc = 0;
+
+  if (order == NULL || (how == LMDB_BY_KEY && keys == NULL)) {
+    perror("fl_lmdb_gets");
+    exit(1);
+  }
+  for (i = 0; i < n; i++)
+    order[i] = i;
+  for (i = n; i > 1 && how != LMDB_IN_ORDER; i--) { /* Fisher-Yates */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    j = (size_t)(x % i);
+    t = order[i - 1];
+    order[i - 1] = order[j];
+    order[j] = t;
+  }
+  if (how == LMDB_BY_KEY) {
+    for (i = 0; i < n; i++)
+      snprintf(keys[i], 24, "%08zu", i);
+    if ((rc = mdb_env_create(&env)) != 0 ||
+        (rc = mdb_env_open(env, dir,
+                           MDB_RDONLY | MDB_NOLOCK | MDB_NORDAHEAD, 0)) !=
+            0 ||
+        (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) != 0 ||
+        (rc = mdb_dbi_open(txn, NULL, 0, &dbi)) != 0) {
+      fprintf(stderr, "bench: %s: %s\n", dir, mdb_strerror(rc));
+      exit(1);
+    }
+  } else if ((rc = fl_dataset_lmdb(&ds, dir, sizeof(buf))) != 0) {
+    die("dataset", NULL, rc);
+  }
+  for (pass = 0; pass < 2; pass++) {
+    t0 = now();
+    for (i = 0; i < n && rc == 0; i++) {
+      j = pass == 0 ? i : order[i];
+      if (how != LMDB_BY_KEY) {
+        nb = sizeof(buf);
+        rc = ds.get(ds.ctx, j, buf, &nb);
+      } else {
+        k.mv_data = keys[j];
+        if ((rc = mdb_get(txn, dbi, &k, &v)) == 0)
+          memcpy(buf, v.mv_data, v.mv_size < 16 ? v.mv_size : 16);
+      }
+    }
+    t0 = now() - t0;
+  }
+  if (rc != 0) {
+    fprintf(stderr, "bench: %s: a get failed: %d\n", dir, rc);
+    exit(1);
+  }
+  if (how == LMDB_BY_KEY) {
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+  } else {
+    fl_dataset_close(&ds);
+  }
+  free(keys);
+  free(order);
+  return (double)n / t0;
+}
 #else
 static size_t
 lmdb_make(char *dir, size_t n, size_t cols)
@@ -573,6 +661,17 @@ static void
 lmdb_remove(const char *dir)
 {
   (void)dir;
+}
+
+enum lmdb_how { LMDB_RANDOM, LMDB_IN_ORDER, LMDB_BY_KEY };
+
+static double
+fl_lmdb_gets(const char *dir, size_t n, enum lmdb_how how)
+{
+  (void)dir;
+  (void)n;
+  (void)how;
+  return 0;
 }
 #endif
 
@@ -1690,6 +1789,14 @@ main(int argc, char **argv)
   struct row ldb[2] = {
       {.name = "lmdb (python3-lmdb)", .metric = "samples/s"},
       {.name = "  same as npy dir", .metric = "samples/s"}};
+  /* Random access (issue 28): a million values of 16 bytes, read with
+     the dataset's get, beside an mdb_get by the whole key. */
+  struct row lget[3] = {
+      {.name = "lmdb random get", .metric = "gets/s"},
+      {.name = "  in key order", .metric = "gets/s"},
+      {.name = "  mdb_get by key", .metric = "gets/s"}};
+  char lgdir[] = "/tmp/forkload-bench-lmget-XXXXXX";
+  size_t lgn = 0;
   char lmdir[] = "/tmp/forkload-bench-lmdb-XXXXXX";
   char lmnpy[] = "/tmp/forkload-bench-lmnpy-XXXXXX", lmarray[512];
   size_t lmn = 0;
@@ -1800,6 +1907,8 @@ main(int argc, char **argv)
   }
   if (wanted("lmdb") && (lmn = lmdb_make(lmdir, smoke ? 200 : 20000, 3072)))
     npy_make(lmnpy, lmn, 3072, lmarray);
+  if (wanted("lmdb"))
+    lgn = lmdb_make(lgdir, smoke ? 2000 : 1000000, 4);
   at[0] = (npn + 63) / 64 * 9 / 10;
   at[1] = 0;
   for (i = 0; i < rounds; i++) {
@@ -1882,6 +1991,8 @@ main(int argc, char **argv)
       if (have_torch && torch_run(args, nk, 1, &r) == 0)
         ldb[k].pt[ldb[k].npt++] = r.v[0];
     }
+    for (k = 0; k < 3 && lgn > 0; k++)
+      lget[k].fl[lget[k].nfl++] = fl_lmdb_gets(lgdir, lgn, k);
 #ifdef BENCH_IMAGES
     for (k = 0; k < 2 && im.n > 0; k++) {
       static const char *ik[] = {"images_per_s"};
@@ -1916,6 +2027,8 @@ main(int argc, char **argv)
     lmdb_remove(lmdir);
     npy_remove(lmnpy, lmn, lmarray);
   }
+  if (lgn > 0)
+    lmdb_remove(lgdir);
   for (k = 0; k < 4 && shards[0] != '\0'; k++) {
     snprintf(args, sizeof(args), "%s.wds-%d.tar", npdir, k);
     unlink(args);
@@ -2053,6 +2166,16 @@ main(int argc, char **argv)
     print_row(&ldb[1], "", -1);
     printf("lmdb: %zu values of 12 KiB (float32), keys %%08zu; 2 workers, "
            "batch 64, one warm epoch\n", lmn);
+  }
+  if (lgn > 0) {
+    /* Issue 28's bound: a get by position costs at most 2 by-key gets. */
+    f = median(lget[2].fl, lget[2].nfl);
+    snprintf(target, sizeof(target), ">= 0.5 x by key: %.0f", f);
+    print_row(&lget[0], target, median(lget[0].fl, lget[0].nfl) >= 0.5 * f);
+    print_row(&lget[1], "", -1);
+    print_row(&lget[2], "", -1);
+    printf("lmdb gets: %zu values of 16 bytes, keys %%08zu; the dataset's "
+           "get in this process, one pass after an untimed one\n", lgn);
   } else if (wanted("lmdb")) {
     printf("lmdb: skipped, this forkload was built without liblmdb (sh "
            "tools/setup.sh, then configure)\n");
