@@ -33,6 +33,9 @@ update() {
 pkgs="gcc make autoconf automake libtool pkg-config libuv1-dev libcmocka-dev
 mandoc libopenmpi-dev openmpi-bin libjpeg-dev libspng-dev libwebp-dev
 libtiff-dev liblmdb-dev libarchive-dev"
+# The tests' compressed and pipe: shards: xz writes one, and curl reads
+# shards from a server of the test's own on 127.0.0.1.
+pkgs="$pkgs xz-utils curl"
 # The Python module (python/) is built for the release's python3 and
 # tested with its pytest, numpy and torch (tests/python: without torch
 # they are skipped, that is untested); python3-pil is small, and tests may
