@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -22,6 +23,35 @@
 #include "cli.h"
 
 #ifdef HAVE_LIBARCHIVE
+/* The shard's file, written by libarchive through write_out. */
+struct out {
+  int fd;
+  int err; /* the first write's errno, or 0 */
+};
+
+/* A failed write is kept here and told to libarchive as done: once one
+   of its writes fails, libarchive 3.6's archive_write_free leaks its
+   output buffer.  The caller checks err after each member. */
+static la_ssize_t
+write_out(struct archive *ar, void *ctx, const void *buf, size_t n)
+{
+  struct out *o = ctx;
+  size_t done = 0;
+  ssize_t r;
+
+  (void)ar;
+  while (o->err == 0 && done < n) {
+    r = write(o->fd, (const char *)buf + done, n - done);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      o->err = errno;
+    else
+      done += (size_t)r;
+  }
+  return (la_ssize_t)n;
+}
+
 static int
 put(struct archive *ar, struct archive_entry *e, const char *name,
     const void *data, size_t len)
@@ -44,6 +74,7 @@ write_shard(const char *path, const struct synth *data, size_t first,
 {
   struct archive *ar = archive_write_new();
   struct archive_entry *e = archive_entry_new();
+  struct out o = {.fd = -1};
   char name[32], label[8];
   struct stat st;
   size_t i;
@@ -53,10 +84,14 @@ write_shard(const char *path, const struct synth *data, size_t first,
     cli_error("gen: %s", fl_strerror(FL_ENOMEM));
     goto out;
   }
+  if ((o.fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) < 0) {
+    cli_error("gen: %s: %s", path, strerror(errno));
+    goto out;
+  }
   if (archive_write_set_format_ustar(ar) != ARCHIVE_OK ||
-      archive_write_open_filename(ar, path) != ARCHIVE_OK)
+      archive_write_open(ar, &o, NULL, write_out, NULL) != ARCHIVE_OK)
     goto fail;
-  for (i = first; i < end && !cli_interrupted; i++) {
+  for (i = first; i < end && !cli_interrupted && o.err == 0; i++) {
     synth_fill(data, i, 0, buf);
     snprintf(name, sizeof name, "%08zu.bin", i);
     if (put(ar, e, name, buf, data->sample_bytes) < 0)
@@ -68,18 +103,25 @@ write_shard(const char *path, const struct synth *data, size_t first,
   }
   if (archive_write_close(ar) != ARCHIVE_OK)
     goto fail;
+  if (close(o.fd) != 0 && o.err == 0)
+    o.err = errno;
+  o.fd = -1;
+  if (o.err != 0) {
+    cli_error("gen: %s: cannot write it: %s", path, strerror(o.err));
+    goto out;
+  }
   rc = 0;
   goto out;
 fail:
-  /* libarchive's "Write error" says why only in its errno. */
-  cli_error("gen: %s: %s%s%s", path,
-            archive_error_string(ar) != NULL ? archive_error_string(ar)
-                                             : "cannot write it",
-            archive_errno(ar) > 0 ? ": " : "",
-            archive_errno(ar) > 0 ? strerror(archive_errno(ar)) : "");
+  cli_error("gen: %s: %s", path,
+            o.err != 0                        ? strerror(o.err)
+            : archive_error_string(ar) != NULL ? archive_error_string(ar)
+                                               : "cannot write it");
 out:
   if (ar != NULL)
     archive_write_free(ar);
+  if (o.fd >= 0)
+    close(o.fd);
   archive_entry_free(e);
   if (rc == 0 && stat(path, &st) == 0)
     *bytes += (uint64_t)st.st_size;

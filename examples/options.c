@@ -644,7 +644,8 @@ add_shards(struct load_args *a)
     cli_error("--shard: %s", fl_strerror(FL_ENOMEM));
     return -1;
   }
-  memcpy(all + f->nshards, a->shard_args, a->nshard_args * sizeof(*all));
+  if (a->nshard_args > 0) /* memcpy takes no NULL, even for nothing */
+    memcpy(all + f->nshards, a->shard_args, a->nshard_args * sizeof(*all));
   f->shards = all;
   f->nshards += a->nshard_args;
   return 0;

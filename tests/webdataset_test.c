@@ -749,6 +749,45 @@ pipe_shards_read_their_commands_output(void **state)
 }
 
 /*
+ * A command that writes past its tar's end, after the reader has seen the
+ * end marker, and that fails on a closed pipe rather than die of SIGPIPE
+ * (as curl does, exit 23): what it writes is read to its end, and the
+ * shard ends well.
+ */
+static void
+a_command_writing_past_its_tar_is_read_to_its_end(void **state)
+{
+  const struct member m[] = {{"a.cls", "0", 0}, {"b.cls", "1", 0}};
+  const char *exts[] = {"cls"};
+  const size_t max[] = {4};
+  char file[128], cmd[400];
+  const char *shard = cmd;
+  flt_baseline base;
+  fl_iterable it;
+  fl_loader *l;
+  struct got g;
+  unsigned nw;
+
+  (void)state;
+  flt_baseline_take(&base);
+  snprintf(file, sizeof(file), "%s/shard-65.tar", dir);
+  tar_write_filtered(file, m, 2, ARCHIVE_FILTER_NONE);
+  snprintf(cmd, sizeof(cmd), "pipe:trap '' PIPE; cat '%s' && sleep 0.2 && "
+           "head -c 30000 /dev/zero", file);
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 1, exts, max, 1), 0);
+  for (nw = 0; nw <= 1; nw++) {
+    l = loader(&it, nw, 4);
+    epoch(l, 1, &g);
+    if (g.errors != 0)
+      fail_msg("%u worker(s): %s", nw, g.error[0]);
+    assert_int_equal(g.n, 2);
+    fl_loader_destroy(l);
+  }
+  fl_iterable_close(&it);
+  flt_assert_clean(&base);
+}
+
+/*
  * Samples a and b (ustar: b.bin's header at 2048, its data at 2560) through
  * commands that fail: cut short, then exit 3; the whole tar, then exit 3;
  * the whole tar, then the shell killed.  Each is its batch's error naming
@@ -991,6 +1030,7 @@ main(void)
       cmocka_unit_test(pipe_shards_read_their_commands_output),
       cmocka_unit_test(
           a_failing_command_is_an_error_naming_it_and_its_status),
+      cmocka_unit_test(a_command_writing_past_its_tar_is_read_to_its_end),
       cmocka_unit_test(a_command_gets_no_fd_but_its_stdio),
       cmocka_unit_test(a_loader_destroyed_mid_shard_ends_its_command),
       cmocka_unit_test(a_worker_killed_mid_shard_leaves_no_command),

@@ -47,6 +47,8 @@
 #define KEEPER "trap 'kill -KILL 0' HUP; eval \"$1\" & wait $!"
 /* What libarchive is handed at a time, from a file or a command. */
 #define BLOCK_BYTES (1 << 16)
+/* What a command may write past its tar's end that is read and dropped. */
+#define DRAIN_MAX (1 << 20)
 
 #ifdef HAVE_LIBARCHIVE
 
@@ -260,13 +262,38 @@ out_of_memory(struct wds *w)
   return FL_ENOMEM;
 }
 
+/*
+ * What a command writes past its tar's end (the blocks' padding, after
+ * the end marker libarchive stops at) is read and dropped, up to
+ * DRAIN_MAX, so that the command ends as a writer read whole: curl, for
+ * one, ignores SIGPIPE and takes a pipe closed under it for exit 23.
+ */
+static void
+command_drain(struct wds *w)
+{
+  size_t left = DRAIN_MAX;
+  ssize_t n;
+
+  while (w->pid != 0 && !w->eof && left > 0) {
+    n = read(w->fd, w->buf, left < BLOCK_BYTES ? left : BLOCK_BYTES);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    left -= (size_t)n;
+  }
+}
+
 /* The tar ended: so must its command, and well (where: after which
    sample). */
 static int
 shard_end(struct wds *w, const char *where, const char *key)
 {
   char how[48], at[64];
-  int failed = command_failed(command_end(w, 0), how, sizeof(how));
+  int failed;
+
+  command_drain(w);
+  failed = command_failed(command_end(w, 0), how, sizeof(how));
 
   if (failed) {
     progress(w, at, sizeof(at));
