@@ -504,6 +504,27 @@ a_resumed_epoch_of_pipe_shards_gives_exactly_the_rest(void **state)
   resumed(1);
 }
 
+/* An epoch of nshards shards of two samples each, keyed "<c>SkK" (shard
+   S, sample K): no error, and each sample once. */
+static void
+assert_two_each_once(const struct got *g, char c, unsigned nshards)
+{
+  unsigned s, k, seen[8][2] = {{0}};
+  char fmt[8];
+  size_t i;
+
+  snprintf(fmt, sizeof(fmt), "%c%%uk%%u", c);
+  assert_int_equal(g->errors, 0);
+  assert_int_equal(g->n, 2 * nshards);
+  for (i = 0; i < g->n; i++) {
+    assert_int_equal(sscanf(g->field[i][0], fmt, &s, &k), 2);
+    assert_true(s < nshards && k < 2);
+    seen[s][k]++;
+  }
+  for (s = 0; s < nshards; s++)
+    assert_true(seen[s][0] == 1 && seen[s][1] == 1);
+}
+
 /* Shards 40 to 43, each two samples zNkK.cls, as gzip, bzip2, xz and
    zstd (webdataset's tarfile reads the first three). */
 static void
@@ -518,14 +539,13 @@ compressed_shards_read_as_plain_ones(void **state)
                {ARCHIVE_FILTER_ZSTD, "zst"}};
   const char *exts[] = {"__key__", "cls"};
   const size_t max[] = {16, 4};
-  char *shards[4], names[4][2][16], seen[4][2];
+  char *shards[4], names[4][2][16];
   struct member m[2];
   flt_baseline base;
   fl_iterable it;
   fl_loader *l;
   struct got g;
   unsigned s, k, nw;
-  size_t i;
 
   (void)state;
   flt_baseline_take(&base);
@@ -543,17 +563,9 @@ compressed_shards_read_as_plain_ones(void **state)
   assert_int_equal(fl_dataset_webdataset(&it, (const char *const *)shards,
                                          4, exts, max, 2), 0);
   for (nw = 0; nw <= 2; nw += 2) {
-    memset(seen, 0, sizeof(seen));
     l = loader(&it, nw, 3);
     epoch(l, 2, &g);
-    assert_int_equal(g.errors, 0);
-    assert_int_equal(g.n, 8);
-    for (i = 0; i < g.n; i++) {
-      assert_int_equal(sscanf(g.field[i][0], "z%uk%u", &s, &k), 2);
-      seen[s][k]++;
-    }
-    for (s = 0; s < 4; s++)
-      assert_true(seen[s][0] == 1 && seen[s][1] == 1);
+    assert_two_each_once(&g, 'z', 4);
     fl_loader_destroy(l);
   }
   fl_iterable_close(&it);
@@ -703,7 +715,7 @@ pipe_shards_read_their_commands_output(void **state)
 {
   const char *exts[] = {"__key__", "cls"};
   const size_t max[] = {16, 4};
-  char files[3][128], cmds[3][300], names[3][2][16], seen[3][2];
+  char files[3][128], cmds[3][300], names[3][2][16];
   const char *shards[3] = {cmds[0], cmds[1], files[2]};
   struct member m[2];
   flt_baseline base;
@@ -711,7 +723,6 @@ pipe_shards_read_their_commands_output(void **state)
   fl_loader *l;
   struct got g;
   unsigned s, k, nw, e;
-  size_t i;
 
   (void)state;
   flt_baseline_take(&base);
@@ -731,16 +742,8 @@ pipe_shards_read_their_commands_output(void **state)
   for (nw = 0; nw <= 2; nw += 2) {
     l = loader(&it, nw, 4);
     for (e = 0; e < 2; e++) {
-      memset(seen, 0, sizeof(seen));
       epoch(l, 2, &g);
-      assert_int_equal(g.errors, 0);
-      assert_int_equal(g.n, 6);
-      for (i = 0; i < g.n; i++) {
-        assert_int_equal(sscanf(g.field[i][0], "p%uk%u", &s, &k), 2);
-        seen[s][k]++;
-      }
-      for (s = 0; s < 3; s++)
-        assert_true(seen[s][0] == 1 && seen[s][1] == 1);
+      assert_two_each_once(&g, 'p', 3);
     }
     fl_loader_destroy(l);
   }
