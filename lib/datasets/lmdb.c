@@ -137,10 +137,12 @@ process_open(struct lmdb_ds *d)
   MDB_stat ms;
   int rc;
 
-  /* Another process's environment (a worker forked after the caller read
-     with num_workers 0) is left as it is: LMDB forbids touching it after
-     fork(), even to close it. */
+  /* Another process's environment, transaction and cursor (a worker
+     forked after the caller read with num_workers 0) are left as they
+     are: LMDB forbids touching them after fork(), even to close them. */
   d->env = NULL;
+  d->txn = NULL;
+  d->cur = NULL;
   d->at = d->n;
   rc = env_open(d->path, d->env_flags, &d->env, &d->txn, &d->dbi);
   if (rc != 0) {
@@ -169,12 +171,21 @@ fail:
   return rc;
 }
 
+/* Indexed key j: key j * FL__LMDB_EVERY as create saw it. */
+static void
+mark_key(const struct lmdb_ds *d, size_t j, MDB_val *k)
+{
+  k->mv_data = d->marked + d->mark[j];
+  k->mv_size = d->mark[j + 1] - d->mark[j];
+}
+
 /*
  * Put the cursor on sample index, its key and value in k and v: from the
  * nearer indexed key, stepping MDB_NEXT or MDB_PREV (half the interval at
- * most, but forward only in the last), or from where the cursor is when that is no more steps, counting
- * the seek as one (it costs more).  An indexed key stepped onto must be
- * the one create saw there, or the keys moved.
+ * most, but forward only in the last), or from where the cursor is when
+ * that is no more steps, counting the seek as one (it costs more).  An
+ * indexed key stepped onto must be the one create saw there, or the keys
+ * moved.
  */
 static int
 seek(struct lmdb_ds *d, size_t index, MDB_val *k, MDB_val *v)
@@ -195,8 +206,7 @@ seek(struct lmdb_ds *d, size_t index, MDB_val *k, MDB_val *v)
     op = MDB_NEXT;
   } else {
     at = j * FL__LMDB_EVERY;
-    k->mv_data = d->marked + d->mark[j];
-    k->mv_size = d->mark[j + 1] - d->mark[j];
+    mark_key(d, j, k);
     if ((rc = mdb_cursor_get(d->cur, k, v, MDB_SET_KEY)) != 0) {
       fl_worker_error("%s: key '%s' (sample %zu): %s%s", d->path,
                       key_str(k->mv_data, k->mv_size, ks, sizeof(ks)), at,
@@ -219,8 +229,7 @@ seek(struct lmdb_ds *d, size_t index, MDB_val *k, MDB_val *v)
     }
     if (at % FL__LMDB_EVERY != 0)
       continue;
-    m.mv_data = d->marked + d->mark[at / FL__LMDB_EVERY];
-    m.mv_size = d->mark[at / FL__LMDB_EVERY + 1] - d->mark[at / FL__LMDB_EVERY];
+    mark_key(d, at / FL__LMDB_EVERY, &m);
     if (k->mv_size != m.mv_size || memcmp(k->mv_data, m.mv_data, m.mv_size)) {
       fl_worker_error("%s: sample %zu: key '%s' where '%s' was: the database "
                       "changed since the dataset was opened", d->path, at,
