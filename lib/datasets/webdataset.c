@@ -403,8 +403,7 @@ command_start(struct wds *w, const char *cmd)
   }
   fl__close(p[1]);
   if (rc != 0) {
-    fl__fdtrack_del(p[0]);
-    fl__close(p[0]);
+    fl__fdtrack_close(p[0]);
     goto out;
   }
   /* As the child does: kill(-pid) reaches it whichever runs first. */

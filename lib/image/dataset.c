@@ -1,11 +1,11 @@
 /*
  * fl_dataset_decode_images and fl_iterable_decode_images: the image stage
  * over any dataset, map-style or a stream, one of whose fields holds
- * encoded images (JPEG, PNG, WebP, TIFF, BMP or PNM bytes: LMDB values, WebDataset's .jpg
- * members, files read by a dataset of the caller's).  Each sample's
- * encoded field is fetched into a buffer the process keeps, and the stage
- * writes the decoded, transformed image in its place; the other fields
- * pass through.  A stream's samples have no index: the k-th sample a
+ * encoded images (JPEG, PNG, WebP, TIFF, BMP or PNM bytes: LMDB values,
+ * WebDataset's .jpg members, files read by a dataset of the caller's).
+ * Each sample's encoded field is fetched into a buffer the process keeps,
+ * and the stage writes the decoded, transformed image in its place; the
+ * other fields pass through.  A stream's samples have no index: the k-th sample a
  * stream gives in an epoch draws its crop from fl_sample_seed(k).
  */
 #include "config.h"

@@ -1,8 +1,9 @@
 /*
  * Inside the image stage: how its parts meet.  A decoder (jpeg.c, png.c,
- * webp.c, tiff.c, bmp.c, pnm.c) reads the header, asks the stage's plan which region it needs and at
- * which scale, and hands it those rows one by one; crop.c draws the crop;
- * resample.c resizes as PIL does, row by row, and writes the output.
+ * webp.c, tiff.c, bmp.c, pnm.c) reads the header, asks the stage's plan
+ * which region it needs and at which scale, and hands it those rows one by
+ * one; crop.c draws the crop; resample.c resizes as PIL does, row by row,
+ * and writes the output.
  */
 #ifndef FL_IMAGE_DECODE_H
 #define FL_IMAGE_DECODE_H

@@ -1,9 +1,10 @@
 /*
  * The image stage, private to the built-in datasets: encoded bytes in (a
- * JPEG, PNG, WebP, TIFF, BMP or PNM file, a tar member, a database value), one transformed image
- * out, as fl_image_options asks.  Any dataset whose samples are encoded
- * images composes with it.  A stage is made before the fork; its scratch
- * (decoder state, row buffers, coefficients) is allocated by whichever
+ * JPEG, PNG, WebP, TIFF, BMP or PNM file, a tar member, a database
+ * value), one transformed image out, as fl_image_options asks.  Any
+ * dataset whose samples are encoded images composes with it.  A stage is
+ * made before the fork; its scratch (decoder state, row buffers,
+ * coefficients) is allocated by whichever
  * process first runs it and reused for every later image, so the steady
  * state allocates nothing per sample.  One stage serves one thread.
  */
