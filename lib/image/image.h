@@ -4,9 +4,9 @@
  * value), one transformed image out, as fl_image_options asks.  Any
  * dataset whose samples are encoded images composes with it.  A stage is
  * made before the fork; its scratch (decoder state, row buffers,
- * coefficients) is allocated by whichever
- * process first runs it and reused for every later image, so the steady
- * state allocates nothing per sample.  One stage serves one thread.
+ * coefficients) is allocated by whichever process first runs it and
+ * reused for every later image, so the steady state allocates nothing per
+ * sample.  One stage serves one thread.
  */
 #ifndef FL_IMAGE_H
 #define FL_IMAGE_H
