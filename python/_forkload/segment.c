@@ -116,18 +116,22 @@ event_done(flpy_loader *self, PyObject *event)
  * the call runs Python, which may drop other batches.  inflight and the
  * events change only with the GIL, which this thread holds; another
  * thread's drain may move the entries meanwhile, never remove one with
- * an event.
+ * an event.  The events are taken on the stack, where they fit (this runs
+ * at every next() while one is in flight, and another thread may run it
+ * meanwhile: no buffer of the loader's).
  */
+#define FLPY_SETTLE_LOCAL 32
 Py_ssize_t
 flpy_loader_settle(flpy_loader *self, int wait)
 {
-  PyObject **events, *r;
+  PyObject *local[FLPY_SETTLE_LOCAL], **events = local, *r;
   size_t n = self->inflight, got = 0, i;
   int done, failed = 0;
 
   if (n == 0)
     return 0;
-  events = malloc(n * sizeof(*events));
+  if (n > FLPY_SETTLE_LOCAL)
+    events = malloc(n * sizeof(*events));
   if (events == NULL) {
     if (wait)
       return (Py_ssize_t)n; /* fl_loader_destroy frees them */
@@ -156,7 +160,8 @@ flpy_loader_settle(flpy_loader *self, int wait)
       event_done(self, events[i]);
     Py_DECREF(events[i]);
   }
-  free(events);
+  if (events != local)
+    free(events);
   return failed ? -1 : (Py_ssize_t)self->inflight;
 }
 
