@@ -29,16 +29,16 @@ static const size_t key_max[] = {KEY_BYTES};
 static int
 key_index(const unsigned char *key, size_t len, size_t *out)
 {
-  size_t v = 0, i;
+  char s[KEY_BYTES + 1], *end;
+  uint64_t v;
 
-  if (len == 0 || len > 19)
+  if (len == 0 || len > KEY_BYTES)
     return -1;
-  for (i = 0; i < len; i++) {
-    if (key[i] < '0' || key[i] > '9')
-      return -1;
-    v = v * 10 + (size_t)(key[i] - '0');
-  }
-  *out = v;
+  memcpy(s, key, len);
+  s[len] = '\0';
+  if (cli_scan_uint(s, &end, &v) != 0 || *end != '\0' || v > SIZE_MAX)
+    return -1;
+  *out = (size_t)v;
   return 0;
 }
 
