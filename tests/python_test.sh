@@ -17,21 +17,30 @@
 # and if torch cannot be imported so, the tests that need it skip saying
 # why and the others run.
 #
+# With FL_PYTHON_INSTALLED=PYTHON (make check-installed), the tests run
+# with that interpreter and the forkload pip installed into it, as a user
+# has it: the build tree's module plays no part.
+#
 # Skipped as a whole (exit 77) with the reason where configure built no
 # module, or where that interpreter lacks pytest, numpy or torch.
 start=$(date +%s)
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
-python=${FL_PYTHON-}
+python=${FL_PYTHON_INSTALLED:-${FL_PYTHON-}}
 so=$top_builddir/python/.libs/_forkload${FL_PYTHON_EXT_SUFFIX-}
 
-if [ -z "$python" ] || [ -n "${FL_PYTHON_WHY-}" ]; then
+if [ -n "${FL_PYTHON_INSTALLED-}" ]; then
+  so=$("$python" -c 'import forkload._forkload as m; print(m.__file__)') || {
+    echo "1..1"
+    echo "not ok 1 - forkload is installed for $python (pip install .)"
+    exit 1
+  }
+elif [ -z "$python" ] || [ -n "${FL_PYTHON_WHY-}" ]; then
   echo "1..0 # SKIP the Python module is not built:" \
     "${FL_PYTHON_WHY:-configure found no Python}"
   exit 77
-fi
-if [ ! -f "$so" ] || [ ! -f "$top_builddir/python/forkload/__init__.py" ]; then
+elif [ ! -f "$so" ] || [ ! -f "$top_builddir/python/forkload/__init__.py" ]; then
   echo "1..1"
   echo "not ok 1 - the Python module is built: no $so or" \
     "$top_builddir/python/forkload/__init__.py (did make run?)"
@@ -62,9 +71,11 @@ if [ -n "$missing" ]; then
 fi
 scratch_dir
 
-# The build tree's package first; this script's plugin after it.
-PYTHONPATH=$(cd "$top_builddir/python" && pwd)${PYTHONPATH:+:$PYTHONPATH}
-PYTHONPATH=$PYTHONPATH:$(cd "$top_srcdir/tests" && pwd)
+# The build tree's package first (not where it is installed); this
+# script's plugin after it.
+[ -n "${FL_PYTHON_INSTALLED-}" ] ||
+  PYTHONPATH=$(cd "$top_builddir/python" && pwd)${PYTHONPATH:+:$PYTHONPATH}
+PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$(cd "$top_srcdir/tests" && pwd)
 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH PYTHONDONTWRITEBYTECODE
 # The limit the tests were written for, wherever the shell's is higher.

@@ -43,6 +43,8 @@ pkgs="$pkgs xz-utils curl"
 # tests/python/test_datasets.py, and python3-torchvision is what its
 # ImageFolder is compared with.  Older releases have no python3-torch.
 pkgs="$pkgs python3-dev python3-numpy python3-pytest python3-pil python3-lmdb"
+# pip's build (tests/wheel_test.sh): a fresh venv of Debian's python3.
+pkgs="$pkgs python3-venv"
 if ! dpkg -s python3-torch >/dev/null 2>&1; then
   apt-cache show python3-torch >/dev/null 2>&1 || update
   apt-cache show python3-torch >/dev/null 2>&1 && pkgs="$pkgs python3-torch"

@@ -1,0 +1,201 @@
+"""pip's build of the Python package forkload (pyproject.toml names
+setuptools): the extension module forkload._forkload with libforkload
+compiled into it, on CPython's limited API (one cp311-abi3 module for
+CPython 3.11 and later).
+
+Nothing here lists a source file: the files are Makefile.am's own lists
+(libforkload_core_la_SOURCES and PY_MODULE_SOURCES, their `if HAVE_...`
+blocks decided as configure decides them), and the version is
+configure.ac's, so that autotools and pip build the same code.  The
+libraries are found with pkg-config, as configure finds them; a missing one
+is one line naming its Debian package.  FORKLOAD_REQUIRE_ALL=1 (set by
+tools/wheel.sh) makes every optional library required, so that a wheel
+never lacks a format silently.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from concurrent.futures import ThreadPoolExecutor
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIMITED_API = 0x030B0000  # CPython 3.11: the buffer protocol's first
+
+# pkg-config's name, the least version, configure's HAVE_ macro (None:
+# needed), Debian's package, and what a build without it lacks.
+LIBRARIES = [
+    ("libuv", "1.44", None, "libuv1-dev", None),
+    ("libjpeg", None, "HAVE_LIBJPEG", "libjpeg-dev", "JPEG images"),
+    ("spng", None, "HAVE_SPNG", "libspng-dev", "PNG images"),
+    ("libwebp", None, "HAVE_WEBP", "libwebp-dev", "WebP images"),
+    ("libtiff-4", "4.5", "HAVE_TIFF", "libtiff-dev", "TIFF images"),
+    ("lmdb", None, "HAVE_LMDB", "liblmdb-dev", "LMDB databases"),
+    ("libarchive", None, "HAVE_LIBARCHIVE", "libarchive-dev",
+     "WebDataset shards"),
+]
+
+
+def fail(line):
+    sys.exit("forkload: " + line)
+
+
+def version():
+    text = open(os.path.join(HERE, "configure.ac")).read()
+    parts = [re.search(r"m4_define\(\[fl_%s\], \[(\d+)\]\)" % p, text)
+             for p in ("major", "minor", "patch")]
+    if not all(parts):
+        fail("configure.ac has no m4_define of fl_major, fl_minor, fl_patch")
+    return ".".join(m.group(1) for m in parts)
+
+
+def makefile_sources(names, defined):
+    """The .c files of Makefile.am's variables NAMES, where `if X` holds
+    when X is in DEFINED."""
+    text = open(os.path.join(HERE, "Makefile.am")).read()
+    text = text.replace("\\\n", " ")
+    sources, stack = [], []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if words[0] == "if":
+            stack.append(words[1] in defined)
+        elif words[0] == "else":
+            stack[-1] = not stack[-1]
+        elif words[0] == "endif":
+            stack.pop()
+        elif (len(words) > 1 and words[0] in names and
+              words[1] in ("=", "+=") and all(stack)):
+            sources += [w for w in words[2:] if w.endswith(".c")]
+    if not sources:
+        fail("Makefile.am lists no source in %s" % " ".join(names))
+    return sources
+
+
+def pkg_config(*args):
+    try:
+        run = subprocess.run(["pkg-config"] + list(args),
+                             capture_output=True, text=True)
+    except FileNotFoundError:
+        fail("pkg-config is needed to find libuv and the image libraries "
+             "(apt-get install pkg-config)")
+    return run.stdout.split() if run.returncode == 0 else None
+
+
+def find_libraries():
+    """(macros, include dirs, libraries, library dirs) of those found."""
+    require_all = os.environ.get("FORKLOAD_REQUIRE_ALL") == "1"
+    macros, incs, libs, libdirs = [], [], [], []
+    for name, least, macro, package, gives in LIBRARIES:
+        spec = name + (" >= " + least if least else "")
+        if pkg_config("--exists", spec) is None:
+            found = pkg_config("--modversion", name)
+            what = "no %s%s" % (name, " >= " + least if least else "") \
+                if found is None else "%s is %s, older than %s" % (
+                    name, found[0], least)
+            if macro is None or require_all:
+                fail("%s (apt-get install %s)" % (what, package))
+            print("forkload: building without %s: %s (apt-get install %s)"
+                  % (gives, what, package), file=sys.stderr)
+            continue
+        if macro:
+            macros.append(macro)
+        for flag in pkg_config("--cflags", name):
+            if flag.startswith("-I"):
+                incs.append(flag[2:])
+        for flag in pkg_config("--libs", name):
+            if flag.startswith("-l"):
+                libs.append(flag[2:])
+            elif flag.startswith("-L"):
+                libdirs.append(flag[2:])
+    return macros, incs, libs, libdirs
+
+
+class BuildExt(build_ext):
+    """Writes what configure would (config.h, forkload_version.h), then
+    compiles each file in a thread of its own: the library is some
+    seventy files."""
+
+    fl_macros = []  # the HAVE_ macros of the libraries found
+
+    def build_extensions(self):
+        if not os.path.exists(os.path.join(sysconfig.get_paths()["include"],
+                                           "Python.h")):
+            fail("no Python.h for %s (apt-get install python3-dev, or your "
+                 "Python's development headers)" % sys.executable)
+        gen = os.path.join(self.build_temp, "forkload-gen")
+        os.makedirs(gen, exist_ok=True)
+        ver = version()
+        with open(os.path.join(gen, "config.h"), "w") as f:
+            f.write("/* setup.py's stand-in for configure's config.h */\n"
+                    "#define _GNU_SOURCE 1\n"
+                    '#define PACKAGE_VERSION "%s"\n' % ver)
+            for macro in self.fl_macros:
+                f.write("#define %s 1\n" % macro)
+        major, minor, patch = ver.split(".")
+        text = open(os.path.join(HERE, "lib", "forkload_version.h.in")).read()
+        for key, value in (("FL_VERSION_MAJOR", major),
+                           ("FL_VERSION_MINOR", minor),
+                           ("FL_VERSION_PATCH", patch),
+                           ("PACKAGE_VERSION", ver)):
+            text = text.replace("@%s@" % key, value)
+        with open(os.path.join(gen, "forkload_version.h"), "w") as f:
+            f.write(text)
+        # Only PyInit__forkload leaves the module, as with libtool's
+        # -export-symbols-regex: libforkload's own names stay inside.
+        script = os.path.join(gen, "exports.map")
+        with open(script, "w") as f:
+            f.write("{ global: PyInit__forkload; local: *; };\n")
+        for ext in self.extensions:
+            ext.include_dirs.insert(0, gen)
+            ext.extra_link_args.append("-Wl,--version-script=" + script)
+
+        compile_one = self.compiler.compile
+
+        def compile_all(sources, **kw):
+            jobs = max(1, len(os.sched_getaffinity(0)))
+            with ThreadPoolExecutor(jobs) as pool:
+                done = pool.map(lambda s: compile_one([s], **kw), sources)
+                return [obj for objs in done for obj in objs]
+        self.compiler.compile = compile_all
+        super().build_extensions()
+
+
+def main():
+    macros, incs, libs, libdirs = find_libraries()
+    sources = makefile_sources(("libforkload_core_la_SOURCES",
+                                "PY_MODULE_SOURCES"), set(macros))
+    if shutil.which(os.environ.get("CC", "cc").split()[0]) is None:
+        fail("no C compiler (apt-get install gcc)")
+    module = Extension(
+        "forkload._forkload",
+        sources=sources,
+        include_dirs=["lib"] + incs,
+        define_macros=[("Py_LIMITED_API", hex(LIMITED_API))],
+        # Makefile.am's AM_CFLAGS and the library's hidden symbols; asserts
+        # stay on, as in the autotools build (Python's flags bring NDEBUG).
+        extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-UNDEBUG"],
+        libraries=libs + ["rt", "pthread", "m"],
+        library_dirs=libdirs,
+        py_limited_api=True,
+    )
+    BuildExt.fl_macros = macros
+    setup(
+        version=version(),
+        package_dir={"forkload": "python/forkload"},
+        packages=["forkload"],
+        package_data={"forkload": ["py.typed", "*.pyi"]},
+        ext_modules=[module],
+        cmdclass={"build_ext": BuildExt},
+        options={"bdist_wheel": {"py_limited_api": "cp311"}},
+    )
+
+
+if __name__ == "__main__":
+    main()

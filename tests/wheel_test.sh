@@ -1,0 +1,112 @@
+#!/bin/sh
+# TAP test of pip's builds, run by make check-installed (CI's torch 2 pass,
+# which has PyPI): tools/wheel.sh's wheel is cp311-abi3 with a manylinux
+# tag, installs with pip, and its module resolves only to glibc's libraries
+# and the wheel's own, then loads batches from forked workers; and the sdist
+# that python -m build makes installs with pip into a fresh venv as a
+# normal user (nobody, where this runs as root) and imports from another
+# folder.  Skipped (77) without FL_PYTHON_INSTALLED.
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+. "$top_srcdir/tests/tap.sh"
+python=${FL_PYTHON_INSTALLED-}
+if [ -z "$python" ]; then
+  echo "1..0 # SKIP make check-installed PYTHON_INSTALLED=PYTHON runs it"
+  exit 77
+fi
+scratch_dir
+src=$(cd "$top_srcdir" && pwd)
+echo "1..6"
+
+# A loader of 2 forked workers, in its batches' order, from the folder the
+# module is imported in (never the source tree).
+loads() {
+  (cd "$tmp" && PYTHONPATH=$1 "$2" -c '
+import sys, forkload
+assert forkload.__file__.startswith(sys.argv[1]), forkload.__file__
+dl = forkload.DataLoader(list(range(10)), batch_size=4, num_workers=2,
+                         tensor_type="numpy")
+got = [b.tolist() for b in dl]
+assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]], got
+' "$3")
+}
+
+if PYTHON=$python sh "$src/tools/wheel.sh" "$tmp/dist" >"$tmp/wheel.out" 2>&1
+then
+  ok "tools/wheel.sh builds and repairs a wheel"
+else
+  not_ok "tools/wheel.sh builds and repairs a wheel"
+  tail -n 30 "$tmp/wheel.out" | sed 's/^/# /'
+fi
+whl=$(ls "$tmp"/dist/forkload-*.whl 2>/dev/null | head -n 1)
+case ${whl##*/} in
+forkload-*-cp311-abi3-manylinux_*_x86_64.whl | \
+  forkload-*-cp311-abi3-manylinux_*_aarch64.whl)
+  ok "the wheel is cp311-abi3 with a manylinux tag: ${whl##*/}" ;;
+*) not_ok "the wheel is cp311-abi3 with a manylinux tag: '${whl##*/}'" ;;
+esac
+
+"$python" -m pip install -q --no-deps --target "$tmp/site" "$whl" \
+  >"$tmp/pip.out" 2>&1
+so=$(ls "$tmp"/site/forkload/_forkload*.abi3.so 2>/dev/null)
+if [ -n "$so" ]; then
+  ok "pip installs the wheel: ${so#"$tmp"/site/}"
+else
+  not_ok "pip installs the wheel"
+  sed 's/^/# /' "$tmp/pip.out"
+fi
+# Every library ldd resolves is glibc's (the manylinux policy's) or in
+# the wheel's forkload.libs; none is missing.
+ldd "$so" >"$tmp/ldd" 2>&1
+outside=$(awk -v libs="$tmp/site/forkload.libs/" '
+  /not found/ { print; next }
+  $1 ~ /^(linux-vdso|ld-linux|\/lib64\/ld-linux)/ { next }
+  $1 ~ /^lib(c|m|dl|rt|pthread)\.so\.[0-9]+$/ { next }
+  $3 ~ /^\// && index($3, libs) != 1 { print $1 " => " $3 }' "$tmp/ldd")
+if [ -s "$tmp/ldd" ] && [ -z "$outside" ] &&
+  grep -q "$tmp/site/forkload.libs/libuv" "$tmp/ldd"; then
+  ok "the module resolves to glibc's libraries and the wheel's own"
+else
+  not_ok "the module resolves to glibc's libraries and the wheel's own"
+  printf '%s\n' "$outside" | sed 's/^/# outside: /'
+  sed 's/^/# /' "$tmp/ldd"
+fi
+if loads "$tmp/site" "$python" "$tmp/site" >"$tmp/run.out" 2>&1; then
+  ok "the wheel's module loads batches from forked workers"
+else
+  not_ok "the wheel's module loads batches from forked workers"
+  sed 's/^/# /' "$tmp/run.out"
+fi
+
+# The sdist, installed by pip into a fresh venv by a user who is not root
+# (nobody, where this runs as root): its own build, from the sdist alone.
+"$python" -m build --version >/dev/null 2>&1 ||
+  "$python" -m pip install -q build >"$tmp/pip.out" 2>&1
+# As nobody, the interpreter must be one nobody can run: Debian's, where
+# the test's own lies under root's home (pyenv's).
+user=$(id -un)
+run_as=
+base=$("$python" -c 'import sys; print(sys._base_executable)')
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 &&
+  [ -x /usr/bin/python3 ]; then
+  run_as="setpriv --reuid=nobody --regid=nogroup --clear-groups"
+  user=nobody
+  base=/usr/bin/python3
+fi
+mkdir "$tmp/home" && chmod 777 "$tmp" "$tmp/home"
+if "$python" -m build -q --sdist --outdir "$tmp/sdist" "$src" \
+  >"$tmp/sdist.out" 2>&1 &&
+  sdist=$(ls "$tmp"/sdist/forkload-*.tar.gz) &&
+  chmod -R a+rX "$tmp/sdist" &&
+  env HOME="$tmp/home" $run_as sh -c '
+    set -e
+    "$1" -m venv "$2/user-venv"
+    "$2/user-venv/bin/pip" install -q "$3"' sh "$base" "$tmp" "$sdist" \
+    >>"$tmp/sdist.out" 2>&1 &&
+  loads "" "$tmp/user-venv/bin/python" "$tmp/user-venv/" \
+    >>"$tmp/sdist.out" 2>&1; then
+  ok "pip installs the sdist into a fresh venv of $base as $user"
+else
+  not_ok "pip installs the sdist into a fresh venv of $base as $user"
+  tail -n 30 "$tmp/sdist.out" | sed 's/^/# /'
+fi
+exit $failed
