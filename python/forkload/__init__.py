@@ -18,6 +18,9 @@ Also here: :func:`forkload.get_worker_info`, as
 ``torch.utils.data.get_worker_info``, and ``forkload.__version__``, the
 version of the forkload library underneath.
 
+The package is typed (PEP 561): ``py.typed`` and a stub beside each module,
+the C one included, for mypy and other type checkers.
+
 See ``man forkload.DataLoader``, and ``man 3 forkload`` for the C library.
 """
 

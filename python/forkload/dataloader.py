@@ -167,123 +167,131 @@ class _SimpleBatchSampler:
 
 
 class DataLoader:
-    r"""Data loader. Combines a dataset and a sampler, and provides an iterable over
-    the given dataset, as :class:`torch.utils.data.DataLoader` does, with the
-    same arguments, defaults and errors; a training loop changes one import::
+    r"""Batches of a dataset, made by forked workers in shared memory.
+
+    A drop-in for :class:`torch.utils.data.DataLoader`: it accepts the same
+    arguments with the same defaults, refuses what torch refuses with the same
+    exceptions, and yields the same batches, so moving a training loop over
+    takes one changed import::
 
         # was: from torch.utils.data import DataLoader
         from forkload import DataLoader
 
-    Under the same ``torch.manual_seed`` (or the same :attr:`generator`) it hands
-    out the same batches as torch's DataLoader, batch for batch: the same draws
-    from torch's generator in the same order, workers seeded as PyTorch seeds
-    them (``random``, ``torch`` and ``numpy.random``), batch ``i`` of a map-style
-    dataset filled by worker ``i % num_workers``, and the batches of an
-    :class:`~torch.utils.data.IterableDataset` interleaved as PyTorch does.
+    The batches match torch's one for one under a given ``torch.manual_seed``
+    (or :attr:`generator`): forkload takes its random numbers from torch's
+    generator in the order torch takes them, seeds ``random``, ``torch`` and
+    ``numpy.random`` in each worker the way PyTorch does, gives batch ``i`` of
+    a map-style dataset to worker ``i % num_workers``, and merges the streams
+    of an :class:`~torch.utils.data.IterableDataset`'s workers in PyTorch's
+    order.
 
-    Its workers are processes forked from the caller. Each runs the dataset's
-    Python code, collates a whole batch and writes its arrays straight into a
-    shared memory segment: the tensors handed out are views of that segment,
-    and a batch is neither pickled nor copied on its way. The segment goes back
-    to forkload once the last view of its batch is gone, so a batch kept
-    (``batches = list(loader)``) keeps its values.
+    Each worker is a forked copy of the calling process. It runs the
+    dataset's Python code for a whole batch, collates it and writes the
+    arrays directly into a shared memory segment; the tensors the caller gets
+    are views of that segment, so no batch is pickled or copied in transit. A
+    segment is reused only once every view of its batch is gone, so a batch
+    you keep (``batches = list(loader)``) keeps its values.
 
-    See ``man forkload.DataLoader`` (``man ./man/forkload.DataLoader.3`` in the
-    source tree) for more details.
+    ``man forkload.DataLoader`` (``man ./man/forkload.DataLoader.3`` in the
+    source tree) has the details. The package carries type stubs
+    (``py.typed``) for mypy and other type checkers.
 
     Args:
-        dataset (Dataset): dataset from which to load the data: map-style
-            (``__getitem__`` and ``__len__``, and ``__getitems__`` if it has
-            one) or an :class:`~torch.utils.data.IterableDataset`. Each worker
-            uses the copy of it that the fork gave it.
-        batch_size (int, optional): how many samples per batch to load
-            (default: ``1``).
-        shuffle (bool, optional): set to ``True`` to have the data reshuffled
-            at every epoch, in the order :attr:`shuffle_algorithm` names
-            (default: ``False``).
-        sampler (Sampler or Iterable, optional): defines the strategy to draw
-            samples from the dataset. Can be any ``Iterable`` with ``__len__``
-            implemented. If specified, :attr:`shuffle` must not be specified.
-        batch_sampler (Sampler or Iterable, optional): like :attr:`sampler`, but
-            returns a batch of indices at a time. Mutually exclusive with
-            :attr:`batch_size`, :attr:`shuffle`, :attr:`sampler`,
-            and :attr:`drop_last`.
-        num_workers (int, optional): how many worker processes to fork for data
-            loading. ``0`` means that the data will be loaded in the main
-            process, the same batches in the same order. (default: ``0``)
-        collate_fn (Callable, optional): merges a list of samples to form a
-            mini-batch of Tensor(s). ``None`` is ``default_collate``'s structure
-            and dtypes, collated in the worker straight into the batch's shared
-            segment. A function given here runs in the worker too, and its
-            result must be picklable.
-        pin_memory (bool, optional): If ``True`` and CUDA is available, the
-            tensors handed out are in page-locked memory (``is_pinned()``), for
-            copies to a CUDA device with ``non_blocking=True`` that overlap with
-            compute: each batch's shared segment is registered with
-            ``cudaHostRegister`` once, where it lies, with no copy. When the
-            last view of a batch is gone, an event is recorded on the current
-            stream, and the segment is refilled only once it has completed, so
-            a tensor may be dropped right after its ``non_blocking`` copy.
-            Without CUDA, ``iter()`` warns as torch 2 does and the batches are
-            plain. (default: ``False``)
-        drop_last (bool, optional): set to ``True`` to drop the last incomplete
-            batch, if the dataset size is not divisible by the batch size. If
-            ``False`` and the size of dataset is not divisible by the batch size,
-            then the last batch will be smaller. (default: ``False``)
-        timeout (numeric, optional): if positive, the timeout value in seconds
-            for collecting a batch from workers; past it, ``RuntimeError(
-            'DataLoader timed out after N seconds')``. Should always be
-            non-negative. (default: ``0``)
-        worker_init_fn (Callable, optional): If not ``None``, this will be called
-            on each worker process with the worker id (an int in
-            ``[0, num_workers - 1]``) as input, after seeding and before data
-            loading. It need not be picklable. (default: ``None``)
-        multiprocessing_context (str or multiprocessing.context.BaseContext,
-            optional): ``None``, ``'fork'`` or a fork context: forkload's
-            workers are always forked. Any other, such as ``'spawn'`` or
-            ``'forkserver'``, raises ``ValueError``. (default: ``None``)
-        generator (torch.Generator, optional): If not ``None``, this RNG will be
-            used by RandomSampler to generate random indexes and to generate
-            ``base_seed`` for workers. (default: ``None``)
-        prefetch_factor (int, optional, keyword-only arg): Number of batches
-            loaded in advance by each worker. ``2`` means there will be a total
-            of 2 * num_workers batches prefetched across all workers. Must be
-            ``None`` when :attr:`num_workers` is ``0``. (default: ``None``,
-            which is ``2`` with workers)
-        persistent_workers (bool, optional): If ``True``, the data loader will
-            not shut down the worker processes after a dataset has been consumed
-            once. This keeps the workers' `Dataset` instances alive.
+        dataset (Dataset): where the samples come from: a map-style dataset
+            (``__getitem__`` and ``__len__``; its ``__getitems__`` is used
+            when it has one) or an :class:`~torch.utils.data.IterableDataset`.
+            Every worker reads its own copy, the one it inherited at the fork.
+        batch_size (int, optional): samples per batch; ``None`` hands the
+            samples out one at a time, not batched. (default: ``1``)
+        shuffle (bool, optional): ``True`` visits the samples in a new random
+            order each epoch, drawn as :attr:`shuffle_algorithm` says.
             (default: ``False``)
+        sampler (Sampler or Iterable, optional): the order of the indices:
+            any iterable of them with a ``__len__``. It cannot be combined
+            with :attr:`shuffle`.
+        batch_sampler (Sampler or Iterable, optional): whole batches of
+            indices (lists) rather than single ones. With it,
+            :attr:`batch_size`, :attr:`shuffle`, :attr:`sampler` and
+            :attr:`drop_last` must stay at their defaults.
+        num_workers (int, optional): the number of worker processes to fork.
+            With ``0`` the calling process reads and collates every batch
+            itself; the batches and their order do not change.
+            (default: ``0``)
+        collate_fn (Callable, optional): makes one batch of a list of
+            samples. With ``None`` the worker collates as ``default_collate``
+            would (its structure, its dtypes), writing straight into the
+            batch's shared segment. A function of yours runs in the worker
+            as well, and what it returns must be picklable to reach you.
+        pin_memory (bool, optional): with ``True`` and CUDA available, the
+            tensors handed out lie in page-locked memory (``is_pinned()``),
+            so that ``.to('cuda', non_blocking=True)`` overlaps the copy with
+            compute. Nothing is copied for it: each shared segment is
+            registered in place with ``cudaHostRegister``, once. When the
+            last view of a batch is dropped, forkload records an event on the
+            current CUDA stream and refills the segment only after that event
+            has completed, so a host tensor may be dropped as soon as its
+            ``non_blocking`` copy is queued. Without CUDA, ``iter()`` warns
+            as torch 2 does and the batches are not pinned.
+            (default: ``False``)
+        drop_last (bool, optional): ``True`` leaves out the last batch of an
+            epoch when fewer than :attr:`batch_size` samples remain for it;
+            ``False`` hands it out short. (default: ``False``)
+        timeout (numeric, optional): the longest wait, in seconds, for a
+            batch from the workers, after which ``RuntimeError('DataLoader
+            timed out after N seconds')`` is raised; ``0`` waits without a
+            limit. A negative value is refused. (default: ``0``)
+        worker_init_fn (Callable, optional): called in each worker with its
+            id, from ``0`` to ``num_workers - 1``, once the worker is seeded
+            and before it reads a sample. The workers are forked, so a lambda
+            or a closure will do. (default: ``None``)
+        multiprocessing_context (str or multiprocessing.context.BaseContext,
+            optional): accepted as ``None``, ``'fork'`` or a fork context,
+            since forkload always forks its workers; any other
+            (``'spawn'``, ``'forkserver'``) raises ``ValueError``.
+            (default: ``None``)
+        generator (torch.Generator, optional): the generator that draws the
+            workers' ``base_seed`` and the shuffled order, instead of torch's
+            global one. (default: ``None``)
+        prefetch_factor (int, optional, keyword-only arg): the batches each
+            worker is given ahead of the caller, ``num_workers *
+            prefetch_factor`` in all. It must be ``None`` without workers;
+            with them, ``None`` stands for ``2``. (default: ``None``)
+        persistent_workers (bool, optional): ``True`` keeps the same workers,
+            and their copies of the dataset, from one epoch to the next
+            instead of forking new ones at each ``iter()``. It needs
+            ``num_workers > 0``. (default: ``False``)
         pin_memory_device (str, optional): the device whose pinned memory
-            :attr:`pin_memory` uses, as torch's: ignored with a warning without
-            :attr:`pin_memory`; ``'cuda'`` or ``'cuda:N'`` pins as above, and
-            another device gets torch's own copy (``Tensor.pin_memory(device)``).
-            (default: ``''``)
-        in_order (bool, optional): If ``False``, the data loader will not
-            enforce that batches are returned in a first-in, first-out order.
-            Only applies when :attr:`num_workers` > 0. (default: ``True``)
-        sharing (str, optional, keyword-only arg, forkload's own): how a batch's
-            shared segment reaches the caller. ``'fd'``: its file descriptor is
-            passed over a Unix socket; the segment is a memfd, never named in
-            ``/dev/shm`` nor charged to it, and the caller holds one descriptor
-            per segment. ``'file_system'``: it is named in ``/dev/shm`` until the
-            caller opens it and removes the name; no descriptor is held.
-            ``torch.multiprocessing.set_sharing_strategy`` plays no part.
-            (default: ``'fd'``)
-        shuffle_algorithm (str, optional, keyword-only arg, forkload's own): the
-            order ``shuffle=True`` draws. ``'torch'``: the permutation
+            :attr:`pin_memory` asks for. Without :attr:`pin_memory` it is
+            ignored, with a warning; ``'cuda'`` or ``'cuda:N'`` pins in place
+            as above, and any other device goes through torch's own copy
+            (``Tensor.pin_memory(device)``). (default: ``''``)
+        in_order (bool, optional): ``True`` hands the batches out in the
+            sampler's order; ``False`` lets a batch that is ready go out
+            before an earlier one that is not. It matters only with workers.
+            (default: ``True``)
+        sharing (str, optional, keyword-only arg, forkload's own): how a
+            batch's shared segment reaches the caller. ``'fd'``: its file
+            descriptor is passed over a Unix socket; the segment is a memfd,
+            never named in ``/dev/shm`` nor charged to it, and the batches
+            held keep at most the prefetch window's descriptors (fewer at the
+            open-file limit). ``'file_system'``: it is named in ``/dev/shm``
+            until the caller opens it and removes the name; no descriptor is
+            held. ``torch.multiprocessing.set_sharing_strategy`` plays no
+            part. (default: ``'fd'``)
+        shuffle_algorithm (str, optional, keyword-only arg, forkload's own):
+            the order ``shuffle=True`` draws. ``'torch'``: the permutation
             ``torch.randperm`` draws, bit for bit (8 bytes a sample).
-            ``'bijection'``: no memory for the order, a permutation of the same
-            kind but not torch's. (default: ``'torch'``)
-        sample_bytes (int, optional, keyword-only arg, forkload's own): the most
-            bytes one sample may take in a batch's segment, all its arrays
-            together as collated. ``None`` measures it from the first batch;
-            give it when later samples may be larger. (default: ``None``)
+            ``'bijection'``: no memory for the order, a permutation of the
+            same kind but not torch's. (default: ``'torch'``)
+        sample_bytes (int, optional, keyword-only arg, forkload's own): the
+            most bytes one sample may take in a batch's segment, all its
+            arrays together as collated. ``None`` measures it from the first
+            batch; give it when later samples may be larger.
+            (default: ``None``)
         tensor_type (str, optional, keyword-only arg, forkload's own):
-            ``'torch'`` hands out torch tensors, ``'numpy'`` numpy arrays of the
-            same shapes with numpy dtypes. ``None`` means ``'torch'`` when torch
-            can be imported, else ``'numpy'``. (default: ``None``)
-
+            ``'torch'`` hands out torch tensors, ``'numpy'`` numpy arrays of
+            the same shapes with numpy dtypes. ``None`` means ``'torch'``
+            when torch can be imported, else ``'numpy'``. (default: ``None``)
 
     .. warning:: The workers are forked. As PyTorch documents for its fork
                  context, CUDA initialised in the parent before the fork cannot
@@ -296,8 +304,9 @@ class DataLoader:
     .. warning:: A batch's tensors are views of its shared segment, which stays
                  held as long as any of them (or a view of them) lives. Each
                  batch held holds its segment's memory and, with
-                 ``sharing='fd'``, a file descriptor. Copy a tensor
-                 (``x.clone()``) to keep its values without its segment.
+                 ``sharing='fd'``, a file descriptor until descriptors run
+                 short. Copy a tensor (``x.clone()``) to keep its values
+                 without its segment.
 
     .. warning:: With :attr:`pin_memory`, drop a batch's host tensors in the
                  stream context its ``non_blocking`` copy was made in (``with
@@ -320,10 +329,11 @@ class DataLoader:
               ``k`` batches of an epoch hands out exactly the batches the first
               would have handed out next.
 
-    .. warning:: ``len(dataloader)`` heuristic is based on the length of the
-                 sampler used, and for an
-                 :class:`~torch.utils.data.IterableDataset` is an estimate
-                 based on ``len(dataset) / batch_size``, as torch's.
+    .. note:: ``len(loader)`` counts the sampler's batches. For an
+              :class:`~torch.utils.data.IterableDataset` it is only a guess,
+              worked out from ``len(dataset)`` and :attr:`batch_size` as torch
+              works it out: how the workers split the stream decides the true
+              count.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
