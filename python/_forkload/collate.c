@@ -123,7 +123,7 @@ array_drop(array_ref *a)
 }
 
 static const char unsupported_np[] =
-    "can't convert np.ndarray of type %s. The only supported types are: "
+    "can't convert np.ndarray of type %U. The only supported types are: "
     "float64, float32, float16, complex64, complex128, int64, int32, int16, "
     "int8, uint8, and bool.";
 
@@ -286,8 +286,7 @@ buffer_ref(PyObject *obj, array_ref *a)
                                                   "@=<>!")]))
           PyErr_Format(PyExc_TypeError, collate_err, dt);
         else
-          PyErr_Format(PyExc_TypeError, unsupported_np,
-                       PyUnicode_AsUTF8(s));
+          PyErr_Format(PyExc_TypeError, unsupported_np, s);
         Py_DECREF(s);
       }
       Py_DECREF(dt);
@@ -385,15 +384,13 @@ shape_tuple(Py_ssize_t lead, const Py_ssize_t *shape, int ndim)
     return NULL;
   if (lead >= 0) {
     v = PyLong_FromSsize_t(lead);
-    if (v == NULL)
+    if (v == NULL || PyTuple_SetItem(t, k++, v) != 0)
       goto fail;
-    PyTuple_SET_ITEM(t, k++, v);
   }
   for (i = 0; i < ndim; i++) {
     v = PyLong_FromSsize_t(shape[i]);
-    if (v == NULL)
+    if (v == NULL || PyTuple_SetItem(t, k++, v) != 0)
       goto fail;
-    PyTuple_SET_ITEM(t, k++, v);
   }
   return t;
 fail:
@@ -461,28 +458,31 @@ same_shape(const array_ref *x, const array_ref *y)
 static PyObject *
 stack_arrays(flpy_state *st, PyObject *samples, flpy_writer *w)
 {
-  Py_ssize_t n = PyList_GET_SIZE(samples), i;
+  Py_ssize_t n = PyList_Size(samples), i;
   array_ref first, a;
   unsigned char *at;
   size_t each;
   int64_t off;
   PyObject *leaf = NULL;
 
-  if (array_of(st, PyList_GET_ITEM(samples, 0), &first) != 0)
+  if (array_of(st, PyList_GetItem(samples, 0), &first) != 0)
     return NULL;
   each = array_bytes(&first);
   off = flpy_writer_reserve(w, each * (size_t)n, &at);
   if (off < 0)
     goto out;
   for (i = 0; i < n; i++) {
-    PyObject *o = PyList_GET_ITEM(samples, i);
+    PyObject *o = PyList_GetItem(samples, i), *name;
 
     if (i == 0) {
       a = first;
     } else {
       if (!is_tensor(st, o) && !is_ndarray(st, o) && !is_np_scalar(st, o)) {
-        PyErr_Format(PyExc_TypeError, "expected Tensor as element %zd in "
-                     "argument 0, but got %s", i, Py_TYPE(o)->tp_name);
+        name = flpy_type_name(o);
+        if (name != NULL)
+          PyErr_Format(PyExc_TypeError, "expected Tensor as element %zd in "
+                       "argument 0, but got %U", i, name);
+        Py_XDECREF(name);
         goto out;
       }
       if (array_of(st, o, &a) != 0)
@@ -545,13 +545,13 @@ static PyObject *
 stack_numbers(flpy_state *st, PyObject *samples, int is_float,
               flpy_writer *w)
 {
-  Py_ssize_t n = PyList_GET_SIZE(samples), i;
+  Py_ssize_t n = PyList_Size(samples), i;
   int dtype = is_float ? FLPY_FLOAT64 : FLPY_BOOL;
   unsigned char *at;
   int64_t off;
 
   for (i = 0; i < n && !is_float; i++) {
-    PyObject *o = PyList_GET_ITEM(samples, i);
+    PyObject *o = PyList_GetItem(samples, i);
 
     if (PyFloat_Check(o))
       dtype = FLPY_FLOAT32;
@@ -562,11 +562,13 @@ stack_numbers(flpy_state *st, PyObject *samples, int is_float,
   if (off < 0)
     return NULL;
   for (i = 0; i < n; i++) {
-    PyObject *o = PyList_GET_ITEM(samples, i);
+    PyObject *o = PyList_GetItem(samples, i), *name;
 
     if (!PyFloat_Check(o) && !PyLong_Check(o)) {
-      PyErr_Format(PyExc_TypeError, "must be real number, not %s",
-                   Py_TYPE(o)->tp_name);
+      name = flpy_type_name(o);
+      if (name != NULL)
+        PyErr_Format(PyExc_TypeError, "must be real number, not %U", name);
+      Py_XDECREF(name);
       return NULL;
     }
     if (dtype == FLPY_FLOAT64 || dtype == FLPY_FLOAT32) {
@@ -609,7 +611,7 @@ is_namedtuple(PyObject *o)
 static PyObject *
 same_type_or(PyObject *elem, PyObject *arg)
 {
-  PyObject *r = PyObject_CallOneArg((PyObject *)Py_TYPE(elem), arg);
+  PyObject *r = flpy_call1((PyObject *)Py_TYPE(elem), arg);
 
   if (r != NULL || !PyErr_ExceptionMatches(PyExc_TypeError)) {
     Py_DECREF(arg);
@@ -623,20 +625,19 @@ same_type_or(PyObject *elem, PyObject *arg)
 static PyObject *
 column(PyObject *samples, PyObject *key, Py_ssize_t i)
 {
-  Py_ssize_t n = PyList_GET_SIZE(samples), k;
+  Py_ssize_t n = PyList_Size(samples), k;
   PyObject *col = PyList_New(n), *v;
 
   if (col == NULL)
     return NULL;
   for (k = 0; k < n; k++) {
-    PyObject *s = PyList_GET_ITEM(samples, k);
+    PyObject *s = PyList_GetItem(samples, k);
 
     v = key != NULL ? PyObject_GetItem(s, key) : PySequence_GetItem(s, i);
-    if (v == NULL) {
+    if (v == NULL || PyList_SetItem(col, k, v) != 0) {
       Py_DECREF(col);
       return NULL;
     }
-    PyList_SET_ITEM(col, k, v);
   }
   return col;
 }
@@ -647,7 +648,7 @@ static PyObject *collate_list(flpy_state *st, PyObject *samples,
 static PyObject *
 collate_mapping(flpy_state *st, PyObject *samples, flpy_writer *w)
 {
-  PyObject *elem = PyList_GET_ITEM(samples, 0);
+  PyObject *elem = PyList_GetItem(samples, 0);
   PyObject *out = PyDict_New(), *keys = NULL, *key, *col, *v;
   Py_ssize_t i;
 
@@ -656,8 +657,8 @@ collate_mapping(flpy_state *st, PyObject *samples, flpy_writer *w)
   keys = PySequence_List(elem);
   if (keys == NULL)
     goto fail;
-  for (i = 0; i < PyList_GET_SIZE(keys); i++) {
-    key = PyList_GET_ITEM(keys, i);
+  for (i = 0; i < PyList_Size(keys); i++) {
+    key = PyList_GetItem(keys, i);
     col = column(samples, key, 0);
     if (col == NULL)
       goto fail;
@@ -680,14 +681,14 @@ fail:
 static PyObject *
 collate_sequence(flpy_state *st, PyObject *samples, flpy_writer *w)
 {
-  PyObject *elem = PyList_GET_ITEM(samples, 0), *out, *col, *v, *r;
-  Py_ssize_t n = PyList_GET_SIZE(samples), len, i;
+  PyObject *elem = PyList_GetItem(samples, 0), *out, *col, *v, *r;
+  Py_ssize_t n = PyList_Size(samples), len, i;
 
   len = PySequence_Size(elem);
   if (len < 0)
     return NULL;
   for (i = 1; i < n; i++) {
-    Py_ssize_t li = PySequence_Size(PyList_GET_ITEM(samples, i));
+    Py_ssize_t li = PySequence_Size(PyList_GetItem(samples, i));
 
     if (li < 0)
       return NULL;
@@ -708,9 +709,8 @@ collate_sequence(flpy_state *st, PyObject *samples, flpy_writer *w)
     /* A column of zip(*batch): a tuple, as torch's strings keep it. */
     v = collate_list(st, col, 1, w);
     Py_DECREF(col);
-    if (v == NULL)
+    if (v == NULL || PyList_SetItem(out, i, v) != 0)
       goto fail;
-    PyList_SET_ITEM(out, i, v);
   }
   if (is_namedtuple(elem)) {
     v = PyList_AsTuple(out);
@@ -733,7 +733,7 @@ static PyObject *
 collate_list(flpy_state *st, PyObject *samples, int from_tuple,
              flpy_writer *w)
 {
-  PyObject *elem = PyList_GET_ITEM(samples, 0);
+  PyObject *elem = PyList_GetItem(samples, 0);
   int r;
 
   if (is_tensor(st, elem) || is_ndarray(st, elem) || is_np_scalar(st, elem))
@@ -763,7 +763,7 @@ flpy_collate(flpy_state *st, PyObject *samples, flpy_writer *w)
 
   if (list == NULL)
     return NULL;
-  if (PyList_GET_SIZE(list) == 0) {
+  if (PyList_Size(list) == 0) {
     PyErr_SetString(PyExc_IndexError, "list index out of range");
     Py_DECREF(list);
     return NULL;
@@ -782,13 +782,12 @@ convert_items(flpy_state *st, PyObject *seq, int custom, flpy_writer *w)
 
   if (list == NULL)
     return NULL;
-  for (i = 0; i < PyList_GET_SIZE(list); i++) {
-    v = flpy_convert(st, PyList_GET_ITEM(list, i), custom, w);
-    if (v == NULL) {
+  for (i = 0; i < PyList_Size(list); i++) {
+    v = flpy_convert(st, PyList_GetItem(list, i), custom, w);
+    if (v == NULL || PyList_SetItem(list, i, v) != 0) {
       Py_DECREF(list);
       return NULL;
     }
-    PyList_SetItem(list, i, v);
   }
   return list;
 }
@@ -803,7 +802,7 @@ convert_items(flpy_state *st, PyObject *seq, int custom, flpy_writer *w)
 PyObject *
 flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
 {
-  PyObject *items, *r, *d, *k, *v;
+  PyObject *items, *r, *d, *item, *k, *v;
   Py_ssize_t pos = 0;
   int is_map;
 
@@ -834,10 +833,13 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
     items = PyMapping_Items(o);
     if (items == NULL)
       goto fail_map;
-    for (pos = 0; pos < PyList_GET_SIZE(items); pos++) {
-      k = PyTuple_GET_ITEM(PyList_GET_ITEM(items, pos), 0);
-      v = flpy_convert(st, PyTuple_GET_ITEM(PyList_GET_ITEM(items, pos), 1),
-                       custom, w);
+    for (pos = 0; pos < PyList_Size(items); pos++) {
+      /* (key, value); a mapping whose items() gives else raises. */
+      item = PyList_GetItem(items, pos);
+      k = PyTuple_GetItem(item, 0);
+      v = k == NULL ? NULL : PyTuple_GetItem(item, 1);
+      if (v != NULL)
+        v = flpy_convert(st, v, custom, w);
       if (v == NULL || PyDict_SetItem(d, k, v) != 0) {
         Py_XDECREF(v);
         Py_DECREF(items);
@@ -891,6 +893,8 @@ flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
                  int kind)
 {
   PyObject *bytes;
+  char *skel;
+  Py_ssize_t len;
   unsigned char *at;
   int64_t off;
   flpy_blob *h;
@@ -903,13 +907,13 @@ flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
     if (bytes == NULL)
       return -1;
   }
-  off = flpy_writer_reserve(w, (size_t)PyBytes_GET_SIZE(bytes), &at);
-  if (off < 0) {
+  if (PyBytes_AsStringAndSize(bytes, &skel, &len) != 0 ||
+      (off = flpy_writer_reserve(w, (size_t)len, &at)) < 0) {
     Py_DECREF(bytes);
     return -1;
   }
   if (at != NULL)
-    memcpy(at, PyBytes_AS_STRING(bytes), (size_t)PyBytes_GET_SIZE(bytes));
+    memcpy(at, skel, (size_t)len);
   if (!w->over) {
     h = (flpy_blob *)w->base;
     memset(h, 0, sizeof(*h));
@@ -917,7 +921,7 @@ flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
     h->kind = (uint32_t)kind;
     h->len = w->len;
     h->skel_off = (uint64_t)off;
-    h->skel_len = (uint64_t)PyBytes_GET_SIZE(bytes);
+    h->skel_len = (uint64_t)len;
     h->nleaves = w->nleaves;
     h->data_bytes = w->data - h->skel_len;
   }

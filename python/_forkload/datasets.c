@@ -37,10 +37,11 @@ raise_made(PyObject *module, int code)
 static flpy_native *
 native_alloc(PyObject *module, int iterable)
 {
-  flpy_state *st = flpy_state_of(module);
+  PyTypeObject *tp = flpy_state_of(module)->native_type;
+  allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
   flpy_native *nd;
 
-  nd = (flpy_native *)st->native_type->tp_alloc(st->native_type, 0);
+  nd = (flpy_native *)alloc(tp, 0);
   if (nd != NULL)
     nd->iterable = iterable;
   return nd;
@@ -49,7 +50,7 @@ native_alloc(PyObject *module, int iterable)
 static int
 dtype_of(PyObject *name)
 {
-  const char *s = PyUnicode_AsUTF8(name);
+  const char *s = PyUnicode_AsUTF8AndSize(name, NULL);
   int d;
 
   if (s == NULL)
@@ -83,7 +84,7 @@ native_layout(flpy_native *nd, PyObject *fields)
   seq = PySequence_Fast(fields, "forkload: fields must be a sequence");
   if (seq == NULL)
     goto out;
-  n = PySequence_Fast_GET_SIZE(seq);
+  n = flpy_fast_size(seq);
   if ((size_t)n != nf) {
     PyErr_Format(PyExc_ValueError, "forkload: the dataset has %zu fields, "
                  "the layout given %zd", nf, n);
@@ -102,14 +103,14 @@ native_layout(flpy_native *nd, PyObject *fields)
     PyObject *name, *shape;
     size_t bytes;
 
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, f), "UO!:fields",
+    if (!PyArg_ParseTuple(flpy_fast_item(seq, f), "UO!:fields",
                           &name, &PyTuple_Type, &shape))
       goto out;
     if ((nd->dtype[f] = dtype_of(name)) < 0)
       goto out;
     bytes = flpy_dtype_size(nd->dtype[f]);
-    for (k = 0; k < PyTuple_GET_SIZE(shape); k++) {
-      Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
+    for (k = 0; k < PyTuple_Size(shape); k++) {
+      Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GetItem(shape, k));
 
       if (d < 0) {
         if (!PyErr_Occurred())
@@ -126,7 +127,8 @@ native_layout(flpy_native *nd, PyObject *fields)
     }
     nd->field_bytes[f] = bytes;
     Py_INCREF(shape);
-    PyTuple_SET_ITEM(shapes, f, shape);
+    if (PyTuple_SetItem(shapes, f, shape) != 0)
+      goto out;
   }
   nd->nfields = nf;
   nd->shapes = shapes;
@@ -163,7 +165,7 @@ paths_of(PyObject *seq, PyObject **keep, size_t *n)
   *keep = NULL;
   if (fast == NULL)
     return NULL;
-  len = PySequence_Fast_GET_SIZE(fast);
+  len = flpy_fast_size(fast);
   *keep = PyList_New(len);
   v = calloc(len ? (size_t)len : 1, sizeof(*v));
   if (*keep == NULL || v == NULL) {
@@ -174,10 +176,10 @@ paths_of(PyObject *seq, PyObject **keep, size_t *n)
   for (i = 0; i < len; i++) {
     PyObject *b = NULL;
 
-    if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(fast, i), &b))
+    if (!PyUnicode_FSConverter(flpy_fast_item(fast, i), &b) ||
+        PyList_SetItem(*keep, i, b) != 0)
       goto fail;
-    PyList_SET_ITEM(*keep, i, b);
-    v[i] = PyBytes_AS_STRING(b);
+    v[i] = PyBytes_AsString(b);
   }
   Py_DECREF(fast);
   *n = (size_t)len;
@@ -233,7 +235,7 @@ native_image_folder(PyObject *module, PyObject *args, PyObject *kwds)
     Py_DECREF(root);
     return NULL;
   }
-  rc = fl_dataset_image_folder(&nd->ds, PyBytes_AS_STRING(root), &io);
+  rc = fl_dataset_image_folder(&nd->ds, PyBytes_AsString(root), &io);
   Py_DECREF(root);
   if (rc != 0) {
     Py_DECREF(nd);
@@ -272,7 +274,7 @@ native_decode_images(PyObject *module, PyObject *args, PyObject *kwds)
     Py_DECREF(nd);
     return raise_made(module, rc);
   }
-  Py_INCREF(in);
+  Py_INCREF((PyObject *)in);
   nd->inner = (PyObject *)in; /* open while nd is */
   nd->has_sizes = in->has_sizes;
   return native_done(nd, fields);
@@ -330,7 +332,7 @@ native_lmdb(PyObject *module, PyObject *args)
     Py_DECREF(path);
     return NULL;
   }
-  rc = fl_dataset_lmdb(&nd->ds, PyBytes_AS_STRING(path), (size_t)max_bytes);
+  rc = fl_dataset_lmdb(&nd->ds, PyBytes_AsString(path), (size_t)max_bytes);
   Py_DECREF(path);
   if (rc != 0) {
     Py_DECREF(nd);
@@ -360,7 +362,7 @@ native_webdataset(PyObject *module, PyObject *args)
   fast = PySequence_Fast(maxes, "forkload: max_bytes must be a sequence");
   if (fast == NULL)
     goto out;
-  if ((size_t)PySequence_Fast_GET_SIZE(fast) != ne) {
+  if ((size_t)flpy_fast_size(fast) != ne) {
     PyErr_SetString(PyExc_ValueError, "forkload: one max_bytes per field");
     goto out;
   }
@@ -369,7 +371,7 @@ native_webdataset(PyObject *module, PyObject *args)
     goto out;
   }
   for (i = 0; i < ne; i++) {
-    max[i] = PyLong_AsSize_t(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i));
+    max[i] = PyLong_AsSize_t(flpy_fast_item(fast, (Py_ssize_t)i));
     if (max[i] == (size_t)-1 && PyErr_Occurred())
       goto out;
   }
@@ -385,7 +387,7 @@ native_webdataset(PyObject *module, PyObject *args)
   result = native_done(nd, fields);
   nd = NULL;
 out:
-  Py_XDECREF(nd);
+  Py_XDECREF((PyObject *)nd);
   Py_XDECREF(fast);
   Py_XDECREF(keep_s);
   Py_XDECREF(keep_e);
@@ -410,7 +412,7 @@ native_one_path(PyObject *module, PyObject *args, const char *fmt,
     Py_DECREF(path);
     return NULL;
   }
-  rc = make(&nd->ds, sizeof(fl_dataset), PyBytes_AS_STRING(path));
+  rc = make(&nd->ds, sizeof(fl_dataset), PyBytes_AsString(path));
   Py_DECREF(path);
   if (rc != 0) {
     Py_DECREF(nd);
@@ -479,7 +481,7 @@ native_raw(PyObject *module, PyObject *args)
     Py_DECREF(path);
     return NULL;
   }
-  rc = fl_dataset_raw(&nd->ds, PyBytes_AS_STRING(path), (size_t)record,
+  rc = fl_dataset_raw(&nd->ds, PyBytes_AsString(path), (size_t)record,
                       (size_t)header);
   Py_DECREF(path);
   if (rc != 0) {
@@ -510,7 +512,7 @@ flpy_native_unpack(flpy_loader *self, PyObject *segment)
   if (out == NULL)
     return NULL;
   for (f = 0; f < nd->nfields; f++) {
-    PyObject *one = PyTuple_GET_ITEM(nd->shapes, (Py_ssize_t)f);
+    PyObject *one = PyTuple_GetItem(nd->shapes, (Py_ssize_t)f);
 
     if (self->unbatched) {
       Py_INCREF(one);
@@ -525,14 +527,13 @@ flpy_native_unpack(flpy_loader *self, PyObject *segment)
     a = flpy_array_at(self, segment, fl_batch_field(b, f), nd->dtype[f],
                       shape);
     Py_CLEAR(shape);
-    if (a == NULL)
+    if (a == NULL || PyList_SetItem(out, (Py_ssize_t)f, a) != 0)
       goto fail;
-    PyList_SET_ITEM(out, (Py_ssize_t)f, a);
   }
   if (!nd->has_sizes) {
     if (nd->nfields != 1)
       return out;
-    a = Py_NewRef(PyList_GET_ITEM(out, 0));
+    a = Py_NewRef(PyList_GetItem(out, 0));
     Py_DECREF(out);
     return a;
   }
@@ -540,7 +541,7 @@ flpy_native_unpack(flpy_loader *self, PyObject *segment)
       NULL, (Py_ssize_t)(count * nd->nfields * sizeof(int64_t)));
   if (sizes == NULL)
     goto fail;
-  to = (int64_t *)PyByteArray_AS_STRING(sizes);
+  to = (int64_t *)PyByteArray_AsString(sizes);
   for (i = 0; i < count * nd->nfields; i++)
     to[i] = (int64_t)fl_batch_sizes(b)[i];
   if (self->unbatched)
@@ -555,9 +556,8 @@ flpy_native_unpack(flpy_loader *self, PyObject *segment)
                     : flpy_array_at(self, sizes, to, FLPY_INT64, shape);
   Py_XDECREF(shape);
   Py_DECREF(sizes);
-  if (a == NULL)
+  if (a == NULL || PyList_SetItem(out, (Py_ssize_t)nd->nfields, a) != 0)
     goto fail;
-  PyList_SET_ITEM(out, (Py_ssize_t)nd->nfields, a);
   return out;
 fail:
   Py_DECREF(out);
@@ -638,10 +638,8 @@ native_get_field_bytes(PyObject *op, void *closure)
   for (f = 0; t != NULL && f < nd->nfields; f++) {
     PyObject *v = PyLong_FromSize_t(nd->field_bytes[f]);
 
-    if (v == NULL)
+    if (v == NULL || PyTuple_SetItem(t, (Py_ssize_t)f, v) != 0)
       Py_CLEAR(t);
-    else
-      PyTuple_SET_ITEM(t, (Py_ssize_t)f, v);
   }
   return t;
 }
@@ -656,11 +654,9 @@ native_get_layout(PyObject *op, void *closure)
   (void)closure;
   for (f = 0; list != NULL && f < nd->nfields; f++) {
     item = Py_BuildValue("(sO)", flpy_dtype_name(nd->dtype[f]),
-                         PyTuple_GET_ITEM(nd->shapes, (Py_ssize_t)f));
-    if (item == NULL)
+                         PyTuple_GetItem(nd->shapes, (Py_ssize_t)f));
+    if (item == NULL || PyList_SetItem(list, (Py_ssize_t)f, item) != 0)
       Py_CLEAR(list);
-    else
-      PyList_SET_ITEM(list, (Py_ssize_t)f, item);
   }
   return list;
 }
@@ -688,7 +684,7 @@ native_dealloc(PyObject *op)
   Py_XDECREF(nd->shapes);
   free(nd->field_bytes);
   free(nd->dtype);
-  tp->tp_free(op);
+  ((freefunc)PyType_GetSlot(tp, Py_tp_free))(op);
   Py_DECREF(tp);
 }
 

@@ -14,6 +14,8 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -310,15 +312,19 @@ plan_write(flpy_loader *self, PyObject *plan)
 {
   flpy_state *st = flpy_state_of(self->module);
   PyObject *bytes = PyObject_CallFunction(st->dumps, "Oi", plan, 4);
-  const char *p;
+  char *p;
+  Py_ssize_t len;
   size_t left;
   ssize_t n;
   off_t at = 0;
 
   if (bytes == NULL)
     return -1;
-  p = PyBytes_AS_STRING(bytes);
-  left = (size_t)PyBytes_GET_SIZE(bytes);
+  if (PyBytes_AsStringAndSize(bytes, &p, &len) != 0) {
+    Py_DECREF(bytes);
+    return -1;
+  }
+  left = (size_t)len;
   if (ftruncate(self->src.plan_fd, (off_t)left) != 0)
     goto fail;
   while (left > 0) {
@@ -331,7 +337,7 @@ plan_write(flpy_loader *self, PyObject *plan)
     at += n;
     left -= (size_t)n;
   }
-  self->src.plan_gen[1] = (uint64_t)PyBytes_GET_SIZE(bytes);
+  self->src.plan_gen[1] = (uint64_t)len;
   self->src.plan_gen[0]++;
   Py_DECREF(bytes);
   return 0;
@@ -402,13 +408,13 @@ native_plan(flpy_loader *self, PyObject *plan)
 
   if (fast == NULL)
     return -1;
-  nb = PySequence_Fast_GET_SIZE(fast);
+  nb = flpy_fast_size(fast);
   if ((order = malloc((cap ? cap : 1) * sizeof(*order))) == NULL) {
     PyErr_NoMemory();
     goto out;
   }
   for (i = 0; i < nb; i++) {
-    PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *batch;
+    PyObject *item = flpy_fast_item(fast, i), *batch;
 
     if (self->unbatched) {
       if (plan_index(item, order, &n, cap) != 0)
@@ -418,7 +424,7 @@ native_plan(flpy_loader *self, PyObject *plan)
     batch = PySequence_Fast(item, "forkload: a batch of indices");
     if (batch == NULL)
       goto out;
-    k = PySequence_Fast_GET_SIZE(batch);
+    k = flpy_fast_size(batch);
     if (k == 0 || (size_t)k > bs || ((size_t)k != bs && i != nb - 1)) {
       PyErr_Format(PyExc_ValueError, "forkload: batch %zd of the sampler "
                    "has %zd samples: the batches of a forkload.datasets "
@@ -428,8 +434,7 @@ native_plan(flpy_loader *self, PyObject *plan)
       goto out;
     }
     for (j = 0; j < k; j++)
-      if (plan_index(PySequence_Fast_GET_ITEM(batch, j), order, &n,
-                     cap) != 0)
+      if (plan_index(flpy_fast_item(batch, j), order, &n, cap) != 0)
         break;
     Py_DECREF(batch);
     if (j < k)
@@ -808,7 +813,7 @@ loader_state_save(PyObject *op, PyObject *unused)
   bytes = PyBytes_FromStringAndSize(NULL, n);
   if (bytes == NULL)
     return NULL;
-  n = fl_loader_state_save(self->l, PyBytes_AS_STRING(bytes), (size_t)n);
+  n = fl_loader_state_save(self->l, PyBytes_AsString(bytes), (size_t)n);
   if (n < 0) {
     Py_DECREF(bytes);
     return raise_fl(self, n, fl_loader_error(self->l));
@@ -842,6 +847,7 @@ loader_get_inflight(PyObject *op, void *closure)
 static PyObject *
 loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
   flpy_loader *self;
   PyObject *module;
 
@@ -850,7 +856,7 @@ loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
   module = PyType_GetModule(type);
   if (module == NULL)
     return NULL;
-  self = (flpy_loader *)type->tp_alloc(type, 0);
+  self = (flpy_loader *)alloc(type, 0);
   if (self == NULL)
     return NULL;
   Py_INCREF(module);
@@ -934,7 +940,7 @@ loader_dealloc(PyObject *op)
   Py_CLEAR(self->pinner); /* not in loader_clear: destroy's unpin needs it */
   Py_CLEAR(self->pin_error);
   Py_CLEAR(self->module);
-  tp->tp_free(op);
+  ((freefunc)PyType_GetSlot(tp, Py_tp_free))(op);
   Py_DECREF(tp);
 }
 

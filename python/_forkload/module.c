@@ -15,7 +15,9 @@ flpy_state_of(PyObject *module)
 PyObject *
 flpy_take_exception(void)
 {
-#if PY_VERSION_HEX >= 0x030C0000
+  /* PyErr_GetRaisedException is of the limited API of 3.12, not of the
+     3.11 the module keeps to, whatever the version of the headers. */
+#if Py_LIMITED_API + 0 >= 0x030C0000
   return PyErr_GetRaisedException();
 #else
   PyObject *type, *value, *tb;
@@ -30,6 +32,32 @@ flpy_take_exception(void)
   Py_XDECREF(tb);
   return value;
 #endif
+}
+
+/*
+ * tp_name, which the limited API does not show: a static type's (int,
+ * numpy.ndarray) is its module and name, but for builtins'; a class's,
+ * its name.  (A heap type of an extension module's may have its module in
+ * tp_name too: its name alone here.)
+ */
+PyObject *
+flpy_type_name(PyObject *o)
+{
+  PyTypeObject *tp = Py_TYPE(o);
+  PyObject *name = PyType_GetName(tp), *mod;
+
+  if (name == NULL || (PyType_GetFlags(tp) & Py_TPFLAGS_HEAPTYPE))
+    return name;
+  mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
+  if (mod == NULL) {
+    Py_DECREF(name);
+    return NULL;
+  }
+  if (PyUnicode_Check(mod) &&
+      PyUnicode_CompareWithASCIIString(mod, "builtins") != 0)
+    Py_SETREF(name, PyUnicode_FromFormat("%U.%U", mod, name));
+  Py_DECREF(mod);
+  return name;
 }
 
 PyObject *

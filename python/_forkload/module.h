@@ -14,6 +14,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* The module keeps to the limited API (below): no build without it. */
+#ifndef Py_LIMITED_API
+#error "build forkload._forkload with -DPy_LIMITED_API=0x030b0000"
+#endif
+
 #include <pthread.h>
 #include <stdint.h>
 
@@ -40,6 +45,61 @@ typedef struct {
 } flpy_state;
 
 flpy_state *flpy_state_of(PyObject *module);
+
+/*
+ * The module keeps to the limited API of CPython 3.11 (Makefile.am sets
+ * Py_LIMITED_API), whatever the version of the headers it is built with:
+ * one build serves 3.11 and later.  What that API lacks, here.
+ */
+/* Py_SETREF and Py_XSETREF, outside it: the old reference is dropped
+   after the new one is stored. */
+#ifndef Py_SETREF
+#define Py_SETREF(dst, src)                                                  \
+  do {                                                                       \
+    PyObject **flpy_ref_ = (PyObject **)&(dst);                              \
+    PyObject *flpy_old_ = *flpy_ref_;                                        \
+    *flpy_ref_ = (PyObject *)(src);                                          \
+    Py_DECREF(flpy_old_);                                                    \
+  } while (0)
+#endif
+#ifndef Py_XSETREF
+#define Py_XSETREF(dst, src)                                                 \
+  do {                                                                       \
+    PyObject **flpy_ref_ = (PyObject **)&(dst);                              \
+    PyObject *flpy_old_ = *flpy_ref_;                                        \
+    *flpy_ref_ = (PyObject *)(src);                                          \
+    Py_XDECREF(flpy_old_);                                                   \
+  } while (0)
+#endif
+
+/* f(arg): PyObject_CallOneArg is outside the limited API of 3.11; this
+   goes through vectorcall all the same, with no tuple made. */
+static inline PyObject *
+flpy_call1(PyObject *f, PyObject *arg)
+{
+  return PyObject_CallFunctionObjArgs(f, arg, NULL);
+}
+
+/* The length and items (borrowed) of what PySequence_Fast returned, an
+   exact list or tuple: its _GET_SIZE and _GET_ITEM macros are outside the
+   limited API. */
+static inline Py_ssize_t
+flpy_fast_size(PyObject *fast)
+{
+  return PyList_CheckExact(fast) ? PyList_Size(fast) : PyTuple_Size(fast);
+}
+
+static inline PyObject *
+flpy_fast_item(PyObject *fast, Py_ssize_t i)
+{
+  return PyList_CheckExact(fast) ? PyList_GetItem(fast, i)
+                                 : PyTuple_GetItem(fast, i);
+}
+
+/* The name of o's type as its tp_name says it, for the messages that
+   name it as CPython and torch do (new ref). */
+PyObject *flpy_type_name(PyObject *o);
+
 /* The exception being raised, with its traceback (new ref), cleared. */
 PyObject *flpy_take_exception(void);
 /* Raise libforkload's code and sentence: forkload.Error (a RuntimeError),

@@ -247,7 +247,7 @@ flpy_segment_new(flpy_loader *owner, fl_batch *b)
     flpy_loader_release(owner, b);
     return NULL;
   }
-  Py_INCREF(owner);
+  Py_INCREF((PyObject *)owner);
   s->owner = owner;
   s->batch = b;
   s->data = fl_batch_data(b);
@@ -362,7 +362,7 @@ PyObject *
 flpy_capsule_at(PyObject *owner, const void *data, int dtype,
                 PyObject *shape)
 {
-  Py_ssize_t ndim = PyTuple_GET_SIZE(shape), i;
+  Py_ssize_t ndim = PyTuple_Size(shape), i;
   flpy_dl_managed *m;
   PyObject *cap;
   int64_t *dims;
@@ -372,7 +372,7 @@ flpy_capsule_at(PyObject *owner, const void *data, int dtype,
     return PyErr_NoMemory();
   dims = (int64_t *)(m + 1);
   for (i = 0; i < ndim; i++) {
-    dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
     if (dims[i] == -1 && PyErr_Occurred()) {
       free(m);
       return NULL;
@@ -407,7 +407,7 @@ PyObject *
 flpy_view_at(flpy_state *st, PyObject *owner, const void *data, int dtype,
              PyObject *shape)
 {
-  Py_ssize_t ndim = PyTuple_GET_SIZE(shape), i;
+  Py_ssize_t ndim = PyTuple_Size(shape), i;
   flpy_view *v = PyObject_New(flpy_view, st->view_type);
 
   if (v == NULL)
@@ -420,7 +420,7 @@ flpy_view_at(flpy_state *st, PyObject *owner, const void *data, int dtype,
   }
   v->strides = v->shape + ndim;
   for (i = 0; i < ndim; i++)
-    v->shape[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+    v->shape[i] = PyLong_AsSsize_t(PyTuple_GetItem(shape, i));
   for (i = ndim - 1; i >= 0; i--)
     v->strides[i] = i == ndim - 1 ? (Py_ssize_t)flpy_dtype_size(dtype)
                                   : v->strides[i + 1] * v->shape[i + 1];
@@ -497,8 +497,14 @@ view_dlpack(PyObject *op, PyObject *args, PyObject *kwds)
   shape = PyTuple_New(v->ndim);
   if (shape == NULL)
     return NULL;
-  for (i = 0; i < v->ndim; i++)
-    PyTuple_SET_ITEM(shape, i, PyLong_FromSsize_t(v->shape[i]));
+  for (i = 0; i < v->ndim; i++) {
+    PyObject *d = PyLong_FromSsize_t(v->shape[i]);
+
+    if (d == NULL || PyTuple_SetItem(shape, i, d) != 0) {
+      Py_DECREF(shape);
+      return NULL;
+    }
+  }
   cap = flpy_capsule_at(v->owner, v->data, v->dtype, shape);
   Py_DECREF(shape);
   return cap;

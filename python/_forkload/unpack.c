@@ -23,7 +23,7 @@ flpy_array_at(flpy_loader *self, PyObject *owner, const void *data,
     obj = flpy_capsule_at(owner, data, dtype, shape);
     if (obj == NULL)
       return NULL;
-    t = PyObject_CallOneArg(st->from_dlpack, obj);
+    t = flpy_call1(st->from_dlpack, obj);
     Py_DECREF(obj);
     if (t != NULL && dtype == FLPY_BOOL)
       Py_SETREF(t, PyObject_CallMethod(t, "view", "O", st->torch_bool));
@@ -32,7 +32,7 @@ flpy_array_at(flpy_loader *self, PyObject *owner, const void *data,
   obj = flpy_view_at(st, owner, data, dtype, shape);
   if (obj == NULL || st->np_asarray == Py_None)
     return obj;
-  t = PyObject_CallOneArg(st->np_asarray, obj);
+  t = flpy_call1(st->np_asarray, obj);
   Py_DECREF(obj);
   return t;
 }
@@ -41,12 +41,21 @@ static PyObject *
 leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
           PyObject *leaf)
 {
-  long long off = PyLong_AsLongLong(PyTuple_GET_ITEM(leaf, 0));
-  int dtype = (int)PyLong_AsLong(PyTuple_GET_ITEM(leaf, 1));
-  PyObject *shape = PyTuple_GET_ITEM(leaf, 2);
-  int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(leaf, 3));
-  PyObject *obj, *t;
+  PyObject *shape, *obj, *t;
+  long long off;
+  int dtype, kind;
 
+  /* A Leaf is a tuple of four; a malformed one raises here. */
+  if ((obj = PyTuple_GetItem(leaf, 0)) == NULL)
+    return NULL;
+  off = PyLong_AsLongLong(obj);
+  if ((obj = PyTuple_GetItem(leaf, 1)) == NULL)
+    return NULL;
+  dtype = (int)PyLong_AsLong(obj);
+  if ((shape = PyTuple_GetItem(leaf, 2)) == NULL ||
+      (obj = PyTuple_GetItem(leaf, 3)) == NULL)
+    return NULL;
+  kind = (int)PyLong_AsLong(obj);
   if (PyErr_Occurred())
     return NULL;
   if (dtype < 0 || dtype >= FLPY_NDTYPES || !PyTuple_Check(shape)) {
@@ -59,7 +68,7 @@ leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
   obj = flpy_view_new(st, segment, (size_t)off, dtype, shape);
   if (obj == NULL || st->np_asarray == Py_None)
     return obj;
-  t = PyObject_CallOneArg(st->np_asarray, obj);
+  t = flpy_call1(st->np_asarray, obj);
   Py_DECREF(obj);
   return t;
 }
@@ -76,13 +85,12 @@ rebuild_items(flpy_loader *self, flpy_state *st, PyObject *segment,
 
   if (list == NULL)
     return NULL;
-  for (i = 0; i < PyList_GET_SIZE(list); i++) {
-    v = rebuild(self, st, segment, PyList_GET_ITEM(list, i));
-    if (v == NULL) {
+  for (i = 0; i < PyList_Size(list); i++) {
+    v = rebuild(self, st, segment, PyList_GetItem(list, i));
+    if (v == NULL || PyList_SetItem(list, i, v) != 0) {
       Py_DECREF(list);
       return NULL;
     }
-    PyList_SetItem(list, i, v);
   }
   return list;
 }
@@ -92,7 +100,7 @@ rebuild_items(flpy_loader *self, flpy_state *st, PyObject *segment,
 static PyObject *
 retype(PyObject *like, PyObject *contents)
 {
-  PyObject *r = PyObject_CallOneArg((PyObject *)Py_TYPE(like), contents);
+  PyObject *r = flpy_call1((PyObject *)Py_TYPE(like), contents);
 
   if (r == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
     PyErr_Clear();
@@ -149,7 +157,7 @@ static PyObject *
 raise_record(flpy_state *st, PyObject *record)
 {
   PyObject *f = PyObject_GetAttrString(st->worker_module, "reraise");
-  PyObject *r = f != NULL ? PyObject_CallOneArg(f, record) : NULL;
+  PyObject *r = f != NULL ? flpy_call1(f, record) : NULL;
 
   Py_XDECREF(f);
   Py_XDECREF(r);
@@ -167,6 +175,8 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
   const flpy_blob *h = (const flpy_blob *)data;
   PyObject *bytes, *tmpl;
   const char *skel;
+  char *last;
+  Py_ssize_t last_len;
 
   if (h->magic != FLPY_MAGIC || h->skel_off + h->skel_len > h->len ||
       h->len > self->src.room * (self->src.kind == FLPY_MAP
@@ -180,13 +190,14 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
   /* Fixed-shape samples give the same skeleton batch after batch: the
      last one's template serves, with nothing copied or unpickled. */
   if (h->kind == FLPY_BLOB_BATCH && self->last_skel != NULL &&
-      PyBytes_GET_SIZE(self->last_skel) == (Py_ssize_t)h->skel_len &&
-      memcmp(PyBytes_AS_STRING(self->last_skel), skel, h->skel_len) == 0)
+      PyBytes_AsStringAndSize(self->last_skel, &last, &last_len) == 0 &&
+      last_len == (Py_ssize_t)h->skel_len &&
+      memcmp(last, skel, h->skel_len) == 0)
     return rebuild(self, st, segment, self->last_template);
   bytes = PyBytes_FromStringAndSize(skel, (Py_ssize_t)h->skel_len);
   if (bytes == NULL)
     return NULL;
-  tmpl = PyObject_CallOneArg(st->loads, bytes);
+  tmpl = flpy_call1(st->loads, bytes);
   if (tmpl == NULL) {
     Py_DECREF(bytes);
     return NULL;

@@ -86,35 +86,35 @@ plan_of(flpy_source *src)
   munmap(at, len ? len : 1);
   if (bytes == NULL)
     return NULL;
-  Py_XSETREF(src->plan, PyObject_CallOneArg(state(src)->loads, bytes));
+  Py_XSETREF(src->plan, flpy_call1(state(src)->loads, bytes));
   Py_DECREF(bytes);
   src->plan_seen = gen;
   return src->plan;
 }
 
-/* The samples of a batch: __getitems__(keys), or [dataset[k] ...]. */
+/* The samples of a batch: __getitems__(keys), or [dataset[k] ...].  The
+   keys are a list, or with a plan whatever the batch sampler gave. */
 static PyObject *
 fetch(flpy_source *src, PyObject *keys)
 {
   Py_ssize_t i, n;
-  PyObject *out, *v;
+  PyObject *fast, *out, *v;
 
   if (src->collate == FLPY_CONVERT)
     return PyObject_GetItem(src->dataset, keys);
   if (src->getitems != NULL)
-    return PyObject_CallOneArg(src->getitems, keys);
-  n = PyList_GET_SIZE(keys);
-  out = PyList_New(n);
-  if (out == NULL)
+    return flpy_call1(src->getitems, keys);
+  fast = PySequence_Fast(keys, "forkload: a batch of indices");
+  if (fast == NULL)
     return NULL;
-  for (i = 0; i < n; i++) {
-    v = PyObject_GetItem(src->dataset, PyList_GET_ITEM(keys, i));
-    if (v == NULL) {
-      Py_DECREF(out);
-      return NULL;
-    }
-    PyList_SET_ITEM(out, i, v);
+  n = flpy_fast_size(fast);
+  out = PyList_New(n);
+  for (i = 0; out != NULL && i < n; i++) {
+    v = PyObject_GetItem(src->dataset, flpy_fast_item(fast, i));
+    if (v == NULL || PyList_SetItem(out, i, v) != 0)
+      Py_CLEAR(out);
   }
+  Py_DECREF(fast);
   return out;
 }
 
@@ -131,7 +131,7 @@ take(flpy_source *src)
   list = PyList_New(0);
   if (list == NULL)
     return NULL;
-  while ((size_t)PyList_GET_SIZE(list) < want) {
+  while ((size_t)PyList_Size(list) < want) {
     v = PyIter_Next(src->iterator);
     if (v == NULL)
       break;
@@ -146,9 +146,9 @@ take(flpy_source *src)
     Py_DECREF(list);
     return NULL;
   }
-  if ((size_t)PyList_GET_SIZE(list) < want) {
+  if ((size_t)PyList_Size(list) < want) {
     src->exhausted = 1;
-    if (PyList_GET_SIZE(list) == 0 || src->drop_last) {
+    if (PyList_Size(list) == 0 || src->drop_last) {
       Py_DECREF(list);
       return NULL;
     }
@@ -182,7 +182,7 @@ flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
   if (data == NULL)
     return fail_batch(src, w);
   if (src->collate == FLPY_CUSTOM) {
-    Py_SETREF(data, PyObject_CallOneArg(src->collate_fn, data));
+    Py_SETREF(data, flpy_call1(src->collate_fn, data));
     out = data == NULL ? NULL : flpy_convert(st, data, 1, w);
   } else if (src->collate == FLPY_CONVERT) {
     out = flpy_convert(st, data, 0, w);
@@ -218,10 +218,12 @@ static int
 hard_failure(void)
 {
   PyObject *exc = flpy_take_exception(), *s;
+  const char *text;
 
   s = exc != NULL ? PyObject_Str(exc) : NULL;
-  fl_worker_error("%s", s != NULL ? PyUnicode_AsUTF8(s) : "Python error");
-  if (s == NULL)
+  text = s != NULL ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
+  fl_worker_error("%s", text != NULL ? text : "Python error");
+  if (text == NULL)
     PyErr_Clear();
   Py_XDECREF(s);
   Py_XDECREF(exc);
@@ -251,10 +253,8 @@ flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
     for (i = 0; keys != NULL && i < n; i++) {
       PyObject *k = PyLong_FromSize_t(indices[i]);
 
-      if (k == NULL)
+      if (k == NULL || PyList_SetItem(keys, (Py_ssize_t)i, k) != 0)
         Py_CLEAR(keys);
-      else
-        PyList_SET_ITEM(keys, (Py_ssize_t)i, k);
     }
   }
   if (keys == NULL)

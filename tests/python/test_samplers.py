@@ -59,6 +59,13 @@ class VariableBatches:
         return count
 
 
+class TupleBatches(VariableBatches):
+    """A batch sampler may yield any sequence of indices: tuples here."""
+
+    def __iter__(self):
+        return (tuple(b) for b in super().__iter__())
+
+
 SAMPLERS = {
     "python_sampler": lambda: dict(sampler=StridedFromRandomStart(N), batch_size=3),
     "range": lambda: dict(sampler=range(2, 19), batch_size=4),
@@ -89,6 +96,7 @@ SAMPLERS = {
                                          batch_size=5, drop_last=True),
     "variable_batches": lambda: dict(batch_sampler=VariableBatches(N)),
     "variable_batches_shuffled": lambda: dict(batch_sampler=VariableBatches(N, True)),
+    "tuple_batches": lambda: dict(batch_sampler=TupleBatches(N)),
     "batch_sampler_drop_last": lambda: dict(
         batch_sampler=tud.BatchSampler(tud.SequentialSampler(range(N)), 4, drop_last=True)),
     "batch_sampler_random": lambda: dict(
