@@ -19,7 +19,6 @@ and each rank writes what it trained on:
 import json
 import pathlib
 import subprocess
-import sys
 
 import pytest
 
@@ -31,7 +30,8 @@ if not torch.distributed.is_available() or \
     pytest.skip("this torch is built without torch.distributed's gloo "
                 "backend", allow_module_level=True)
 
-from loader_helpers import forkload_names  # noqa: E402
+from loader_helpers import (forkload_names, subprocess_env,  # noqa: E402
+                            torchrun_command)
 
 SCRIPT = pathlib.Path(__file__).resolve().parent / "accelerate_ddp.py"
 TIME_LIMIT = 150
@@ -44,10 +44,9 @@ FORKLOADS = "forkload.dataloader.DataLoader"
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("accelerate")
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         "--nproc_per_node", "2", str(SCRIPT), str(out)],
+        torchrun_command(2, out / "logs") + [str(SCRIPT), str(out)],
         capture_output=True, text=True, timeout=TIME_LIMIT,
-        stdin=subprocess.DEVNULL)
+        stdin=subprocess.DEVNULL, env=subprocess_env())
     assert r.returncode == 0, r.stdout + r.stderr
     ranks = [json.loads((out / f"rank{i}.json").read_text()) for i in (0, 1)]
     for rank in ranks:

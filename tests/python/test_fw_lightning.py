@@ -23,7 +23,7 @@ pytest.importorskip("torch")
 L = pytest.importorskip("lightning", reason="PyTorch Lightning is not "
                         "installed: pip install 'lightning==2.6.*'")
 
-from loader_helpers import forkload_names  # noqa: E402
+from loader_helpers import forkload_names, subprocess_env  # noqa: E402
 
 SCRIPT = pathlib.Path(__file__).resolve().parent / "lightning_ddp.py"
 TIME_LIMIT = 150
@@ -34,7 +34,7 @@ def fit(loader, out):
     out.mkdir()
     r = subprocess.run([sys.executable, str(SCRIPT), loader, str(out)],
                        capture_output=True, text=True, timeout=TIME_LIMIT,
-                       stdin=subprocess.DEVNULL)
+                       stdin=subprocess.DEVNULL, env=subprocess_env())
     assert r.returncode == 0, r.stdout + r.stderr
     ranks = [json.loads((out / f"rank{i}.json").read_text()) for i in (0, 1)]
     for rank in ranks:

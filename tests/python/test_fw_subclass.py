@@ -17,7 +17,8 @@ import torch.utils.data as tud
 import torch.utils.data.dataloader as tud_dataloader
 
 import forkload
-from loader_helpers import IndexDataset, assert_runs_same, run_both
+from loader_helpers import (IndexDataset, assert_runs_same, run_both,
+                            subprocess_env)
 
 
 class WorkerInfoDataset(tud.Dataset):
@@ -159,6 +160,7 @@ assert loader.tensor_type == "numpy" and loader.multiprocessing_context == "fork
 print([b.tolist() for b in loader])
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+                       text=True, timeout=60, stdin=subprocess.DEVNULL,
+                       env=subprocess_env())
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]"

@@ -3,7 +3,7 @@ forkload's loader and with torch's.
 
 torchrun runs as `python -m torch.distributed.run --standalone` (its own
 rendezvous on a free port) from this interpreter, with the environment
-inherited (PYTHONPATH names the package under test). Each rank writes the
+inherited and the package under test first on PYTHONPATH. Each rank writes the
 indices of its batches, its losses and its final weights: with forkload's
 loader they must be torch's, rank for rank and bit for bit, the two ranks'
 shards disjoint and together the whole dataset each epoch, and the loader
@@ -13,7 +13,6 @@ forkload's (a subclass of torch's DataLoader).
 import json
 import pathlib
 import subprocess
-import sys
 
 import pytest
 
@@ -25,7 +24,8 @@ if not torch.distributed.is_available() or \
     pytest.skip("this torch is built without torch.distributed's gloo "
                 "backend", allow_module_level=True)
 
-from loader_helpers import forkload_names  # noqa: E402
+from loader_helpers import (forkload_names, subprocess_env,  # noqa: E402
+                            torchrun_command)
 
 SCRIPT = (pathlib.Path(__file__).resolve().parents[2] / "examples" /
           "python" / "train_torchrun.py")
@@ -37,13 +37,13 @@ SAMPLES, BATCH, EPOCHS = 40, 4, 2
 def torchrun(loader, out):
     out.mkdir()
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         "--nproc_per_node", "2", str(SCRIPT), "--loader", loader,
+        torchrun_command(2, out / "logs") +
+        [str(SCRIPT), "--loader", loader,
          "--out", str(out), "--samples", str(SAMPLES),
          "--batch-size", str(BATCH), "--epochs", str(EPOCHS),
          "--workers", "2"],
         capture_output=True, text=True, timeout=TIME_LIMIT,
-        stdin=subprocess.DEVNULL)
+        stdin=subprocess.DEVNULL, env=subprocess_env())
     assert r.returncode == 0, r.stdout + r.stderr
     ranks = [json.loads((out / f"rank{i}.json").read_text()) for i in (0, 1)]
     for rank in ranks:
