@@ -52,12 +52,13 @@ class Model(L.LightningModule):
         self.batches, self.losses, self.from_forkload = [], [], []
 
     def train_dataloader(self):
+        # forkload's own keyword too: Lightning must pass it on.
         if self.loader == "forkload":
-            from forkload import DataLoader
-        else:
-            from torch.utils.data import DataLoader
-        return DataLoader(Regression(40), batch_size=4, shuffle=True,
-                          num_workers=2)
+            return forkload.DataLoader(Regression(40), batch_size=4,
+                                       shuffle=True, num_workers=2,
+                                       sharing="file_system")
+        return torch.utils.data.DataLoader(Regression(40), batch_size=4,
+                                           shuffle=True, num_workers=2)
 
     def training_step(self, batch, batch_idx):
         self.batches.append(batch["i"].tolist())
@@ -85,6 +86,7 @@ def main(loader, out):
               "loader": f"{type(dl).__module__}.{type(dl).__qualname__}",
               "sampler": type(dl.sampler).__name__,
               "worker_init_fn": dl.worker_init_fn is not None,
+              "sharing": getattr(dl, "sharing", None),
               "batches": model.batches, "losses": model.losses,
               "from_forkload": model.from_forkload,
               "weights": [p.detach().flatten().tolist()

@@ -56,6 +56,7 @@ def test_lightning_ddp_keeps_forkloads_loader_and_workers(runs):
         assert rank["loader"] == "forkload.dataloader.DataLoader"
         assert rank["sampler"] == "DistributedSampler"
         assert rank["worker_init_fn"]
+        assert rank["sharing"] == "file_system"  # forkload's own keyword
         assert rank["from_forkload"] == [1] * (SAMPLES // 2 * EPOCHS)
     for rank in runs["torch"]:
         assert rank["loader"] == "torch.utils.data.dataloader.DataLoader"
