@@ -59,7 +59,9 @@ def train(accelerator, how, whose):
                             num_workers=2)
         model, optimizer, loader = accelerator.prepare(model, optimizer,
                                                        loader)
-        inner = loader.base_dataloader
+        # The loader Accelerate made, or the one given where it passed that
+        # through untouched (one it did not recognise as torch's).
+        inner = getattr(loader, "base_dataloader", loader)
     else:
         sampler = DistributedSampler(
             dataset, num_replicas=accelerator.num_processes,
