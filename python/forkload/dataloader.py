@@ -789,7 +789,8 @@ class _Iterator:
     def _reset(self, loader=None, first_iter=False):
         """A persistent loader's next epoch: a new order, the same base
         seed and workers, whose random streams go on; an epoch left
-        unfinished is dropped by the next begin."""
+        unfinished is dropped by the next begin.  (torch's signature: the
+        loader given is the one this iterator holds.)"""
         self._start(first=False)
 
     def __iter__(self):
