@@ -16,10 +16,16 @@ try:
     from torch.utils.data import (BatchSampler, DistributedSampler,
                                   IterableDataset, RandomSampler,
                                   SequentialSampler)
+    from torch.utils.data import DataLoader as _TorchDataLoader
 except ImportError:  # numpy arrays, without torch's samplers
     torch = None
     BatchSampler = DistributedSampler = RandomSampler = None
     SequentialSampler = IterableDataset = None
+    _TorchDataLoader = object
+
+# torch's _DatasetKind values, which code written for torch's loader reads
+# from its _dataset_kind.
+_MAP, _ITERABLE = 0, 1
 
 __all__ = ["DataLoader", "get_worker_info"]
 
@@ -166,7 +172,7 @@ class _SimpleBatchSampler:
         return (len(self.sampler) + self.batch_size - 1) // self.batch_size
 
 
-class DataLoader:
+class DataLoader(_TorchDataLoader):
     r"""Batches of a dataset, made by forked workers in shared memory.
 
     A drop-in for :class:`torch.utils.data.DataLoader`: it accepts the same
@@ -329,6 +335,18 @@ class DataLoader:
               ``k`` batches of an epoch hands out exactly the batches the first
               would have handed out next.
 
+    .. note:: Where torch imports, this class is a subclass of
+              :class:`torch.utils.data.DataLoader` (its ``__init__``, iterator
+              and checks are forkload's: torch's ``__init__`` is never called),
+              so that frameworks which test ``isinstance(loader, DataLoader)``
+              treat it as torch's: PyTorch Lightning injects its
+              ``DistributedSampler`` and re-creates ``type(loader)`` from the
+              loader's arguments, a forkload loader still. Accelerate's
+              ``prepare()`` shards it too, but always into a loader of torch's
+              own (torch's workers): to keep forkload's, give the loader a
+              :class:`~torch.utils.data.DistributedSampler` and prepare only
+              the model and optimiser (README.md, "Inside frameworks").
+
     .. note:: ``len(loader)`` counts the sampler's batches. For an
               :class:`~torch.utils.data.IterableDataset` it is only a guess,
               worked out from ``len(dataset)`` and :attr:`batch_size` as torch
@@ -407,6 +425,7 @@ class DataLoader:
 
         if _is_iterable_dataset(dataset):
             self._iterable = True
+            self._dataset_kind = _ITERABLE
             if shuffle not in {False, None}:
                 raise ValueError(
                     "DataLoader with IterableDataset: expected unspecified "
@@ -422,6 +441,7 @@ class DataLoader:
                     f"{batch_sampler}")
         else:
             self._iterable = False
+            self._dataset_kind = _MAP
             shuffle = bool(shuffle)
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with "
@@ -459,6 +479,7 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.persistent_workers = persistent_workers
         self._iterator = None
+        self._IterableDataset_len_called = None  # read by torch's code
         self._resume = None
         self._rooms = {}
         self.__initialized = True
@@ -469,7 +490,32 @@ class DataLoader:
                 "dataset", "persistent_workers"):
             raise ValueError(f"{attr} attribute should not be set after "
                              f"{type(self).__name__} is initialized")
-        super().__setattr__(attr, val)
+        object.__setattr__(self, attr, val)
+
+    # What torch's DataLoader defines and this class does its own way, so
+    # that nothing of torch's runs on a forkload loader.
+
+    @property
+    def multiprocessing_context(self):
+        return self.__dict__.get("_mp_context")
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, ctx):
+        """None, 'fork' or a fork context, kept as given: forkload's
+        workers are always forked."""
+        if ctx is not None and self.num_workers == 0:
+            raise ValueError(
+                "multiprocessing_context can only be used with multi-process "
+                "loading (num_workers > 0), but got num_workers=0")
+        _check_context(ctx)
+        self.__dict__["_mp_context"] = ctx
+
+    def check_worker_number_rationality(self):
+        """torch warns here where num_workers exceeds the CPUs it may use;
+        forkload does not check it."""
+
+    def _get_iterator(self):
+        return _Iterator(self)
 
     @property
     def _auto_collation(self):
@@ -497,11 +543,11 @@ class DataLoader:
                                  "workers, nothing is waited for")
         if self.persistent_workers and self.num_workers > 0:
             if self._iterator is None:
-                self._iterator = _Iterator(self)
+                self._iterator = self._get_iterator()
             else:
-                self._iterator._reset()
+                self._iterator._reset(self)
             return self._iterator
-        return _Iterator(self)
+        return self._get_iterator()
 
     def state_dict(self):
         """The loader's place, as torchdata's StatefulDataLoader: every
@@ -750,10 +796,11 @@ class _Iterator:
             raise RuntimeError("forkload: this iterator's DataLoader is gone")
         return dl
 
-    def _reset(self):
+    def _reset(self, loader=None, first_iter=False):
         """A persistent loader's next epoch: a new order, the same base
         seed and workers, whose random streams go on; an epoch left
-        unfinished is dropped by the next begin."""
+        unfinished is dropped by the next begin.  (torch's signature: the
+        loader given is the one this iterator holds.)"""
         self._start(first=False)
 
     def __iter__(self):

@@ -10,6 +10,7 @@ results that cross from a worker to the consumer must be importable.
 import collections.abc
 import os
 import random
+import sys
 import time
 
 import numpy as np
@@ -436,3 +437,19 @@ def subprocess_env():
     parts = [pkg, here] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     return env
+
+
+def torchrun_command(nproc, log_dir):
+    """`python -m torch.distributed.run --standalone --nproc_per_node N`
+    (torchrun, with a rendezvous of its own on a free port), for this
+    interpreter.  torch 1.13's torchrun cannot parse its own default
+    --redirects/--tee of "0" under Python 3.11 (its Std.from_str finds no
+    member for 0), so where that is so both are given as "1": each rank's
+    stdout goes to a file under log_dir and to the console, as it does
+    without them."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc_per_node", str(nproc)]
+    from torch.distributed.elastic.multiprocessing.api import Std
+    if Std.from_str("0") is None:
+        cmd += ["--redirects", "1", "--tee", "1", "--log_dir", str(log_dir)]
+    return cmd
