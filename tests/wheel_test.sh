@@ -54,16 +54,26 @@ else
   not_ok "pip installs the wheel"
   sed 's/^/# /' "$tmp/pip.out"
 fi
-# Every library ldd resolves is glibc's (the manylinux policy's) or in
-# the wheel's forkload.libs; none is missing.
+# Every library ldd resolves is in the wheel's forkload.libs, or one that
+# the manylinux policy says every system has (glibc's, and libz,
+# libstdc++ and libgcc_s, which auditwheel leaves out of a wheel); none is
+# missing.
 ldd "$so" >"$tmp/ldd" 2>&1
-outside=$(awk -v libs="$tmp/site/forkload.libs/" '
-  /not found/ { print; next }
-  $1 ~ /^(linux-vdso|ld-linux|\/lib64\/ld-linux)/ { next }
-  $1 ~ /^lib(c|m|dl|rt|pthread)\.so\.[0-9]+$/ { next }
-  $3 ~ /^\// && index($3, libs) != 1 { print $1 " => " $3 }' "$tmp/ldd")
-if [ -s "$tmp/ldd" ] && [ -z "$outside" ] &&
-  grep -q "$tmp/site/forkload.libs/libuv" "$tmp/ldd"; then
+libs=$(cd "$tmp/site/forkload.libs" 2>/dev/null && pwd -P)
+outside=$(awk '/=>/ {print $1, $3}' "$tmp/ldd" | while read -r name path; do
+  case $name in
+  libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | \
+    libz.so.1 | libstdc++.so.6 | libgcc_s.so.1) continue ;;
+  esac
+  real=$(readlink -f "$path" 2>/dev/null)
+  case $real in
+  "$libs"/*) ;;
+  *) echo "$name => $path" ;;
+  esac
+done)
+if [ -n "$libs" ] && [ -s "$tmp/ldd" ] && [ -z "$outside" ] &&
+  ! grep -q 'not found' "$tmp/ldd" && grep -q '/forkload.libs/libuv' "$tmp/ldd"
+then
   ok "the module resolves to glibc's libraries and the wheel's own"
 else
   not_ok "the module resolves to glibc's libraries and the wheel's own"
