@@ -3,9 +3,11 @@ random draws, in Python; the batches themselves come from libforkload's
 workers through forkload._forkload.Loader (C)."""
 
 import functools
+import inspect
 import math
 import os
 import threading
+import types
 import warnings
 import weakref
 
@@ -24,6 +26,53 @@ except ImportError:  # numpy arrays, without torch's samplers
 __all__ = ["DataLoader", "get_worker_info"]
 
 get_worker_info = _worker.get_worker_info
+
+
+def _torch_parameters():
+    """The keyword parameters of the installed torch's DataLoader, with
+    their defaults: where torch versions differ (prefetch_factor's default
+    is 2 in torch 1.13 and None in torch 2; in_order is torch 2.6's), the
+    installed torch's are followed."""
+    if torch is None:
+        return {}
+    try:
+        sig = inspect.signature(torch.utils.data.DataLoader.__init__)
+    except (TypeError, ValueError):
+        return {}
+    return {name: p.default for name, p in sig.parameters.items()}
+
+
+_TORCH_PARAMETERS = _torch_parameters()
+# None where torch is missing: forkload's own default, torch 2's.
+_PREFETCH_DEFAULT = _TORCH_PARAMETERS.get("prefetch_factor")
+
+
+def _torch_refusal(dataset, kwargs):
+    """What the installed torch's DataLoader raises for these arguments, or
+    None where it takes them: forkload's argument checks raise torch's
+    own exception, with its message, whatever the version."""
+    if torch is None:
+        return None
+    kwargs = {k: v for k, v in kwargs.items() if k in _TORCH_PARAMETERS}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.utils.data.DataLoader(dataset, **kwargs)
+    except Exception as e:  # noqa: BLE001  (torch's, whatever it is)
+        e.__traceback__ = None
+        return e
+    return None
+
+
+def _check_worker_number(loader):
+    """torch's warning where num_workers exceeds the CPUs this process may
+    use, in the installed torch's words (its DataLoader warns at __init__
+    and at each iter() that starts workers)."""
+    check = getattr(torch.utils.data.DataLoader,
+                    "check_worker_number_rationality", None) \
+        if torch is not None else None
+    if check is not None and loader.num_workers:
+        check(loader)
 
 # Every Loader alive, closed at exit: their workers are reaped, not left
 # to the kernel's parent-death signal.
@@ -84,29 +133,60 @@ class _Pinner:
         return self._cuda.current_stream().record_event()
 
 
+def _torch_pin_plan(loader):
+    """What the installed torch's _BaseDataLoaderIter decides at iter() for
+    this loader's pin_memory and pin_memory_device, with its warnings:
+    (pin, device).  torch 1.13 pins for CUDA where it is available and for
+    any pin_memory_device it is given, and warns of a device given without
+    pin_memory; torch 2 pins for the current accelerator, warns where there
+    is none and where a pin_memory_device (deprecated) is given.  Its own
+    __init__ is run on a stand-in of the loader, with a generator of its
+    own for the base seed it draws; None where that cannot be done."""
+    try:
+        from torch.utils.data import dataloader as tdl
+        base = tdl._BaseDataLoaderIter
+    except (ImportError, AttributeError):
+        return None
+    stand_in = types.SimpleNamespace(
+        dataset=None, _dataset_kind=tdl._DatasetKind.Map,
+        _IterableDataset_len_called=None, _auto_collation=False,
+        drop_last=False, _index_sampler=(), num_workers=loader.num_workers,
+        prefetch_factor=loader.prefetch_factor, pin_memory=loader.pin_memory,
+        pin_memory_device=loader.pin_memory_device, timeout=0,
+        collate_fn=None, generator=torch.Generator(),
+        persistent_workers=False, in_order=loader.in_order,
+        worker_init_fn=None, multiprocessing_context=None)
+    it = base.__new__(base)
+    try:
+        base.__init__(it, stand_in)
+        return bool(it._pin_memory), it._pin_memory_device
+    except AttributeError:  # a torch whose iterator needs more
+        return None
+
+
 def _pin_mode(loader):
     """What torch's _BaseDataLoaderIter decides at iter(), and how forkload
     does it: (None, None), nothing pinned; ('register', None), the segments
     page-locked where they are (CUDA); ('copy', device), torch's own
-    pin_memory copy, for a pin_memory_device other than CUDA."""
-    if len(loader.pin_memory_device) == 0:
-        available = _cuda is not None and _cuda.is_available()
-        if loader.pin_memory and not available:
+    pin_memory copy, for another device, or for CUDA where the stand-in
+    for torch.cuda (_cuda) says there is none (torch 1.13, given
+    pin_memory_device='cuda' without CUDA: each batch then fails as
+    torch's)."""
+    if torch is None:
+        if loader.pin_memory:
             warnings.warn("'pin_memory' argument is set as true but no "
                           "accelerator is found, then device pinned memory "
                           "won't be used.")
-        if loader.pin_memory and available:
-            return "register", None
         return None, None
-    if not loader.pin_memory:
-        warnings.warn("pin memory device is set and pin_memory flag is not "
-                      "used then device pinned memory won't be used"
-                      "please set pin_memory to true, if you need to use "
-                      "the device pin memory")
+    plan = _torch_pin_plan(loader)
+    if plan is None:  # torch's decision in short: CUDA's pinned memory
+        available = _cuda is not None and _cuda.is_available()
+        plan = (loader.pin_memory and available, None)
+    pin, device = plan
+    if not pin:
         return None, None
-    device = loader.pin_memory_device
-    if (device == "cuda" or device.startswith("cuda:")) and \
-            _cuda is not None and _cuda.is_available():
+    cuda = device is None or device == "cuda" or device.startswith("cuda:")
+    if cuda and _cuda is not None and _cuda.is_available():
         return "register", None
     return "copy", device
 
@@ -334,26 +414,51 @@ class DataLoader:
                  persistent_workers=False, pin_memory_device="",
                  in_order=True, sharing="fd", shuffle_algorithm="torch",
                  sample_bytes=None, tensor_type=None):
+        # torch's checks of these arguments, in its order; where one fails,
+        # the installed torch's exception is raised (its words differ from
+        # version to version), and where torch takes what forkload doubts
+        # (torch 2 takes prefetch_factor=0 until iter()), it is taken.
+        if prefetch_factor is None:
+            prefetch_factor = _PREFETCH_DEFAULT  # 2 with torch 1.13
+        problem = None
         if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; "
-                             "use num_workers=0 to disable multiprocessing.")
-        if timeout < 0:
-            raise ValueError("timeout option should be non-negative")
-        if num_workers == 0 and prefetch_factor is not None:
-            raise ValueError(
+            problem = ValueError(
+                "num_workers option should be non-negative; use "
+                "num_workers=0 to disable multiprocessing.")
+        elif timeout < 0:
+            problem = ValueError("timeout option should be non-negative")
+        elif num_workers == 0 and prefetch_factor != _PREFETCH_DEFAULT:
+            problem = ValueError(
                 "prefetch_factor option could only be specified in "
                 "multiprocessing.let num_workers > 0 to enable "
-                "multiprocessing.")
-        if num_workers > 0 and prefetch_factor is None:
-            prefetch_factor = 2
+                "multiprocessing, otherwise set prefetch_factor to None.")
         elif prefetch_factor is not None and prefetch_factor < 0:
-            raise ValueError("prefetch_factor option should be non-negative")
-        if persistent_workers and num_workers == 0:
-            raise ValueError("persistent_workers option needs num_workers > 0")
-        if multiprocessing_context is not None and num_workers == 0:
-            raise ValueError(
+            problem = ValueError(
+                "prefetch_factor option should be non-negative")
+        elif persistent_workers and num_workers == 0:
+            problem = ValueError(
+                "persistent_workers option needs num_workers > 0")
+        elif multiprocessing_context is not None and num_workers == 0:
+            problem = ValueError(
                 "multiprocessing_context can only be used with multi-process "
                 "loading (num_workers > 0), but got num_workers=0")
+        if problem is not None or (prefetch_factor is not None and
+                                   prefetch_factor <= 0):
+            if torch is None:
+                if problem is not None:
+                    raise problem
+            else:
+                refusal = _torch_refusal(dataset, dict(
+                    batch_size=batch_size, shuffle=shuffle, sampler=sampler,
+                    batch_sampler=batch_sampler, num_workers=num_workers,
+                    drop_last=drop_last, timeout=timeout,
+                    multiprocessing_context=multiprocessing_context,
+                    generator=generator, prefetch_factor=prefetch_factor,
+                    persistent_workers=persistent_workers))
+                if refusal is not None:
+                    raise refusal
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
         _check_context(multiprocessing_context)
         if sharing not in ("fd", "file_system"):
             raise ValueError("sharing should be 'fd' (each batch's segment "
@@ -452,6 +557,7 @@ class DataLoader:
         self._resume = None
         self._rooms = {}
         self.__initialized = True
+        _check_worker_number(self)
 
     def __setattr__(self, attr, val):
         if self.__dict__.get("_DataLoader__initialized") and attr in (
@@ -487,10 +593,12 @@ class DataLoader:
                                  "workers, nothing is waited for")
         if self.persistent_workers and self.num_workers > 0:
             if self._iterator is None:
+                _check_worker_number(self)
                 self._iterator = _Iterator(self)
             else:
                 self._iterator._reset()
             return self._iterator
+        _check_worker_number(self)
         return _Iterator(self)
 
     def state_dict(self):
@@ -549,8 +657,13 @@ class _Iterator:
         else:
             self._dl_strong = loader
         self._persistent = loader.persistent_workers
-        self._pin, self._pin_device = _pin_mode(loader)
         self._loader = None
+        self._pin, self._pin_device = _pin_mode(loader)
+        if loader.num_workers > 0 and loader.prefetch_factor is not None \
+                and loader.prefetch_factor <= 0:
+            # Taken by torch 2's DataLoader, refused by its iterator.
+            raise AssertionError("prefetch_factor must be greater than 0 "
+                                 "for MultiProcessingDataLoaderIter")
         self._pending = None
         self._plan_cap = 0
         self._start(first=True)
