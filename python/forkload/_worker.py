@@ -24,8 +24,10 @@ class Leaf(tuple):
 
 
 class WorkerInfo:
-    """What get_worker_info() returns in a worker: id, num_workers, seed
-    and dataset, as torch.utils.data.get_worker_info()."""
+    """What get_worker_info() returns in a worker where torch is missing:
+    id, num_workers, seed and dataset, as torch 1.13's WorkerInfo.  With
+    torch, a worker's WorkerInfo is the installed torch's own (torch 2's
+    is a frozen dataclass that also has rng and worker_method)."""
 
     __initialized = False
 
@@ -108,14 +110,17 @@ def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
         _torch.manual_seed(seed)
     if _np is not None:
         _np.random.seed(numpy_seed(base_seed, worker_id))
-    _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers,
-                              seed=seed, dataset=dataset)
     if _torch is not None:
-        # Datasets written for torch shard with torch's get_worker_info().
+        # Datasets written for torch shard with torch's get_worker_info(),
+        # and forkload's returns the same object, of the installed torch's
+        # class.
         from torch.utils.data._utils import worker as torch_worker
-        torch_worker._worker_info = torch_worker.WorkerInfo(
+        _worker_info = torch_worker._worker_info = torch_worker.WorkerInfo(
             id=worker_id, num_workers=num_workers, seed=seed,
             dataset=dataset)
+    else:
+        _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers,
+                                  seed=seed, dataset=dataset)
     if worker_init_fn is not None:
         worker_init_fn(worker_id)
 
@@ -159,11 +164,17 @@ class KeyErrorMessage(str):
 
 
 def reraise(rec):
-    """Raise what a worker raised, as PyTorch's ExceptionWrapper.reraise."""
+    """Raise what a worker raised, as PyTorch's ExceptionWrapper.reraise:
+    the installed torch's own, where there is one (torch 2 raises
+    RuntimeError for an exception type that cannot be built from the
+    message for any reason, torch 1.13 only for a TypeError)."""
     if rec[0] == "inline":
         exc = _inline.pop(rec[1])
         raise exc
     _, exc_type, text, where = rec
+    wrapper = _torch_wrapper(exc_type, text, where)
+    if wrapper is not None:
+        wrapper.reraise()
     msg = f"Caught {exc_type.__name__} {where}.\nOriginal {text}"
     if exc_type is KeyError:
         msg = KeyErrorMessage(msg)
@@ -174,6 +185,21 @@ def reraise(rec):
     except TypeError:
         raise RuntimeError(msg) from None
     raise exception
+
+
+def _torch_wrapper(exc_type, text, where):
+    """torch's ExceptionWrapper for a worker's record, made as the worker
+    loop makes it from sys.exc_info(): exc_type, exc_msg (the traceback's
+    text) and where; None without torch."""
+    try:
+        from torch._utils import ExceptionWrapper
+        wrapper = object.__new__(ExceptionWrapper)
+        wrapper.exc_type = exc_type
+        wrapper.exc_msg = text
+        wrapper.where = where
+    except (ImportError, AttributeError, TypeError):
+        return None
+    return wrapper
 
 
 class Error(RuntimeError):
