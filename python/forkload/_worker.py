@@ -125,6 +125,55 @@ def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
         worker_init_fn(worker_id)
 
 
+def torch_collate(samples):
+    """A column of a batch that forkload's C collation could not write
+    (a dtype or layout it does not know, samples that do not stack):
+    the installed torch's default_collate makes it or refuses it."""
+    from torch.utils.data._utils.collate import default_collate
+    return _carried(default_collate(list(samples)))
+
+
+def torch_convert(obj):
+    """default_convert's, for an array the C path could not write."""
+    from torch.utils.data._utils.collate import default_convert
+    return _carried(default_convert(obj))
+
+
+def _carried(obj):
+    """A tensor made by torch_collate or torch_convert, as the batch's
+    skeleton carries it: its bytes, pickled (torch 2.13's own pickling of
+    a uint16 tensor cannot be loaded back, torch 1.13's of a complex32 one
+    cannot be made)."""
+    if isinstance(obj, _torch.Tensor) and obj.layout == _torch.strided \
+            and not getattr(obj, "is_nested", False):
+        return _TensorBytes(obj)
+    return obj
+
+
+class _TensorBytes:
+    """Pickled as the bytes, dtype and shape of a CPU tensor, unpickled as
+    that tensor (tensor_from_bytes)."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __reduce__(self):
+        t = self.tensor.detach().contiguous()
+        raw = t.reshape(-1).view(_torch.uint8).numpy().tobytes()
+        return (tensor_from_bytes,
+                (str(t.dtype).replace("torch.", ""), tuple(t.shape), raw))
+
+
+def tensor_from_bytes(dtype, shape, raw):
+    dtype = getattr(_torch, dtype)
+    if not raw:
+        return _torch.empty(shape, dtype=dtype)
+    return _torch.frombuffer(bytearray(raw), dtype=_torch.uint8).view(
+        dtype).reshape(shape)
+
+
 # Exceptions raised in the consumer itself (num_workers 0), kept whole
 # until the consumer raises them: they never leave the process.
 _inline = {}
