@@ -850,6 +850,8 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
     if (PyErr_ExceptionMatches(PyExc_TypeError) ||
         (custom && PyErr_ExceptionMatches(PyExc_BufferError))) {
       PyErr_Clear();
+      if (is_tensor(st, o))
+        return PyObject_CallMethod(st->worker_module, "carried", "O", o);
       Py_INCREF(o);
       return o;
     }

@@ -130,16 +130,16 @@ def torch_collate(samples):
     (a dtype or layout it does not know, samples that do not stack):
     the installed torch's default_collate makes it or refuses it."""
     from torch.utils.data._utils.collate import default_collate
-    return _carried(default_collate(list(samples)))
+    return carried(default_collate(list(samples)))
 
 
 def torch_convert(obj):
     """default_convert's, for an array the C path could not write."""
     from torch.utils.data._utils.collate import default_convert
-    return _carried(default_convert(obj))
+    return carried(default_convert(obj))
 
 
-def _carried(obj):
+def carried(obj):
     """A tensor made by torch_collate or torch_convert, as the batch's
     skeleton carries it: its bytes, pickled (torch 2.13's own pickling of
     a uint16 tensor cannot be loaded back, torch 1.13's of a complex32 one

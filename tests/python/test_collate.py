@@ -218,9 +218,19 @@ def identity_collate(samples):
     return samples
 
 
+def newer_dtype_collate(samples):
+    """A tensor of a dtype forkload does not write, torch 2's uint16 (int64
+    with torch 1.13, which has none), in a dict."""
+    ids = [s["i"] for s in samples]
+    if hasattr(torch, "uint16"):
+        return {"ids": torch.tensor(ids).to(torch.uint16), "n": len(ids)}
+    return {"ids": torch.tensor(ids), "n": len(ids)}
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 @pytest.mark.parametrize("collate_fn", [structured_collate, payload_collate,
-                                        string_collate, identity_collate],
+                                        string_collate, identity_collate,
+                                        newer_dtype_collate],
                          ids=lambda f: f.__name__)
 def test_custom_collate_result_reaches_the_consumer_as_torchs(collate_fn, num_workers):
     ds = FnDataset(N, lambda i: {"i": i, "a": np.arange(4, dtype=np.int32) * i})
