@@ -605,18 +605,18 @@ is_namedtuple(PyObject *o)
          PyObject_HasAttrString(o, "_fields");
 }
 
-/* type(elem)(arg), or arg itself where the type cannot be built so. */
+/* The container of elem's type over arg (a dict or a list, stolen), as
+   the installed torch's default_collate makes it (forkload._worker.like):
+   torch 1.13's type(elem)(arg), torch 2's copy of a mutable elem with
+   arg's values set in it, or arg itself where that fails. */
 static PyObject *
-same_type_or(PyObject *elem, PyObject *arg)
+same_type_or(flpy_state *st, PyObject *elem, PyObject *arg)
 {
-  PyObject *r = PyObject_CallOneArg((PyObject *)Py_TYPE(elem), arg);
+  PyObject *r = PyObject_CallMethod(st->worker_module, "like", "OO", elem,
+                                    arg);
 
-  if (r != NULL || !PyErr_ExceptionMatches(PyExc_TypeError)) {
-    Py_DECREF(arg);
-    return r;
-  }
-  PyErr_Clear();
-  return arg;
+  Py_DECREF(arg);
+  return r;
 }
 
 /* Column i of the samples: [s[i] for s in samples], s[key] for a key. */
@@ -692,7 +692,7 @@ collate_mapping(flpy_state *st, PyObject *samples, flpy_writer *w)
     Py_DECREF(v);
   }
   Py_DECREF(keys);
-  return PyDict_CheckExact(elem) ? out : same_type_or(elem, out);
+  return PyDict_CheckExact(elem) ? out : same_type_or(st, elem, out);
 fail:
   Py_XDECREF(keys);
   Py_DECREF(out);
@@ -745,7 +745,7 @@ collate_sequence(flpy_state *st, PyObject *samples, flpy_writer *w)
   }
   if (PyTuple_Check(elem) || PyList_CheckExact(elem))
     return out;
-  return same_type_or(elem, out);
+  return same_type_or(st, elem, out);
 fail:
   Py_DECREF(out);
   return NULL;
@@ -890,7 +890,7 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
       Py_DECREF(v);
     }
     Py_DECREF(items);
-    return PyDict_CheckExact(o) ? d : same_type_or(o, d);
+    return PyDict_CheckExact(o) ? d : same_type_or(st, o, d);
   fail_map:
     Py_DECREF(d);
     return NULL;
@@ -923,7 +923,7 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
       return NULL;
     if (is_seq) {
       items = convert_items(st, o, custom, w);
-      return items == NULL ? NULL : same_type_or(o, items);
+      return items == NULL ? NULL : same_type_or(st, o, items);
     }
   }
   Py_INCREF(o);

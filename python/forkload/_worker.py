@@ -3,6 +3,8 @@ seeding as PyTorch's worker loop does, worker_init_fn, get_worker_info();
 and the records of exceptions raised in a worker, re-raised in the consumer
 as PyTorch's ExceptionWrapper does."""
 
+import collections.abc
+import copy
 import pickle
 import random
 import traceback
@@ -123,6 +125,60 @@ def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
                                   seed=seed, dataset=dataset)
     if worker_init_fn is not None:
         worker_init_fn(worker_id)
+
+
+def like(elem, values, template=False):
+    """The container of elem's type over values (a dict, or a list), as
+    the installed torch's default_collate and default_convert make it:
+    torch 2 copies a mutable mapping or sequence and sets the values in the
+    copy (a defaultdict keeps its default_factory, a subclass its
+    attributes and constructor), torch 1.13 calls type(elem)(values); both
+    fall back to values where that raises TypeError.  In the consumer,
+    elem is a skeleton's template, which serves again for each batch of the
+    same skeleton: its copy is a deep one, so that no batch shares the
+    template's state (a mapping's own dict) with another."""
+    if isinstance(values, dict):
+        mutable = isinstance(elem, collections.abc.MutableMapping)
+    else:
+        mutable = isinstance(elem, collections.abc.MutableSequence)
+    try:
+        if mutable and _torch_copies():
+            clone = copy.deepcopy(elem) if template else copy.copy(elem)
+            if isinstance(values, dict):
+                clone.update(values)
+            else:
+                for i, v in enumerate(values):
+                    clone[i] = v
+            return clone
+        return type(elem)(values)
+    except TypeError:
+        return values
+
+
+_copies = None
+
+
+def _torch_copies():
+    """Whether the installed torch's default_collate fills a copy of a
+    mutable mapping (torch 2) or calls its type (torch 1.13): asked of
+    torch once, on a dict subclass with an attribute."""
+    global _copies
+    if _copies is None:
+        _copies = False
+        if _torch is not None:
+            from torch.utils.data._utils.collate import default_collate
+
+            class Probe(dict):
+                pass
+
+            probe = Probe(k=0)
+            probe.kept = True
+            try:
+                _copies = getattr(default_collate([probe]), "kept", False) \
+                    is True
+            except Exception:  # noqa: BLE001  (a torch that cannot say)
+                pass
+    return _copies
 
 
 def torch_collate(samples):

@@ -19,7 +19,8 @@ import forkload
 from loader_helpers import (
     IndexDataset,
     outcomes, assert_outcomes_same,
-    TORCH_IN_PROCESS, FnDataset, assert_runs_same, assert_same_as_numpy, run_both,
+    TORCH_IN_PROCESS, FnDataset, assert_runs_same, assert_same,
+    assert_same_as_numpy, run_both,
     run_epochs)
 
 Point = collections.namedtuple("Point", ["x", "y"])
@@ -178,6 +179,89 @@ def test_newer_dtypes_are_collated_or_refused_as_the_installed_torch_does(
         else:
             assert a[1] is b[1]
             assert a[2].splitlines()[-1] == b[2].splitlines()[-1]
+
+
+# Containers of other types than dict and list: torch 1.13 builds the
+# batch's with type(sample)(values), torch 2 fills a copy of a mutable one
+# (a defaultdict keeps its default_factory, a subclass its attributes).
+class NotedDict(dict):
+    pass
+
+
+class NotedList(list):
+    pass
+
+
+class OwnMapping(collections.abc.MutableMapping):
+    """A mutable mapping that is no dict."""
+
+    def __init__(self, d=()):
+        self.d = dict(d)
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __setitem__(self, k, v):
+        self.d[k] = v
+
+    def __delitem__(self, k):
+        del self.d[k]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+def noted(c, i):
+    c.note = "n%d" % i
+    return c
+
+
+def with_default(i):
+    d = collections.defaultdict(list)
+    d["x"] = np.arange(2) + i
+    d["s"] = "s%d" % i
+    return d
+
+
+CONTAINERS = {
+    "defaultdict": with_default,
+    "dict_subclass": lambda i: noted(NotedDict(x=torch.tensor([i]), k=i), i),
+    "list_subclass": lambda i: noted(NotedList([i, np.float32(i)]), i),
+    "own_mapping": lambda i: OwnMapping({"x": torch.tensor([i, i]), "k": i}),
+    "nested": lambda i: {"outer": noted(NotedDict(inner=with_default(i)), i)},
+}
+
+
+def container_looks(x):
+    """What assert_same does not compare: the attributes a container kept."""
+    if isinstance(x, torch.Tensor):
+        return None
+    if isinstance(x, OwnMapping):
+        x = dict(x)
+    out = [type(x).__name__, getattr(x, "note", None),
+           getattr(x, "default_factory", None)]
+    if isinstance(x, collections.abc.Mapping):
+        out += [(k, container_looks(v)) for k, v in x.items()]
+    elif isinstance(x, list):
+        out += [container_looks(v) for v in x]
+    return out
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("batch_size", [BS, None])
+@pytest.mark.parametrize("case", sorted(CONTAINERS))
+def test_other_containers_are_made_as_the_installed_torch_makes_them(
+        case, batch_size, num_workers):
+    fl, th = run_both(FnDataset(N, CONTAINERS[case]), batch_size=batch_size,
+                      num_workers=num_workers, torch_kwargs=TORCH_IN_PROCESS)
+    for a, b in zip(fl.epochs[0], th.epochs[0]):
+        assert container_looks(a) == container_looks(b)
+        if isinstance(b, OwnMapping):
+            a, b = dict(a), dict(b)
+        assert_same(a, b)
 
 
 class Payload:
