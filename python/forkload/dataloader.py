@@ -191,6 +191,42 @@ def _pin_mode(loader):
     return "copy", device
 
 
+def _warn_past_len(it, batch):
+    """torch's warning when an IterableDataset's iterator yields more
+    batches than len(dataset) said (after len(loader) was called), in the
+    installed torch's words: its own _BaseDataLoaderIter.__next__ is run on
+    a stand-in that hands it this batch."""
+    dl = it._dl
+    try:
+        from torch.utils.data import dataloader as tdl
+        base = tdl._BaseDataLoaderIter
+        stand_in = base.__new__(base)
+        stand_in.__dict__.update(
+            _sampler_iter=(), _next_data=lambda: batch,
+            _num_yielded=it._yielded - 1,
+            _dataset_kind=tdl._DatasetKind.Iterable,
+            _IterableDataset_len_called=it._len_called,
+            _num_workers=dl.num_workers, _dataset=dl.dataset,
+            _profile_name="enumerate(DataLoader)#_Iterator.__next__")
+    except (ImportError, AttributeError):
+        stand_in = None
+    if stand_in is not None:
+        try:
+            base.__next__(stand_in)
+            return
+        except AttributeError:  # a torch whose iterator needs more
+            pass
+    msg = (f"Length of IterableDataset {dl.dataset} was reported to be "
+           f"{it._len_called}(when accessing len(dataloader)), but "
+           f"{it._yielded} samples have been fetched. ")
+    if dl.num_workers > 0:
+        msg += ("For multiprocessing data-loading, this could be caused by "
+                "not properly configuring the IterableDataset replica at "
+                "each worker. Please see https://pytorch.org/docs/stable/"
+                "data.html#torch.utils.data.IterableDataset for examples.")
+    warnings.warn(msg, stacklevel=3)
+
+
 def _draw_seed(generator):
     """One int64 draw, as torch draws its base and sampler seeds."""
     if torch is None:
@@ -577,7 +613,9 @@ class DataLoader:
 
     def __len__(self):
         if self._iterable:
-            length = len(self.dataset)
+            # As torch: an iterator that yields more batches than the
+            # dataset's length warns (_Iterator.__next__).
+            length = self._IterableDataset_len_called = len(self.dataset)
             if self.batch_size is not None:
                 if self.drop_last:
                     length = length // self.batch_size
@@ -682,6 +720,7 @@ class _Iterator:
         elif first:
             self._base_seed = _draw_seed(dl.generator)
         self._yielded = 0 if resume is None else resume["_num_yielded"]
+        self._len_called = dl.__dict__.get("_IterableDataset_len_called")
         self._finished = False
         self._resume_from = resume
         self._begun = False
@@ -885,6 +924,9 @@ class _Iterator:
                 self._close()
             raise StopIteration
         self._yielded += 1
+        if self._len_called is not None and self._yielded > \
+                self._len_called and self._dl._iterable:
+            _warn_past_len(self, batch)
         if self._pin == "copy":  # another accelerator: torch's own copy
             from torch.utils.data._utils.pin_memory import pin_memory
             batch = pin_memory(batch, self._pin_device)
