@@ -102,10 +102,17 @@ def one_thread():
 
 
 def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
-    """A worker's start, in PyTorch's order: one thread for torch, seeds,
-    WorkerInfo (forkload's and torch's), then worker_init_fn."""
+    """A worker's start, in PyTorch's order: the thread's name (torch 2's),
+    one thread for torch, seeds, WorkerInfo (the installed torch's), then
+    worker_init_fn."""
     global _worker_info
     seed = base_seed + worker_id
+    # torch 2 names its workers' thread (ps and top show "pt_data_worker");
+    # torch 1.13 leaves the parent's name.
+    name_thread = getattr(getattr(_torch, "multiprocessing", None),
+                          "_set_thread_name", None)
+    if name_thread is not None:
+        name_thread("pt_data_worker")
     one_thread()
     random.seed(seed)
     if _torch is not None:

@@ -250,6 +250,21 @@ def test_worker_info_is_the_installed_torchs():
     assert same.epochs == [[True] * 4]
 
 
+def thread_name(i):
+    with open("/proc/thread-self/comm") as f:
+        return f.read().strip()
+
+
+def test_worker_thread_name_is_the_installed_torchs():
+    """torch 2 names its workers' thread pt_data_worker; torch 1.13 leaves
+    the name a fork inherits."""
+    fl = run_epochs(forkload.DataLoader, FnDataset(4, thread_name),
+                    batch_size=None, num_workers=2)
+    th = run_epochs(tud.DataLoader, FnDataset(4, thread_name),
+                    batch_size=None, num_workers=2)
+    assert_runs_same(fl, th)
+
+
 def gen(seed):
     return fresh(lambda: torch.Generator().manual_seed(seed))
 
