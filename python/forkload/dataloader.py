@@ -340,8 +340,10 @@ class DataLoader:
             last view of a batch is gone, an event is recorded on the current
             stream, and the segment is refilled only once it has completed, so
             a tensor may be dropped right after its ``non_blocking`` copy.
-            Without CUDA, ``iter()`` warns as torch 2 does and the batches are
-            plain. (default: ``False``)
+            Whether a batch is pinned, and what ``iter()`` warns, are the
+            installed torch's (torch 2 warns where there is no accelerator,
+            torch 1.13 says nothing); unpinned batches are plain.
+            (default: ``False``)
         drop_last (bool, optional): set to ``True`` to drop the last incomplete
             batch, if the dataset size is not divisible by the batch size. If
             ``False`` and the size of dataset is not divisible by the batch size,
@@ -363,21 +365,24 @@ class DataLoader:
             ``base_seed`` for workers. (default: ``None``)
         prefetch_factor (int, optional, keyword-only arg): Number of batches
             loaded in advance by each worker. ``2`` means there will be a total
-            of 2 * num_workers batches prefetched across all workers. Must be
-            ``None`` when :attr:`num_workers` is ``0``. (default: ``None``,
-            which is ``2`` with workers)
+            of 2 * num_workers batches prefetched across all workers. Its
+            default and the values taken are the installed torch's: with
+            torch 2, ``None`` (``2`` with workers), and it must be ``None``
+            without workers; with torch 1.13, ``2``, which it must be without
+            workers. (default: ``None``)
         persistent_workers (bool, optional): If ``True``, the data loader will
             not shut down the worker processes after a dataset has been consumed
             once. This keeps the workers' `Dataset` instances alive.
             (default: ``False``)
-        pin_memory_device (str, optional): the device whose pinned memory
-            :attr:`pin_memory` uses, as torch's: ignored with a warning without
-            :attr:`pin_memory`; ``'cuda'`` or ``'cuda:N'`` pins as above, and
-            another device gets torch's own copy (``Tensor.pin_memory(device)``).
-            (default: ``''``)
+        pin_memory_device (str, optional): as the installed torch takes it:
+            torch 1.13 pins for this device (and warns where it is given
+            without :attr:`pin_memory`), torch 2 warns that it is deprecated
+            and pins for the current accelerator. CUDA is pinned as above,
+            another device gets torch's own copy. (default: ``''``)
         in_order (bool, optional): If ``False``, the data loader will not
             enforce that batches are returned in a first-in, first-out order.
-            Only applies when :attr:`num_workers` > 0. (default: ``True``)
+            Only applies when :attr:`num_workers` > 0. torch 2.6's argument,
+            taken with any torch. (default: ``True``)
         sharing (str, optional, keyword-only arg, forkload's own): how a batch's
             shared segment reaches the caller. ``'fd'``: its file descriptor is
             passed over a Unix socket; the segment is a memfd, never named in
