@@ -932,7 +932,15 @@ class _Iterator:
         if self._len_called is not None and self._yielded > \
                 self._len_called and self._dl._iterable:
             _warn_past_len(self, batch)
-        if self._pin == "copy":  # another accelerator: torch's own copy
+        if self._pin == "copy" or (self._pin == "register" and
+                                   _cuda is torch.cuda):
+            # torch's own pin_memory walk: for another device, its copy;
+            # for CUDA, the segment's tensors are pinned already and come
+            # back as they are (Tensor.pin_memory returns a pinned tensor
+            # itself), the containers made as the installed torch makes
+            # them (torch 1.13 makes tuples lists) and a custom batch's own
+            # pin_memory() called, as torch calls it.  (Not with a
+            # stand-in for torch.cuda, whose tensors are not pinned.)
             from torch.utils.data._utils.pin_memory import pin_memory
             batch = pin_memory(batch, self._pin_device)
         return batch

@@ -509,6 +509,42 @@ def test_gpu_batches_are_pinned_and_the_copy_does_not_wait_for_the_stream():
         assert torch.equal(d.cpu(), want)
 
 
+class OwnBatch:
+    """A custom batch type with its own pin_memory(), which torch calls."""
+
+    def __init__(self, x):
+        self.x = x
+        self.pinned = False
+
+    def pin_memory(self):
+        self.x = self.x.pin_memory()
+        self.pinned = True
+        return self
+
+
+def structured(samples):
+    x = torch.stack(samples)
+    return {"t": (x, x[:1]), "own": OwnBatch(x.clone())}
+
+
+@needs_cuda
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_gpu_batches_have_torchs_pinned_structure(num_workers):
+    """torch's pin_memory walk: a collate_fn's tuple (a list with torch
+    1.13), a custom batch's own pin_memory() called; the tensors of the
+    segment pinned where they lie."""
+    kw = dict(batch_size=BS, num_workers=num_workers, pin_memory=True,
+              collate_fn=structured)
+    got = list(forkload.DataLoader(Samples(16), **kw))
+    want = list(tud.DataLoader(Samples(16), **kw))
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert type(a["t"]) is type(b["t"])
+        assert a["own"].pinned and b["own"].pinned
+        assert a["own"].x.is_pinned() and a["t"][0].is_pinned()
+        assert torch.equal(a["t"][0], b["t"][0])
+
+
 @needs_cuda
 def test_gpu_segment_is_not_refilled_under_a_copy_in_flight():
     """The host tensor is dropped right after a non_blocking copy queued
