@@ -64,6 +64,19 @@ def _torch_refusal(dataset, kwargs):
     return None
 
 
+def _torch_iter_refusal(timeout):
+    """What iter() of the installed torch's DataLoader raises for a timeout
+    without workers, or None."""
+    if torch is None:
+        return None
+    try:
+        iter(torch.utils.data.DataLoader([], timeout=timeout))
+    except AssertionError as e:
+        e.__traceback__ = None
+        return e
+    return None
+
+
 def _check_worker_number(loader):
     """torch's warning where num_workers exceeds the CPUs this process may
     use, in the installed torch's words (its DataLoader warns at __init__
@@ -631,9 +644,11 @@ class DataLoader:
 
     def __iter__(self):
         if self.timeout and self.num_workers == 0:
-            # torch's single-process iterator asserts this too.
-            raise AssertionError("timeout needs num_workers > 0: without "
-                                 "workers, nothing is waited for")
+            # torch's single-process iterator asserts it, in words of its
+            # version's (none with torch 1.13).
+            raise _torch_iter_refusal(self.timeout) or AssertionError(
+                "timeout needs num_workers > 0: without workers, nothing "
+                "is waited for")
         if self.persistent_workers and self.num_workers > 0:
             if self._iterator is None:
                 _check_worker_number(self)
