@@ -907,9 +907,11 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
     Py_DECREF(d);
     return r;
   }
-  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o) ||
+      (!custom && PyTuple_Check(o))) {
     items = convert_items(st, o, custom, w);
-    /* default_convert makes lists of tuples; a collate_fn's stay. */
+    /* default_convert makes lists of tuples (of any type but a
+       namedtuple's); a collate_fn's stay. */
     if (items == NULL || PyList_CheckExact(o) || !custom)
       return items;
     r = PyList_AsTuple(items);

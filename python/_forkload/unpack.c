@@ -171,6 +171,13 @@ rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
     }
     return PyDict_CheckExact(o) ? d : retype(st, o, d);
   }
+  /* A tuple of another type than tuple and namedtuple (torch.Size in a
+     collate_fn's result) holds no array: neither walk goes into one. */
+  if (PyTuple_Check(o) && !PyTuple_CheckExact(o) &&
+      !PyObject_HasAttrString(o, "_fields")) {
+    Py_INCREF(o);
+    return o;
+  }
   if (PyList_Check(o) || PyTuple_Check(o)) {
     items = rebuild_items(self, st, segment, o);
     if (items == NULL || PyList_CheckExact(o))

@@ -74,6 +74,7 @@ SAMPLES = {
     "tuple": lambda i: (i, np.arange(2, dtype=np.int16), "t%d" % i),
     "list": lambda i: [i, i + 1.5, torch.tensor(i)],
     "list_of_dicts": lambda i: [{"k": i}, {"k": -i}],
+    "torch_size": lambda i: torch.Size([i, 2]),
 }
 for _d in NP_DTYPES:
     SAMPLES["np_" + np.dtype(_d).name] = np_sample(_d)
@@ -94,7 +95,7 @@ GROUPS = {
 }
 TOP_LEVEL = ["str", "bytes", "int", "float", "bool", "np_float32", "tensor_float32",
              "tuple", "list", "namedtuple", "ordered_dict", "nested",
-             "np_complex64", "tensor_bfloat16"]
+             "np_complex64", "tensor_bfloat16", "torch_size"]
 
 
 def grouped(kinds):
@@ -116,7 +117,7 @@ def test_default_collate_matches_torch(case, num_workers):
 @pytest.mark.parametrize("num_workers", [0, 2])
 @pytest.mark.parametrize("case", ["group_numpy_arrays", "group_containers",
                                   "group_numpy_scalars", "group_python_scalars",
-                                  "tuple", "str", "np_float32"])
+                                  "tuple", "str", "np_float32", "torch_size"])
 def test_no_batching_converts_samples_as_torch(case, num_workers):
     # batch_size=None: default_convert, one sample at a time.
     fl, th = run_both(FnDataset(N, CASES[case]), batch_size=None,
@@ -287,6 +288,7 @@ def structured_collate(samples):
         "tuple": (len(ids), "text", None, 2.5),
         "set": frozenset(ids),
         "column": torch.stack([torch.as_tensor(s["a"]) for s in samples])[:, 1],
+        "shape": torch.stack([torch.as_tensor(s["a"]) for s in samples]).shape,
     }
 
 
