@@ -607,18 +607,18 @@ is_namedtuple(PyObject *o)
          PyObject_HasAttrString(o, "_fields");
 }
 
-/* type(elem)(arg), or arg itself where the type cannot be built so. */
+/* The container of elem's type over arg (a dict or a list, stolen), as
+   the installed torch's default_collate makes it (forkload._worker.like):
+   torch 1.13's type(elem)(arg), torch 2's copy of a mutable elem with
+   arg's values set in it, or arg itself where that fails. */
 static PyObject *
-same_type_or(PyObject *elem, PyObject *arg)
+same_type_or(flpy_state *st, PyObject *elem, PyObject *arg)
 {
-  PyObject *r = flpy_call1((PyObject *)Py_TYPE(elem), arg);
+  PyObject *r = PyObject_CallMethod(st->worker_module, "like", "OO", elem,
+                                    arg);
 
-  if (r != NULL || !PyErr_ExceptionMatches(PyExc_TypeError)) {
-    Py_DECREF(arg);
-    return r;
-  }
-  PyErr_Clear();
-  return arg;
+  Py_DECREF(arg);
+  return r;
 }
 
 /* Column i of the samples: [s[i] for s in samples], s[key] for a key. */
@@ -644,6 +644,28 @@ column(PyObject *samples, PyObject *key, Py_ssize_t i)
 
 static PyObject *collate_list(flpy_state *st, PyObject *samples,
                               int from_tuple, flpy_writer *w);
+
+/*
+ * What the C path could not make of an array (a dtype it does not write,
+ * a sparse or nested tensor, samples that do not stack), made or refused
+ * by the installed torch's own default_collate or default_convert
+ * (forkload._worker.torch_collate, torch_convert), with the error just
+ * raised cleared: torch 2 collates uint16, uint32, uint64, float8 and
+ * complex32 that torch 1.13 refuses, and each says why in its own words.
+ * The result travels pickled in the skeleton.  Without torch, the error
+ * stands.
+ */
+static PyObject *
+torch_instead(flpy_state *st, const char *how, PyObject *arg)
+{
+  PyObject *exc;
+
+  if (st->tensor_type == Py_None)
+    return NULL;
+  exc = flpy_take_exception();
+  Py_XDECREF(exc);
+  return PyObject_CallMethod(st->worker_module, how, "O", arg);
+}
 
 static PyObject *
 collate_mapping(flpy_state *st, PyObject *samples, flpy_writer *w)
@@ -671,7 +693,7 @@ collate_mapping(flpy_state *st, PyObject *samples, flpy_writer *w)
     Py_DECREF(v);
   }
   Py_DECREF(keys);
-  return PyDict_CheckExact(elem) ? out : same_type_or(elem, out);
+  return PyDict_CheckExact(elem) ? out : same_type_or(st, elem, out);
 fail:
   Py_XDECREF(keys);
   Py_DECREF(out);
@@ -723,7 +745,7 @@ collate_sequence(flpy_state *st, PyObject *samples, flpy_writer *w)
   }
   if (PyTuple_Check(elem) || PyList_CheckExact(elem))
     return out;
-  return same_type_or(elem, out);
+  return same_type_or(st, elem, out);
 fail:
   Py_DECREF(out);
   return NULL;
@@ -736,8 +758,13 @@ collate_list(flpy_state *st, PyObject *samples, int from_tuple,
   PyObject *elem = PyList_GetItem(samples, 0);
   int r;
 
-  if (is_tensor(st, elem) || is_ndarray(st, elem) || is_np_scalar(st, elem))
-    return stack_arrays(st, samples, w);
+  if (is_tensor(st, elem) || is_ndarray(st, elem) ||
+      is_np_scalar(st, elem)) {
+    PyObject *stacked = stack_arrays(st, samples, w);
+
+    return stacked != NULL ? stacked
+                           : torch_instead(st, "torch_collate", samples);
+  }
   if (PyFloat_Check(elem))
     return stack_numbers(st, samples, 1, w);
   if (PyLong_Check(elem))
@@ -806,18 +833,35 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
   Py_ssize_t pos = 0;
   int is_map;
 
-  if (is_tensor(st, o))
-    return write_array(st, o, FLPY_LEAF_TENSOR, w);
-  if (is_ndarray(st, o) || (!custom && is_np_scalar(st, o))) {
-    r = write_array(st, o, custom ? FLPY_LEAF_NDARRAY : FLPY_LEAF_TENSOR, w);
-    /* Arrays of strings or objects stay as they are, as in torch. */
-    if (r == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+  if (is_tensor(st, o) || is_ndarray(st, o) ||
+      (!custom && is_np_scalar(st, o))) {
+    r = write_array(st, o, custom && !is_tensor(st, o) ? FLPY_LEAF_NDARRAY
+                                                       : FLPY_LEAF_TENSOR,
+                    w);
+    if (r != NULL)
+      return r;
+    /* default_convert: torch's own (arrays of strings or objects stay as
+       they are, other dtypes are as_tensor's); a collate_fn's array of a
+       dtype or layout not written here travels pickled, as it would
+       through PyTorch's queues. */
+    if (!custom && st->tensor_type != Py_None)
+      return torch_instead(st, "torch_convert", o);
+    if (PyErr_ExceptionMatches(PyExc_TypeError) ||
+        (custom && PyErr_ExceptionMatches(PyExc_BufferError))) {
       PyErr_Clear();
+      if (is_tensor(st, o))
+        return PyObject_CallMethod(st->worker_module, "carried", "O", o);
       Py_INCREF(o);
       return o;
     }
-    return r;
+    return NULL;
   }
+  /* numpy.bytes_ is not a string to default_convert, which gives it to
+     torch.as_tensor (and fails). */
+  if (!custom && PyBytes_Check(o) && st->tensor_type != Py_None &&
+      st->np_generic != Py_None &&
+      PyObject_TypeCheck(o, (PyTypeObject *)st->np_generic))
+    return PyObject_CallMethod(st->worker_module, "torch_convert", "O", o);
   if (PyUnicode_Check(o) || PyBytes_Check(o) || PyLong_Check(o) ||
       PyFloat_Check(o) || o == Py_None) {
     Py_INCREF(o);
@@ -848,7 +892,7 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
       Py_DECREF(v);
     }
     Py_DECREF(items);
-    return PyDict_CheckExact(o) ? d : same_type_or(o, d);
+    return PyDict_CheckExact(o) ? d : same_type_or(st, o, d);
   fail_map:
     Py_DECREF(d);
     return NULL;
@@ -865,9 +909,11 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
     Py_DECREF(d);
     return r;
   }
-  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o) ||
+      (!custom && PyTuple_Check(o))) {
     items = convert_items(st, o, custom, w);
-    /* default_convert makes lists of tuples; a collate_fn's stay. */
+    /* default_convert makes lists of tuples (of any type but a
+       namedtuple's); a collate_fn's stay. */
     if (items == NULL || PyList_CheckExact(o) || !custom)
       return items;
     r = PyList_AsTuple(items);
@@ -881,7 +927,7 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
       return NULL;
     if (is_seq) {
       items = convert_items(st, o, custom, w);
-      return items == NULL ? NULL : same_type_or(o, items);
+      return items == NULL ? NULL : same_type_or(st, o, items);
     }
   }
   Py_INCREF(o);

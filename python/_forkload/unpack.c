@@ -95,19 +95,64 @@ rebuild_items(flpy_loader *self, flpy_state *st, PyObject *segment,
   return list;
 }
 
-/* A container of the template's type over new contents, as the worker
-   built it (collate.c's same_type_or). */
+/* A container of the template's type over new contents (stolen), as the
+   worker built it (collate.c's same_type_or: forkload._worker.like). */
 static PyObject *
-retype(PyObject *like, PyObject *contents)
+retype(flpy_state *st, PyObject *like, PyObject *contents)
 {
-  PyObject *r = flpy_call1((PyObject *)Py_TYPE(like), contents);
+  PyObject *r = PyObject_CallMethod(st->worker_module, "like", "OOO", like,
+                                    contents, Py_True);
 
-  if (r == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
-    PyErr_Clear();
-    return contents;
-  }
   Py_DECREF(contents);
   return r;
+}
+
+/* Another Mapping or Sequence than dict, list and tuple (its items may be
+   arrays, as the worker built it over them): the same type over the
+   items rebuilt, or o itself where none was an array. */
+static PyObject *
+rebuild_other(flpy_loader *self, flpy_state *st, PyObject *segment,
+              PyObject *o, int is_map)
+{
+  PyObject *items, *out, *v, *k;
+  Py_ssize_t i;
+  int changed = 0;
+
+  items = is_map ? PyMapping_Items(o) : PySequence_List(o);
+  if (items == NULL)
+    return NULL;
+  out = is_map ? PyDict_New() : PyList_New(PyList_GET_SIZE(items));
+  if (out == NULL)
+    goto fail;
+  for (i = 0; i < PyList_GET_SIZE(items); i++) {
+    PyObject *item = PyList_GET_ITEM(items, i);
+
+    k = is_map ? PyTuple_GET_ITEM(item, 0) : NULL;
+    v = rebuild(self, st, segment, is_map ? PyTuple_GET_ITEM(item, 1) : item);
+    if (v == NULL)
+      goto fail;
+    changed |= v != (is_map ? PyTuple_GET_ITEM(item, 1) : item);
+    if (is_map) {
+      int rc = PyDict_SetItem(out, k, v);
+
+      Py_DECREF(v);
+      if (rc != 0)
+        goto fail;
+    } else {
+      PyList_SET_ITEM(out, i, v);
+    }
+  }
+  Py_DECREF(items);
+  if (!changed) {
+    Py_DECREF(out);
+    Py_INCREF(o);
+    return o;
+  }
+  return retype(st, o, out);
+fail:
+  Py_DECREF(items);
+  Py_XDECREF(out);
+  return NULL;
 }
 
 static PyObject *
@@ -132,14 +177,21 @@ rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
       }
       Py_DECREF(r);
     }
-    return PyDict_CheckExact(o) ? d : retype(o, d);
+    return PyDict_CheckExact(o) ? d : retype(st, o, d);
+  }
+  /* A tuple of another type than tuple and namedtuple (torch.Size in a
+     collate_fn's result) holds no array: neither walk goes into one. */
+  if (PyTuple_Check(o) && !PyTuple_CheckExact(o) &&
+      !PyObject_HasAttrString(o, "_fields")) {
+    Py_INCREF(o);
+    return o;
   }
   if (PyList_Check(o) || PyTuple_Check(o)) {
     items = rebuild_items(self, st, segment, o);
     if (items == NULL || PyList_CheckExact(o))
       return items;
     if (PyList_Check(o))
-      return retype(o, items);
+      return retype(st, o, items);
     t = PyList_AsTuple(items);
     Py_DECREF(items);
     if (t == NULL || PyTuple_CheckExact(o))
@@ -147,6 +199,16 @@ rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
     /* A namedtuple. */
     Py_SETREF(t, PyObject_CallObject((PyObject *)Py_TYPE(o), t));
     return t;
+  }
+  if (!PyUnicode_Check(o) && !PyBytes_Check(o) && !PyByteArray_Check(o)) {
+    int is_map = PyObject_IsInstance(o, st->mapping_abc), is_seq = 0;
+
+    if (is_map == 0)
+      is_seq = PyObject_IsInstance(o, st->sequence_abc);
+    if (is_map < 0 || is_seq < 0)
+      return NULL;
+    if (is_map || is_seq)
+      return rebuild_other(self, st, segment, o, is_map);
   }
   Py_INCREF(o);
   return o;

@@ -3,6 +3,8 @@ seeding as PyTorch's worker loop does, worker_init_fn, get_worker_info();
 and the records of exceptions raised in a worker, re-raised in the consumer
 as PyTorch's ExceptionWrapper does."""
 
+import collections.abc
+import copy
 import pickle
 import random
 import traceback
@@ -24,8 +26,10 @@ class Leaf(tuple):
 
 
 class WorkerInfo:
-    """What get_worker_info() returns in a worker: id, num_workers, seed
-    and dataset, as torch.utils.data.get_worker_info()."""
+    """What get_worker_info() returns in a worker where torch is missing:
+    id, num_workers, seed and dataset, as torch 1.13's WorkerInfo.  With
+    torch, a worker's WorkerInfo is the installed torch's own (torch 2's
+    is a frozen dataclass that also has rng and worker_method)."""
 
     __initialized = False
 
@@ -98,26 +102,139 @@ def one_thread():
 
 
 def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
-    """A worker's start, in PyTorch's order: one thread for torch, seeds,
-    WorkerInfo (forkload's and torch's), then worker_init_fn."""
+    """A worker's start, in PyTorch's order: the thread's name (torch 2's),
+    one thread for torch, seeds, WorkerInfo (the installed torch's), then
+    worker_init_fn."""
     global _worker_info
     seed = base_seed + worker_id
+    # torch 2 names its workers' thread (ps and top show "pt_data_worker");
+    # torch 1.13 leaves the parent's name.
+    name_thread = getattr(getattr(_torch, "multiprocessing", None),
+                          "_set_thread_name", None)
+    if name_thread is not None:
+        name_thread("pt_data_worker")
     one_thread()
     random.seed(seed)
     if _torch is not None:
         _torch.manual_seed(seed)
     if _np is not None:
         _np.random.seed(numpy_seed(base_seed, worker_id))
-    _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers,
-                              seed=seed, dataset=dataset)
     if _torch is not None:
-        # Datasets written for torch shard with torch's get_worker_info().
+        # Datasets written for torch shard with torch's get_worker_info(),
+        # and forkload's returns the same object, of the installed torch's
+        # class.
         from torch.utils.data._utils import worker as torch_worker
-        torch_worker._worker_info = torch_worker.WorkerInfo(
+        _worker_info = torch_worker._worker_info = torch_worker.WorkerInfo(
             id=worker_id, num_workers=num_workers, seed=seed,
             dataset=dataset)
+    else:
+        _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers,
+                                  seed=seed, dataset=dataset)
     if worker_init_fn is not None:
         worker_init_fn(worker_id)
+
+
+def like(elem, values, template=False):
+    """The container of elem's type over values (a dict, or a list), as
+    the installed torch's default_collate and default_convert make it:
+    torch 2 copies a mutable mapping or sequence and sets the values in the
+    copy (a defaultdict keeps its default_factory, a subclass its
+    attributes and constructor), torch 1.13 calls type(elem)(values); both
+    fall back to values where that raises TypeError.  In the consumer,
+    elem is a skeleton's template, which serves again for each batch of the
+    same skeleton: its copy is a deep one, so that no batch shares the
+    template's state (a mapping's own dict) with another."""
+    if isinstance(values, dict):
+        mutable = isinstance(elem, collections.abc.MutableMapping)
+    else:
+        mutable = isinstance(elem, collections.abc.MutableSequence)
+    try:
+        if mutable and _torch_copies():
+            clone = copy.deepcopy(elem) if template else copy.copy(elem)
+            if isinstance(values, dict):
+                clone.update(values)
+            else:
+                for i, v in enumerate(values):
+                    clone[i] = v
+            return clone
+        return type(elem)(values)
+    except TypeError:
+        return values
+
+
+_copies = None
+
+
+def _torch_copies():
+    """Whether the installed torch's default_collate fills a copy of a
+    mutable mapping (torch 2) or calls its type (torch 1.13): asked of
+    torch once, on a dict subclass with an attribute."""
+    global _copies
+    if _copies is None:
+        _copies = False
+        if _torch is not None:
+            from torch.utils.data._utils.collate import default_collate
+
+            class Probe(dict):
+                pass
+
+            probe = Probe(k=0)
+            probe.kept = True
+            try:
+                _copies = getattr(default_collate([probe]), "kept", False) \
+                    is True
+            except Exception:  # noqa: BLE001  (a torch that cannot say)
+                pass
+    return _copies
+
+
+def torch_collate(samples):
+    """A column of a batch that forkload's C collation could not write
+    (a dtype or layout it does not know, samples that do not stack):
+    the installed torch's default_collate makes it or refuses it."""
+    from torch.utils.data._utils.collate import default_collate
+    return carried(default_collate(list(samples)))
+
+
+def torch_convert(obj):
+    """default_convert's, for an array the C path could not write."""
+    from torch.utils.data._utils.collate import default_convert
+    return carried(default_convert(obj))
+
+
+def carried(obj):
+    """A tensor made by torch_collate or torch_convert, as the batch's
+    skeleton carries it: its bytes, pickled (torch 2.13's own pickling of
+    a uint16 tensor cannot be loaded back, torch 1.13's of a complex32 one
+    cannot be made)."""
+    if isinstance(obj, _torch.Tensor) and obj.layout == _torch.strided \
+            and not getattr(obj, "is_nested", False):
+        return _TensorBytes(obj)
+    return obj
+
+
+class _TensorBytes:
+    """Pickled as the bytes, dtype and shape of a CPU tensor, unpickled as
+    that tensor (tensor_from_bytes)."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __reduce__(self):
+        t = self.tensor.detach().contiguous()
+        raw = t.reshape(-1).view(_torch.uint8).numpy().tobytes()
+        return (tensor_from_bytes,
+                (str(t.dtype).replace("torch.", ""), tuple(t.shape), raw))
+
+
+def tensor_from_bytes(dtype, shape, raw):
+    dtype = getattr(_torch, dtype)
+    if not raw:
+        return _torch.empty(shape, dtype=dtype)
+    return _torch.frombuffer(bytearray(raw), dtype=_torch.uint8).view(
+        dtype).reshape(shape)
 
 
 # Exceptions raised in the consumer itself (num_workers 0), kept whole
@@ -159,11 +276,17 @@ class KeyErrorMessage(str):
 
 
 def reraise(rec):
-    """Raise what a worker raised, as PyTorch's ExceptionWrapper.reraise."""
+    """Raise what a worker raised, as PyTorch's ExceptionWrapper.reraise:
+    the installed torch's own, where there is one (torch 2 raises
+    RuntimeError for an exception type that cannot be built from the
+    message for any reason, torch 1.13 only for a TypeError)."""
     if rec[0] == "inline":
         exc = _inline.pop(rec[1])
         raise exc
     _, exc_type, text, where = rec
+    wrapper = _torch_wrapper(exc_type, text, where)
+    if wrapper is not None:
+        wrapper.reraise()
     msg = f"Caught {exc_type.__name__} {where}.\nOriginal {text}"
     if exc_type is KeyError:
         msg = KeyErrorMessage(msg)
@@ -174,6 +297,21 @@ def reraise(rec):
     except TypeError:
         raise RuntimeError(msg) from None
     raise exception
+
+
+def _torch_wrapper(exc_type, text, where):
+    """torch's ExceptionWrapper for a worker's record, made as the worker
+    loop makes it from sys.exc_info(): exc_type, exc_msg (the traceback's
+    text) and where; None without torch."""
+    try:
+        from torch._utils import ExceptionWrapper
+        wrapper = object.__new__(ExceptionWrapper)
+        wrapper.exc_type = exc_type
+        wrapper.exc_msg = text
+        wrapper.where = where
+    except (ImportError, AttributeError, TypeError):
+        return None
+    return wrapper
 
 
 class Error(RuntimeError):

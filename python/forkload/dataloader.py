@@ -3,9 +3,11 @@ random draws, in Python; the batches themselves come from libforkload's
 workers through forkload._forkload.Loader (C)."""
 
 import functools
+import inspect
 import math
 import os
 import threading
+import types
 import warnings
 import weakref
 
@@ -30,6 +32,66 @@ _MAP, _ITERABLE = 0, 1
 __all__ = ["DataLoader", "get_worker_info"]
 
 get_worker_info = _worker.get_worker_info
+
+
+def _torch_parameters():
+    """The keyword parameters of the installed torch's DataLoader, with
+    their defaults: where torch versions differ (prefetch_factor's default
+    is 2 in torch 1.13 and None in torch 2; in_order is torch 2.6's), the
+    installed torch's are followed."""
+    if torch is None:
+        return {}
+    try:
+        sig = inspect.signature(torch.utils.data.DataLoader.__init__)
+    except (TypeError, ValueError):
+        return {}
+    return {name: p.default for name, p in sig.parameters.items()}
+
+
+_TORCH_PARAMETERS = _torch_parameters()
+# None where torch is missing: forkload's own default, torch 2's.
+_PREFETCH_DEFAULT = _TORCH_PARAMETERS.get("prefetch_factor")
+
+
+def _torch_refusal(dataset, kwargs):
+    """What the installed torch's DataLoader raises for these arguments, or
+    None where it takes them: forkload's argument checks raise torch's
+    own exception, with its message, whatever the version."""
+    if torch is None:
+        return None
+    kwargs = {k: v for k, v in kwargs.items() if k in _TORCH_PARAMETERS}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.utils.data.DataLoader(dataset, **kwargs)
+    except Exception as e:  # noqa: BLE001  (torch's, whatever it is)
+        e.__traceback__ = None
+        return e
+    return None
+
+
+def _torch_iter_refusal(timeout):
+    """What iter() of the installed torch's DataLoader raises for a timeout
+    without workers, or None."""
+    if torch is None:
+        return None
+    try:
+        iter(torch.utils.data.DataLoader([], timeout=timeout))
+    except AssertionError as e:
+        e.__traceback__ = None
+        return e
+    return None
+
+
+def _check_worker_number(loader):
+    """torch's warning where num_workers exceeds the CPUs this process may
+    use, in the installed torch's words (its DataLoader warns at __init__
+    and at each iter() that starts workers)."""
+    check = getattr(torch.utils.data.DataLoader,
+                    "check_worker_number_rationality", None) \
+        if torch is not None else None
+    if check is not None and loader.num_workers:
+        check(loader)
 
 # Every Loader alive, closed at exit: their workers are reaped, not left
 # to the kernel's parent-death signal.
@@ -90,31 +152,98 @@ class _Pinner:
         return self._cuda.current_stream().record_event()
 
 
+def _torch_pin_plan(loader):
+    """What the installed torch's _BaseDataLoaderIter decides at iter() for
+    this loader's pin_memory and pin_memory_device, with its warnings:
+    (pin, device).  torch 1.13 pins for CUDA where it is available and for
+    any pin_memory_device it is given, and warns of a device given without
+    pin_memory; torch 2 pins for the current accelerator, warns where there
+    is none and where a pin_memory_device (deprecated) is given.  Its own
+    __init__ is run on a stand-in of the loader, with a generator of its
+    own for the base seed it draws; None where that cannot be done."""
+    try:
+        from torch.utils.data import dataloader as tdl
+        base = tdl._BaseDataLoaderIter
+    except (ImportError, AttributeError):
+        return None
+    stand_in = types.SimpleNamespace(
+        dataset=None, _dataset_kind=tdl._DatasetKind.Map,
+        _IterableDataset_len_called=None, _auto_collation=False,
+        drop_last=False, _index_sampler=(), num_workers=loader.num_workers,
+        prefetch_factor=loader.prefetch_factor, pin_memory=loader.pin_memory,
+        pin_memory_device=loader.pin_memory_device, timeout=0,
+        collate_fn=None, generator=torch.Generator(),
+        persistent_workers=False, in_order=loader.in_order,
+        worker_init_fn=None, multiprocessing_context=None)
+    it = base.__new__(base)
+    try:
+        base.__init__(it, stand_in)
+        return bool(it._pin_memory), it._pin_memory_device
+    except AttributeError:  # a torch whose iterator needs more
+        return None
+
+
 def _pin_mode(loader):
     """What torch's _BaseDataLoaderIter decides at iter(), and how forkload
     does it: (None, None), nothing pinned; ('register', None), the segments
     page-locked where they are (CUDA); ('copy', device), torch's own
-    pin_memory copy, for a pin_memory_device other than CUDA."""
-    if len(loader.pin_memory_device) == 0:
-        available = _cuda is not None and _cuda.is_available()
-        if loader.pin_memory and not available:
+    pin_memory copy, for another device, or for CUDA where the stand-in
+    for torch.cuda (_cuda) says there is none (torch 1.13, given
+    pin_memory_device='cuda' without CUDA: each batch then fails as
+    torch's)."""
+    if torch is None:
+        if loader.pin_memory:
             warnings.warn("'pin_memory' argument is set as true but no "
                           "accelerator is found, then device pinned memory "
                           "won't be used.")
-        if loader.pin_memory and available:
-            return "register", None
         return None, None
-    if not loader.pin_memory:
-        warnings.warn("pin memory device is set and pin_memory flag is not "
-                      "used then device pinned memory won't be used"
-                      "please set pin_memory to true, if you need to use "
-                      "the device pin memory")
+    plan = _torch_pin_plan(loader)
+    if plan is None:  # torch's decision in short: CUDA's pinned memory
+        available = _cuda is not None and _cuda.is_available()
+        plan = (loader.pin_memory and available, None)
+    pin, device = plan
+    if not pin:
         return None, None
-    device = loader.pin_memory_device
-    if (device == "cuda" or device.startswith("cuda:")) and \
-            _cuda is not None and _cuda.is_available():
+    cuda = device is None or device == "cuda" or device.startswith("cuda:")
+    if cuda and _cuda is not None and _cuda.is_available():
         return "register", None
     return "copy", device
+
+
+def _warn_past_len(it, batch):
+    """torch's warning when an IterableDataset's iterator yields more
+    batches than len(dataset) said (after len(loader) was called), in the
+    installed torch's words: its own _BaseDataLoaderIter.__next__ is run on
+    a stand-in that hands it this batch."""
+    dl = it._dl
+    try:
+        from torch.utils.data import dataloader as tdl
+        base = tdl._BaseDataLoaderIter
+        stand_in = base.__new__(base)
+        stand_in.__dict__.update(
+            _sampler_iter=(), _next_data=lambda: batch,
+            _num_yielded=it._yielded - 1,
+            _dataset_kind=tdl._DatasetKind.Iterable,
+            _IterableDataset_len_called=it._len_called,
+            _num_workers=dl.num_workers, _dataset=dl.dataset,
+            _profile_name="enumerate(DataLoader)#_Iterator.__next__")
+    except (ImportError, AttributeError):
+        stand_in = None
+    if stand_in is not None:
+        try:
+            base.__next__(stand_in)
+            return
+        except AttributeError:  # a torch whose iterator needs more
+            pass
+    msg = (f"Length of IterableDataset {dl.dataset} was reported to be "
+           f"{it._len_called}(when accessing len(dataloader)), but "
+           f"{it._yielded} samples have been fetched. ")
+    if dl.num_workers > 0:
+        msg += ("For multiprocessing data-loading, this could be caused by "
+                "not properly configuring the IterableDataset replica at "
+                "each worker. Please see https://pytorch.org/docs/stable/"
+                "data.html#torch.utils.data.IterableDataset for examples.")
+    warnings.warn(msg, stacklevel=3)
 
 
 def _draw_seed(generator):
@@ -236,8 +365,9 @@ class DataLoader(_TorchDataLoader):
             last view of a batch is dropped, forkload records an event on the
             current CUDA stream and refills the segment only after that event
             has completed, so a host tensor may be dropped as soon as its
-            ``non_blocking`` copy is queued. Without CUDA, ``iter()`` warns
-            as torch 2 does and the batches are not pinned.
+            ``non_blocking`` copy is queued. Whether a batch is pinned, and
+            what ``iter()`` warns, follow the installed torch: torch 2 warns
+            where it finds no accelerator, torch 1.13 is silent.
             (default: ``False``)
         drop_last (bool, optional): ``True`` leaves out the last batch of an
             epoch when fewer than :attr:`batch_size` samples remain for it;
@@ -260,20 +390,25 @@ class DataLoader(_TorchDataLoader):
             global one. (default: ``None``)
         prefetch_factor (int, optional, keyword-only arg): the batches each
             worker is given ahead of the caller, ``num_workers *
-            prefetch_factor`` in all. It must be ``None`` without workers;
-            with them, ``None`` stands for ``2``. (default: ``None``)
+            prefetch_factor`` in all. The default and the values refused are
+            the installed torch's: torch 2's default is ``None`` (``2`` with
+            workers), and only ``None`` goes without workers; torch 1.13's
+            is ``2``, and only ``2`` goes without workers.
+            (default: ``None``)
         persistent_workers (bool, optional): ``True`` keeps the same workers,
             and their copies of the dataset, from one epoch to the next
             instead of forking new ones at each ``iter()``. It needs
             ``num_workers > 0``. (default: ``False``)
-        pin_memory_device (str, optional): the device whose pinned memory
-            :attr:`pin_memory` asks for. Without :attr:`pin_memory` it is
-            ignored, with a warning; ``'cuda'`` or ``'cuda:N'`` pins in place
-            as above, and any other device goes through torch's own copy
+        pin_memory_device (str, optional): taken as the installed torch
+            takes it: torch 1.13 pins for this device (and warns when
+            :attr:`pin_memory` is off), torch 2 warns that the argument is
+            deprecated and pins for its current accelerator. CUDA is pinned
+            in place as above; another device goes through torch's own copy
             (``Tensor.pin_memory(device)``). (default: ``''``)
         in_order (bool, optional): ``True`` hands the batches out in the
             sampler's order; ``False`` lets a batch that is ready go out
             before an earlier one that is not. It matters only with workers.
+            torch has it from 2.6; forkload takes it with any torch.
             (default: ``True``)
         sharing (str, optional, keyword-only arg, forkload's own): how a
             batch's shared segment reaches the caller. ``'fd'``: its file
@@ -362,26 +497,51 @@ class DataLoader(_TorchDataLoader):
                  persistent_workers=False, pin_memory_device="",
                  in_order=True, sharing="fd", shuffle_algorithm="torch",
                  sample_bytes=None, tensor_type=None):
+        # torch's checks of these arguments, in its order; where one fails,
+        # the installed torch's exception is raised (its words differ from
+        # version to version), and where torch takes what forkload doubts
+        # (torch 2 takes prefetch_factor=0 until iter()), it is taken.
+        if prefetch_factor is None:
+            prefetch_factor = _PREFETCH_DEFAULT  # 2 with torch 1.13
+        problem = None
         if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; "
-                             "use num_workers=0 to disable multiprocessing.")
-        if timeout < 0:
-            raise ValueError("timeout option should be non-negative")
-        if num_workers == 0 and prefetch_factor is not None:
-            raise ValueError(
+            problem = ValueError(
+                "num_workers option should be non-negative; use "
+                "num_workers=0 to disable multiprocessing.")
+        elif timeout < 0:
+            problem = ValueError("timeout option should be non-negative")
+        elif num_workers == 0 and prefetch_factor != _PREFETCH_DEFAULT:
+            problem = ValueError(
                 "prefetch_factor option could only be specified in "
                 "multiprocessing.let num_workers > 0 to enable "
-                "multiprocessing.")
-        if num_workers > 0 and prefetch_factor is None:
-            prefetch_factor = 2
+                "multiprocessing, otherwise set prefetch_factor to None.")
         elif prefetch_factor is not None and prefetch_factor < 0:
-            raise ValueError("prefetch_factor option should be non-negative")
-        if persistent_workers and num_workers == 0:
-            raise ValueError("persistent_workers option needs num_workers > 0")
-        if multiprocessing_context is not None and num_workers == 0:
-            raise ValueError(
+            problem = ValueError(
+                "prefetch_factor option should be non-negative")
+        elif persistent_workers and num_workers == 0:
+            problem = ValueError(
+                "persistent_workers option needs num_workers > 0")
+        elif multiprocessing_context is not None and num_workers == 0:
+            problem = ValueError(
                 "multiprocessing_context can only be used with multi-process "
                 "loading (num_workers > 0), but got num_workers=0")
+        if problem is not None or (prefetch_factor is not None and
+                                   prefetch_factor <= 0):
+            if torch is None:
+                if problem is not None:
+                    raise problem
+            else:
+                refusal = _torch_refusal(dataset, dict(
+                    batch_size=batch_size, shuffle=shuffle, sampler=sampler,
+                    batch_sampler=batch_sampler, num_workers=num_workers,
+                    drop_last=drop_last, timeout=timeout,
+                    multiprocessing_context=multiprocessing_context,
+                    generator=generator, prefetch_factor=prefetch_factor,
+                    persistent_workers=persistent_workers))
+                if refusal is not None:
+                    raise refusal
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
         _check_context(multiprocessing_context)
         if sharing not in ("fd", "file_system"):
             raise ValueError("sharing should be 'fd' (each batch's segment "
@@ -483,6 +643,7 @@ class DataLoader(_TorchDataLoader):
         self._resume = None
         self._rooms = {}
         self.__initialized = True
+        _check_worker_number(self)
 
     def __setattr__(self, attr, val):
         if self.__dict__.get("_DataLoader__initialized") and attr in (
@@ -510,10 +671,6 @@ class DataLoader(_TorchDataLoader):
         _check_context(ctx)
         self.__dict__["_mp_context"] = ctx
 
-    def check_worker_number_rationality(self):
-        """torch warns here where num_workers exceeds the CPUs it may use;
-        forkload does not check it."""
-
     def _get_iterator(self):
         return _Iterator(self)
 
@@ -527,7 +684,9 @@ class DataLoader(_TorchDataLoader):
 
     def __len__(self):
         if self._iterable:
-            length = len(self.dataset)
+            # As torch: an iterator that yields more batches than the
+            # dataset's length warns (_Iterator.__next__).
+            length = self._IterableDataset_len_called = len(self.dataset)
             if self.batch_size is not None:
                 if self.drop_last:
                     length = length // self.batch_size
@@ -538,15 +697,19 @@ class DataLoader(_TorchDataLoader):
 
     def __iter__(self):
         if self.timeout and self.num_workers == 0:
-            # torch's single-process iterator asserts this too.
-            raise AssertionError("timeout needs num_workers > 0: without "
-                                 "workers, nothing is waited for")
+            # torch's single-process iterator asserts it, in words of its
+            # version's (none with torch 1.13).
+            raise _torch_iter_refusal(self.timeout) or AssertionError(
+                "timeout needs num_workers > 0: without workers, nothing "
+                "is waited for")
         if self.persistent_workers and self.num_workers > 0:
             if self._iterator is None:
+                _check_worker_number(self)
                 self._iterator = self._get_iterator()
             else:
                 self._iterator._reset(self)
             return self._iterator
+        _check_worker_number(self)
         return self._get_iterator()
 
     def state_dict(self):
@@ -605,8 +768,13 @@ class _Iterator:
         else:
             self._dl_strong = loader
         self._persistent = loader.persistent_workers
-        self._pin, self._pin_device = _pin_mode(loader)
         self._loader = None
+        self._pin, self._pin_device = _pin_mode(loader)
+        if loader.num_workers > 0 and loader.prefetch_factor is not None \
+                and loader.prefetch_factor <= 0:
+            # Taken by torch 2's DataLoader, refused by its iterator.
+            raise AssertionError("prefetch_factor must be greater than 0 "
+                                 "for MultiProcessingDataLoaderIter")
         self._pending = None
         self._plan_cap = 0
         self._start(first=True)
@@ -625,6 +793,7 @@ class _Iterator:
         elif first:
             self._base_seed = _draw_seed(dl.generator)
         self._yielded = 0 if resume is None else resume["_num_yielded"]
+        self._len_called = dl.__dict__.get("_IterableDataset_len_called")
         self._finished = False
         self._resume_from = resume
         self._begun = False
@@ -829,7 +998,18 @@ class _Iterator:
                 self._close()
             raise StopIteration
         self._yielded += 1
-        if self._pin == "copy":  # another accelerator: torch's own copy
+        if self._len_called is not None and self._yielded > \
+                self._len_called and self._dl._iterable:
+            _warn_past_len(self, batch)
+        if self._pin == "copy" or (self._pin == "register" and
+                                   _cuda is torch.cuda):
+            # torch's own pin_memory walk: for another device, its copy;
+            # for CUDA, the segment's tensors are pinned already and come
+            # back as they are (Tensor.pin_memory returns a pinned tensor
+            # itself), the containers made as the installed torch makes
+            # them (torch 1.13 makes tuples lists) and a custom batch's own
+            # pin_memory() called, as torch calls it.  (Not with a
+            # stand-in for torch.cuda, whose tensors are not pinned.)
             from torch.utils.data._utils.pin_memory import pin_memory
             batch = pin_memory(batch, self._pin_device)
         return batch

@@ -19,7 +19,8 @@ import forkload
 from loader_helpers import (
     IndexDataset,
     outcomes, assert_outcomes_same,
-    TORCH_IN_PROCESS, FnDataset, assert_runs_same, assert_same_as_numpy, run_both,
+    TORCH_IN_PROCESS, FnDataset, assert_runs_same, assert_same,
+    assert_same_as_numpy, run_both,
     run_epochs)
 
 Point = collections.namedtuple("Point", ["x", "y"])
@@ -73,6 +74,7 @@ SAMPLES = {
     "tuple": lambda i: (i, np.arange(2, dtype=np.int16), "t%d" % i),
     "list": lambda i: [i, i + 1.5, torch.tensor(i)],
     "list_of_dicts": lambda i: [{"k": i}, {"k": -i}],
+    "torch_size": lambda i: torch.Size([i, 2]),
 }
 for _d in NP_DTYPES:
     SAMPLES["np_" + np.dtype(_d).name] = np_sample(_d)
@@ -93,7 +95,7 @@ GROUPS = {
 }
 TOP_LEVEL = ["str", "bytes", "int", "float", "bool", "np_float32", "tensor_float32",
              "tuple", "list", "namedtuple", "ordered_dict", "nested",
-             "np_complex64", "tensor_bfloat16"]
+             "np_complex64", "tensor_bfloat16", "torch_size"]
 
 
 def grouped(kinds):
@@ -115,13 +117,152 @@ def test_default_collate_matches_torch(case, num_workers):
 @pytest.mark.parametrize("num_workers", [0, 2])
 @pytest.mark.parametrize("case", ["group_numpy_arrays", "group_containers",
                                   "group_numpy_scalars", "group_python_scalars",
-                                  "tuple", "str", "np_float32"])
+                                  "tuple", "str", "np_float32", "torch_size"])
 def test_no_batching_converts_samples_as_torch(case, num_workers):
     # batch_size=None: default_convert, one sample at a time.
     fl, th = run_both(FnDataset(N, CASES[case]), batch_size=None,
                       num_workers=num_workers, torch_kwargs=TORCH_IN_PROCESS)
     assert_runs_same(fl, th)
     assert len(fl.epochs[0]) == N
+
+
+# Where torch versions differ: torch 2 collates numpy's uint16, uint32 and
+# uint64 and tensors of its newer dtypes (uint16 to uint64, float8, and
+# complex32) that torch 1.13 refuses with its own message (or has not).
+def _newer(name, fallback):
+    return getattr(torch, name, fallback)
+
+
+NEWER_TYPES = {
+    "np_uint16": lambda i: np.arange(3, dtype=np.uint16) + i,
+    "np_uint32": lambda i: np.arange(3, dtype=np.uint32) * i,
+    "np_uint64": lambda i: np.arange(3, dtype=np.uint64) + i,
+    "np_uint16_scalar": lambda i: np.uint16(i),
+    "np_uint32_scalar": lambda i: np.uint32(i * 7),
+    "np_longdouble": lambda i: np.arange(2, dtype=np.longdouble),
+    "tensor_uint16": lambda i: (torch.arange(3) + i).to(_newer("uint16", torch.int16)),
+    "tensor_uint32": lambda i: (torch.arange(3) * i).to(_newer("uint32", torch.int32)),
+    "tensor_uint64": lambda i: (torch.arange(3) + i).to(_newer("uint64", torch.int64)),
+    "tensor_float8": lambda i: (torch.arange(4) / 4).to(
+        _newer("float8_e4m3fn", torch.float16)),
+    "tensor_complex32": lambda i: torch.full((2,), float(i)).to(torch.complex32),
+    "np_bytes_scalar": lambda i: np.bytes_(b"b%d" % i),
+}
+
+
+def outcome_of(o):
+    """An outcome, where tensors of dtypes torch.equal has no kernel for
+    are compared by their bytes."""
+    if o[0] != "batch" or not isinstance(o[1], torch.Tensor):
+        return o
+    t = o[1].contiguous()
+    return ("batch", t.dtype, tuple(t.shape),
+            t.reshape(-1).view(torch.uint8).tolist())
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("batch_size", [BS, None])
+@pytest.mark.parametrize("case", sorted(NEWER_TYPES))
+def test_newer_dtypes_are_collated_or_refused_as_the_installed_torch_does(
+        case, batch_size, num_workers):
+    ds = FnDataset(N, NEWER_TYPES[case])
+    got = outcomes(forkload.DataLoader(ds, batch_size=batch_size,
+                                       num_workers=num_workers))
+    want = outcomes(tud.DataLoader(ds, batch_size=batch_size,
+                                   num_workers=num_workers))
+    got = [outcome_of(o) for o in got]
+    want = [outcome_of(o) for o in want]
+    assert [o[0] for o in got] == [o[0] for o in want]
+    for a, b in zip(got, want):
+        if a[0] == "batch":
+            assert a == b
+        else:
+            assert a[1] is b[1]
+            assert a[2].splitlines()[-1] == b[2].splitlines()[-1]
+
+
+# Containers of other types than dict and list: torch 1.13 builds the
+# batch's with type(sample)(values), torch 2 fills a copy of a mutable one
+# (a defaultdict keeps its default_factory, a subclass its attributes).
+class NotedDict(dict):
+    pass
+
+
+class NotedList(list):
+    pass
+
+
+class OwnMapping(collections.abc.MutableMapping):
+    """A mutable mapping that is no dict."""
+
+    def __init__(self, d=()):
+        self.d = dict(d)
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __setitem__(self, k, v):
+        self.d[k] = v
+
+    def __delitem__(self, k):
+        del self.d[k]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+def noted(c, i):
+    c.note = "n%d" % i
+    return c
+
+
+def with_default(i):
+    d = collections.defaultdict(list)
+    d["x"] = np.arange(2) + i
+    d["s"] = "s%d" % i
+    return d
+
+
+CONTAINERS = {
+    "defaultdict": with_default,
+    "dict_subclass": lambda i: noted(NotedDict(x=torch.tensor([i]), k=i), i),
+    "list_subclass": lambda i: noted(NotedList([i, np.float32(i)]), i),
+    "own_mapping": lambda i: OwnMapping({"x": torch.tensor([i, i]), "k": i}),
+    "nested": lambda i: {"outer": noted(NotedDict(inner=with_default(i)), i)},
+}
+
+
+def container_looks(x):
+    """What assert_same does not compare: the attributes a container kept."""
+    if isinstance(x, torch.Tensor):
+        return None
+    if isinstance(x, OwnMapping):
+        x = dict(x)
+    out = [type(x).__name__, getattr(x, "note", None),
+           getattr(x, "default_factory", None)]
+    if isinstance(x, collections.abc.Mapping):
+        out += [(k, container_looks(v)) for k, v in x.items()]
+    elif isinstance(x, list):
+        out += [container_looks(v) for v in x]
+    return out
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("batch_size", [BS, None])
+@pytest.mark.parametrize("case", sorted(CONTAINERS))
+def test_other_containers_are_made_as_the_installed_torch_makes_them(
+        case, batch_size, num_workers):
+    fl, th = run_both(FnDataset(N, CONTAINERS[case]), batch_size=batch_size,
+                      num_workers=num_workers, torch_kwargs=TORCH_IN_PROCESS)
+    for a, b in zip(fl.epochs[0], th.epochs[0]):
+        assert container_looks(a) == container_looks(b)
+        if isinstance(b, OwnMapping):
+            a, b = dict(a), dict(b)
+        assert_same(a, b)
 
 
 class Payload:
@@ -147,6 +288,7 @@ def structured_collate(samples):
         "tuple": (len(ids), "text", None, 2.5),
         "set": frozenset(ids),
         "column": torch.stack([torch.as_tensor(s["a"]) for s in samples])[:, 1],
+        "shape": torch.stack([torch.as_tensor(s["a"]) for s in samples]).shape,
     }
 
 
@@ -162,9 +304,19 @@ def identity_collate(samples):
     return samples
 
 
+def newer_dtype_collate(samples):
+    """A tensor of a dtype forkload does not write, torch 2's uint16 (int64
+    with torch 1.13, which has none), in a dict."""
+    ids = [s["i"] for s in samples]
+    if hasattr(torch, "uint16"):
+        return {"ids": torch.tensor(ids).to(torch.uint16), "n": len(ids)}
+    return {"ids": torch.tensor(ids), "n": len(ids)}
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 @pytest.mark.parametrize("collate_fn", [structured_collate, payload_collate,
-                                        string_collate, identity_collate],
+                                        string_collate, identity_collate,
+                                        newer_dtype_collate],
                          ids=lambda f: f.__name__)
 def test_custom_collate_result_reaches_the_consumer_as_torchs(collate_fn, num_workers):
     ds = FnDataset(N, lambda i: {"i": i, "a": np.arange(4, dtype=np.int32) * i})

@@ -1,5 +1,5 @@
-"""Errors: bad arguments (torch's exception types, and messages where torch
-1.13 is the one installed), start methods other than fork refused, worker
+"""Errors: bad arguments (the installed torch's exception types and
+messages, torch 1.13's or torch 2's), start methods other than fork refused, worker
 exceptions re-raised at their batch with torch's message and iteration going
 on, workers that die, timeouts, Ctrl-C, loaders dropped mid-epoch, and the GIL
 released while the consumer waits."""
@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 import torch
@@ -22,8 +23,6 @@ from loader_helpers import (
     IndexDataset, PidDataset, assert_outcomes_same, assert_runs_same,
     end_iterator, forkload_names, is_gone, outcomes, proc_stat, run_both,
     subprocess_env, wait_until)
-
-TORCH_1_13 = torch.__version__.startswith("1.13")
 
 # How long after a worker's death, or a Ctrl-C, the consumer may take to say
 # so (the spec: about a second; torch takes a few milliseconds).
@@ -77,7 +76,7 @@ def test_bad_arguments_raise_torchs_exception(case):
     with pytest.raises(Exception) as got:
         forkload.DataLoader(ds, **kw)
     assert got.type is want.type, "%s, torch raises %s" % (got.type, want.type)
-    if same_message and TORCH_1_13:
+    if same_message:
         assert str(got.value) == str(want.value)
 
 
@@ -90,19 +89,73 @@ def test_attributes_are_frozen_after_init_as_in_torch(attr):
         setattr(b, attr, getattr(b, attr))
     with pytest.raises(ValueError) as got:
         setattr(a, attr, getattr(a, attr))
-    if TORCH_1_13:
-        assert str(got.value) == str(want.value)
+    assert str(got.value) == str(want.value)
+
+
+# Where torch versions differ: torch 1.13's prefetch_factor defaults to 2
+# and must be 2 without workers, and must be positive; torch 2's defaults to
+# None, must be None without workers, and 0 passes __init__ but not iter().
+PREFETCH_CASES = [dict(num_workers=0, prefetch_factor=2),
+                  dict(num_workers=0, prefetch_factor=3),
+                  dict(num_workers=0),
+                  dict(num_workers=2),
+                  dict(num_workers=2, prefetch_factor=0),
+                  dict(num_workers=2, prefetch_factor=-1),
+                  dict(num_workers=2, prefetch_factor=3)]
+
+
+def built_and_iterated(cls, kw):
+    """('ok', prefetch_factor, first batch) or where it failed and how."""
+    try:
+        loader = cls(IndexDataset(4, with_worker=False), batch_size=2, **kw)
+    except Exception as e:  # noqa: BLE001
+        return ("init", type(e), str(e))
+    try:
+        it = iter(loader)
+        first = next(it)
+        end_iterator(it)
+    except Exception as e:  # noqa: BLE001
+        return ("iter", type(e), str(e))
+    return ("ok", loader.prefetch_factor, first["i"].tolist())
+
+
+# torch 2's iterator refused for prefetch_factor=0 fails again in its __del__.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("kw", PREFETCH_CASES, ids=str)
+def test_prefetch_factor_is_checked_as_the_installed_torch_checks_it(kw):
+    assert built_and_iterated(forkload.DataLoader, kw) == \
+        built_and_iterated(tud.DataLoader, kw)
+
+
+def test_too_many_workers_warn_as_torch():
+    """torch's advice where num_workers exceeds the CPUs this process may
+    use, at __init__ and at iter(), in the installed torch's words."""
+    n = len(os.sched_getaffinity(0)) + 1
+
+    def warned(cls):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loader = cls(IndexDataset(4), num_workers=n)
+            it = iter(loader)
+            end_iterator(it)
+            del it
+        return [(w.category, str(w.message)) for w in caught]
+
+    want = warned(tud.DataLoader)
+    assert len(want) == 2 and "This DataLoader will create" in want[0][1]
+    assert warned(forkload.DataLoader) == want
 
 
 def test_timeout_without_workers_fails_by_iter_as_in_torch():
-    # torch 1.13 accepts it in __init__ and fails iter() with an
-    # AssertionError (_SingleProcessDataLoaderIter asserts timeout == 0); a
-    # ValueError, at __init__ or iter(), says the same thing better.
+    # torch accepts it in __init__ and fails iter() with an AssertionError
+    # (_SingleProcessDataLoaderIter asserts timeout == 0): with no message
+    # in torch 1.13, with one in torch 2.
     with pytest.raises(Exception) as want:
         iter(tud.DataLoader(MAP, timeout=2))
     with pytest.raises(Exception) as got:
         iter(forkload.DataLoader(MAP, timeout=2))
-    assert got.type in (want.type, ValueError)
+    assert got.type is want.type
+    assert str(got.value) == str(want.value)
 
 
 @pytest.mark.parametrize("context", ["fork", multiprocessing.get_context("fork"), None],
@@ -140,7 +193,18 @@ class TwoArgError(Exception):
         super().__init__(a, b)
 
 
+class PickyError(Exception):
+    """Refuses a message that is not an int: torch 1.13 lets the
+    ValueError out of its reraise, torch 2 raises RuntimeError instead."""
+
+    def __init__(self, code):
+        if not isinstance(code, int):
+            raise ValueError("PickyError wants an int")
+        super().__init__(code)
+
+
 RAISERS = {
+    "PickyError": lambda i: PickyError(i),
     "ValueError": lambda i: ValueError("bad index %d" % i),
     "KeyError": lambda i: KeyError("missing %d" % i),
     "CustomError": lambda i: CustomError("custom %d" % i),

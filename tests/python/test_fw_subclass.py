@@ -6,10 +6,8 @@ answering in its workers; and without torch, a class of its own.
 These need no framework: tests/python/test_fw_*.py run the frameworks.
 """
 
-import os
 import subprocess
 import sys
-import warnings
 
 import pytest
 import torch
@@ -56,8 +54,6 @@ def test_nothing_of_torchs_loader_runs(monkeypatch):
 
     monkeypatch.setattr(tud.DataLoader, "__init__", refuse)
     monkeypatch.setattr(tud.DataLoader, "_get_iterator", refuse)
-    monkeypatch.setattr(tud.DataLoader, "check_worker_number_rationality",
-                        refuse)
     monkeypatch.setattr(tud_dataloader, "_SingleProcessDataLoaderIter", refuse)
     monkeypatch.setattr(tud_dataloader, "_MultiProcessingDataLoaderIter",
                         refuse)
@@ -68,16 +64,6 @@ def test_nothing_of_torchs_loader_runs(monkeypatch):
             assert [len(b["i"]) for b in loader] == [4, 2]
         assert len(loader) == 2
         del loader
-
-
-def test_more_workers_than_cpus_are_not_checked_by_torch():
-    # torch warns at __init__ ("This DataLoader will create ..."); forkload
-    # does not check, and no worker starts before iter().
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        loader = forkload.DataLoader(IndexDataset(4),
-                                     num_workers=4 * (os.cpu_count() or 1))
-    loader.check_worker_number_rationality()
 
 
 def test_multiprocessing_context_is_forkloads():

@@ -3,13 +3,16 @@ round robin, an exhausted worker skipped (torch's order at the ends of
 uneven streams), each worker's last short batch kept or dropped, no batching
 with batch_size=None, and errors raised mid-stream."""
 
+import warnings
+
 import pytest
 import torch.utils.data as tud
 
 import forkload
 from loader_helpers import (
     outcomes, assert_outcomes_same,
-    ShardedIterable, SizedShardedIterable, assert_runs_same, assert_same, run_both)
+    ShardedIterable, SizedShardedIterable, assert_runs_same, assert_same, multiset,
+    run_both)
 
 
 @pytest.mark.parametrize("batch_size", [1, 3])
@@ -89,6 +92,27 @@ LEN_CASES = [dict(batch_size=3), dict(batch_size=3, drop_last=True),
 def test_len_matches_torch(kw):
     ds = SizedShardedIterable(10)
     assert len(forkload.DataLoader(ds, **kw)) == len(tud.DataLoader(ds, **kw))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_more_batches_than_len_warn_as_torch(num_workers):
+    """After len(loader), each batch past the length the dataset reported
+    warns, in the installed torch's words (torch 2's lost a space)."""
+    ds = SizedShardedIterable(9, length=3)
+
+    def run(cls):
+        loader = cls(ds, batch_size=2, num_workers=num_workers)
+        assert len(loader) == 2
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            batches = list(loader)
+        return batches, [(w.category, str(w.message)) for w in caught]
+
+    (got, got_warnings), (want, want_warnings) = run(forkload.DataLoader), \
+        run(tud.DataLoader)
+    assert multiset(got) == multiset(want)
+    assert len(want_warnings) == len(want) - 3
+    assert got_warnings == want_warnings
 
 
 def test_len_without_dataset_len_is_a_type_error_as_in_torch():

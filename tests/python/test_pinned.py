@@ -24,12 +24,6 @@ import forkload
 import forkload.dataloader as fdl
 from loader_helpers import assert_same
 
-NO_ACCELERATOR = ("'pin_memory' argument is set as true but no accelerator "
-                  "is found, then device pinned memory won't be used.")
-DEVICE_WITHOUT_PIN = ("pin memory device is set and pin_memory flag is not "
-                      "used then device pinned memory won't be usedplease "
-                      "set pin_memory to true, if you need to use the device "
-                      "pin memory")
 N = 1024  # int32 elements a sample: 4 KiB
 BS = 4
 
@@ -162,6 +156,13 @@ class FakeCuda:
 def fake_cuda(monkeypatch):
     eng = FakeCuda()
     monkeypatch.setattr(fdl, "_cuda", eng)
+    # What torch's iterator asks before it pins: torch 1.13 whether CUDA is
+    # available, torch 2 whether there is an accelerator, and which.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    if hasattr(torch, "accelerator"):
+        monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+        monkeypatch.setattr(torch.accelerator, "current_accelerator",
+                            lambda *a, **k: torch.device("cuda"))
     yield eng
     gc.collect()
     # Everything registered was unregistered, while still mapped.
@@ -186,22 +187,43 @@ needs_cuda = pytest.mark.skipif(
 
 # Without CUDA: torch's warnings, and plain batches.
 
+def warnings_of(make, then=lambda it: None):
+    """The warnings (category, text) that iter(make()) gives, and then(it),
+    and what then returned."""
+    loader = make()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        it = iter(loader)
+        out = then(it)
+    end_iterator(it)
+    return [(w.category, str(w.message)) for w in caught], out
+
+
+def end_iterator(it):
+    shutdown = getattr(it, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+
+
 @no_cuda
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_without_cuda_pin_memory_warns_at_iter_and_batches_are_plain(
+def test_without_cuda_pin_memory_warns_at_iter_as_torch_and_batches_are_plain(
         monkeypatch, num_workers):
+    """torch 2 warns that there is no accelerator; torch 1.13 says
+    nothing.  Either way the batches are plain and nothing is copied."""
+    kw = dict(batch_size=BS, num_workers=num_workers, pin_memory=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing at construction
+        dl = forkload.DataLoader(Samples(20), **kw)
+    want_warnings, _ = warnings_of(lambda: tud.DataLoader(Samples(20), **kw))
+
     def no_copy(*args, **kwargs):
         raise AssertionError("pin_memory copied a batch")
 
     monkeypatch.setattr("torch.utils.data._utils.pin_memory.pin_memory",
                         no_copy)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # nothing at construction
-        dl = forkload.DataLoader(Samples(20), batch_size=BS,
-                                 num_workers=num_workers, pin_memory=True)
-    with pytest.warns(UserWarning) as caught:
-        it = iter(dl)
-    assert [str(w.message) for w in caught] == [NO_ACCELERATOR]
+    got_warnings, it = warnings_of(lambda: dl, lambda it: it)
+    assert got_warnings == want_warnings
     got = list(it)
     assert all(not b.is_pinned() for b in got)
     assert it._loader is None or it._loader.inflight == 0
@@ -212,29 +234,49 @@ def test_without_cuda_pin_memory_warns_at_iter_and_batches_are_plain(
 
 
 def test_pin_memory_device_without_pin_memory_warns_as_torch():
-    dl = forkload.DataLoader(Samples(8), batch_size=BS,
-                             pin_memory_device="cuda")
-    with pytest.warns(UserWarning) as caught:
-        got = list(dl)
-    assert [str(w.message) for w in caught] == [DEVICE_WITHOUT_PIN]
-    with pytest.warns(UserWarning) as caught:
-        want = list(tud.DataLoader(Samples(8), batch_size=BS,
-                                   pin_memory_device="cuda"))
-    assert [str(w.message) for w in caught] == [DEVICE_WITHOUT_PIN]
+    """torch 1.13 warns that pin_memory_device is not used without
+    pin_memory; torch 2 says nothing."""
+    def run(cls):
+        return warnings_of(
+            lambda: cls(Samples(8), batch_size=BS, pin_memory_device="cuda"),
+            list)
+
+    (got_warnings, got), (want_warnings, want) = run(forkload.DataLoader), \
+        run(tud.DataLoader)
+    assert got_warnings == want_warnings
+    assert len(got) == len(want)
     for a, b in zip(got, want):
         assert_same(a, b)
 
 
+def first_batch_or_error(loader):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = ("batch", next(iter(loader)))
+        except Exception as e:  # noqa: BLE001
+            out = ("error", type(e))
+    return out, [(w.category, str(w.message)) for w in caught]
+
+
 @no_cuda
-def test_pin_memory_device_cuda_without_cuda_fails_as_torch():
-    """torch pins a batch for a pin_memory_device it is given without asking
-    whether CUDA is there; without it, that batch raises."""
-    kw = dict(batch_size=BS, pin_memory=True, pin_memory_device="cuda")
-    with pytest.raises(Exception) as theirs:
-        next(iter(tud.DataLoader(Samples(8), **kw)))
-    with pytest.raises(Exception) as ours:
-        next(iter(forkload.DataLoader(Samples(8), **kw)))
-    assert type(ours.value) is type(theirs.value)
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_pin_memory_device_without_cuda_is_torchs(device):
+    """torch 1.13 pins a batch for a pin_memory_device it is given without
+    asking whether the device is there; without it, that batch raises.
+    torch 2 warns that pin_memory_device is deprecated, and without an
+    accelerator, pins nothing."""
+    kw = dict(batch_size=BS, pin_memory=True, pin_memory_device=device)
+    (theirs, want_warnings) = first_batch_or_error(
+        tud.DataLoader(Samples(8), **kw))
+    (ours, got_warnings) = first_batch_or_error(
+        forkload.DataLoader(Samples(8), **kw))
+    assert got_warnings == want_warnings
+    assert ours[0] == theirs[0]
+    if ours[0] == "batch":
+        assert_same(ours[1], theirs[1])
+    else:
+        assert ours[1] is theirs[1]
 
 
 # The fake copy engine: the order of registration, events and refills.
@@ -465,6 +507,42 @@ def test_gpu_batches_are_pinned_and_the_copy_does_not_wait_for_the_stream():
         del b
         torch.cuda.synchronize()
         assert torch.equal(d.cpu(), want)
+
+
+class OwnBatch:
+    """A custom batch type with its own pin_memory(), which torch calls."""
+
+    def __init__(self, x):
+        self.x = x
+        self.pinned = False
+
+    def pin_memory(self):
+        self.x = self.x.pin_memory()
+        self.pinned = True
+        return self
+
+
+def structured(samples):
+    x = torch.stack(samples)
+    return {"t": (x, x[:1]), "own": OwnBatch(x.clone())}
+
+
+@needs_cuda
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_gpu_batches_have_torchs_pinned_structure(num_workers):
+    """torch's pin_memory walk: a collate_fn's tuple (a list with torch
+    1.13), a custom batch's own pin_memory() called; the tensors of the
+    segment pinned where they lie."""
+    kw = dict(batch_size=BS, num_workers=num_workers, pin_memory=True,
+              collate_fn=structured)
+    got = list(forkload.DataLoader(Samples(16), **kw))
+    want = list(tud.DataLoader(Samples(16), **kw))
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert type(a["t"]) is type(b["t"])
+        assert a["own"].pinned and b["own"].pinned
+        assert a["own"].x.is_pinned() and a["t"][0].is_pinned()
+        assert torch.equal(a["t"][0], b["t"][0])
 
 
 @needs_cuda

@@ -12,7 +12,7 @@ import torch.utils.data as tud
 
 import forkload
 from loader_helpers import (
-    IndexDataset, assert_runs_same, assert_same, fresh, run_both,
+    FnDataset, IndexDataset, assert_runs_same, assert_same, fresh, run_both,
     run_epochs, seed_all)
 
 N = 14
@@ -212,6 +212,57 @@ def test_torch_get_worker_info_works_in_forkload_workers(num_workers):
         assert list(seed) == list(b["initial_seed"])
         assert b["fl_dataset_is_self"].tolist() == [True]
         assert b["torch_dataset_is_self"].tolist() == [True]
+
+
+class WorkerInfoLooks(tud.Dataset):
+    """What a worker's get_worker_info() is: its type, repr and fields,
+    and what assigning to it raises, as text."""
+
+    def __len__(self):
+        return 4
+
+    def __repr__(self):
+        return "WorkerInfoLooks()"
+
+    def __getitem__(self, i):
+        info = tud.get_worker_info()
+        try:
+            info.id = 7
+            refused = "nothing"
+        except Exception as e:  # noqa: BLE001
+            refused = "%s: %s" % (type(e).__name__, e)
+        return ("%s.%s" % (type(info).__module__, type(info).__qualname__),
+                repr(info), refused)
+
+
+def test_worker_info_is_the_installed_torchs():
+    """torch 1.13's WorkerInfo raises RuntimeError on assignment and shows
+    id, num_workers, seed and dataset; torch 2's is a frozen dataclass with
+    rng and worker_method as well: a worker's is the installed torch's."""
+    fl = run_epochs(forkload.DataLoader, WorkerInfoLooks(), seed=5,
+                    batch_size=None, num_workers=2)
+    th = run_epochs(tud.DataLoader, WorkerInfoLooks(), seed=5,
+                    batch_size=None, num_workers=2)
+    assert_runs_same(fl, th)
+    same = run_epochs(forkload.DataLoader, FnDataset(
+        4, lambda i: forkload.get_worker_info() is tud.get_worker_info()),
+        batch_size=None, num_workers=2)
+    assert same.epochs == [[True] * 4]
+
+
+def thread_name(i):
+    with open("/proc/thread-self/comm") as f:
+        return f.read().strip()
+
+
+def test_worker_thread_name_is_the_installed_torchs():
+    """torch 2 names its workers' thread pt_data_worker; torch 1.13 leaves
+    the name a fork inherits."""
+    fl = run_epochs(forkload.DataLoader, FnDataset(4, thread_name),
+                    batch_size=None, num_workers=2)
+    th = run_epochs(tud.DataLoader, FnDataset(4, thread_name),
+                    batch_size=None, num_workers=2)
+    assert_runs_same(fl, th)
 
 
 def gen(seed):
