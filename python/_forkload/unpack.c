@@ -115,31 +115,40 @@ rebuild_other(flpy_loader *self, flpy_state *st, PyObject *segment,
               PyObject *o, int is_map)
 {
   PyObject *items, *out, *v, *k;
-  Py_ssize_t i;
+  Py_ssize_t i, n;
   int changed = 0;
 
   items = is_map ? PyMapping_Items(o) : PySequence_List(o);
   if (items == NULL)
     return NULL;
-  out = is_map ? PyDict_New() : PyList_New(PyList_GET_SIZE(items));
+  n = PyList_Size(items);
+  out = is_map ? PyDict_New() : PyList_New(n);
   if (out == NULL)
     goto fail;
-  for (i = 0; i < PyList_GET_SIZE(items); i++) {
-    PyObject *item = PyList_GET_ITEM(items, i);
+  for (i = 0; i < n; i++) {
+    /* Borrowed, from a list this function owns; a mapping's item is a
+       (key, value) pair. */
+    PyObject *item = PyList_GetItem(items, i), *value = item;
 
-    k = is_map ? PyTuple_GET_ITEM(item, 0) : NULL;
-    v = rebuild(self, st, segment, is_map ? PyTuple_GET_ITEM(item, 1) : item);
+    k = NULL;
+    if (item != NULL && is_map) {
+      k = PyTuple_GetItem(item, 0);
+      value = PyTuple_GetItem(item, 1);
+    }
+    if (value == NULL || (is_map && k == NULL))
+      goto fail;
+    v = rebuild(self, st, segment, value);
     if (v == NULL)
       goto fail;
-    changed |= v != (is_map ? PyTuple_GET_ITEM(item, 1) : item);
+    changed |= v != value;
     if (is_map) {
       int rc = PyDict_SetItem(out, k, v);
 
       Py_DECREF(v);
       if (rc != 0)
         goto fail;
-    } else {
-      PyList_SET_ITEM(out, i, v);
+    } else if (PyList_SetItem(out, i, v) != 0) {
+      goto fail;
     }
   }
   Py_DECREF(items);
