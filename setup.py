@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIMITED_API = 0x030B0000  # CPython 3.11: the buffer protocol's first
@@ -117,6 +118,17 @@ def find_libraries():
     return macros, incs, libs, libdirs
 
 
+class BuildPy(build_py):
+    """Starts the package's copy anew: pip builds in the source tree, and
+    what an earlier build left in build/lib (another module) would go into
+    the wheel beside this one's."""
+
+    def run(self):
+        shutil.rmtree(os.path.join(self.build_lib, "forkload"),
+                      ignore_errors=True)
+        super().run()
+
+
 class BuildExt(build_ext):
     """Writes what configure would (config.h, forkload_version.h), then
     compiles each file in a thread of its own: the library is some
@@ -125,6 +137,10 @@ class BuildExt(build_ext):
     fl_macros = []  # the HAVE_ macros of the libraries found
 
     def build_extensions(self):
+        # setuptools rebuilds an object only when its .c is newer: one
+        # compiled against an older header would be linked as it is.
+        self.force = True
+        self.compiler.force = True
         if not os.path.exists(os.path.join(sysconfig.get_paths()["include"],
                                            "Python.h")):
             fail("no Python.h for %s (apt-get install python3-dev, or your "
@@ -191,8 +207,13 @@ def main():
         package_dir={"forkload": "python/forkload"},
         packages=["forkload"],
         package_data={"forkload": ["py.typed", "*.pyi"]},
+        # Not the module that make links into python/forkload/ for the
+        # build tree: built for one interpreter, its name would win over
+        # the abi3 module's.
+        include_package_data=False,
+        exclude_package_data={"forkload": ["*.so"]},
         ext_modules=[module],
-        cmdclass={"build_ext": BuildExt},
+        cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
         options={"bdist_wheel": {"py_limited_api": "cp311"}},
     )
 
