@@ -103,8 +103,12 @@ def test_readme_training_loop_prints_what_torch_dataloader_prints(tmp_path):
 def test_readme_datasets_example_runs(tmp_path):
     import forkload
     # The build tree: <builddir>/python/forkload/__init__.py (a link, in a
-    # VPATH build, that abspath keeps).
-    cli = pathlib.Path(os.path.abspath(forkload.__file__)).parents[2] / \
+    # VPATH build, that abspath keeps), or, where the package tested is
+    # pip's (make check-installed), the build tree make check names.
+    builddir = os.environ.get("top_builddir") if \
+        os.environ.get("FL_PYTHON_INSTALLED") else None
+    cli = (pathlib.Path(os.path.abspath(builddir)) if builddir else
+           pathlib.Path(os.path.abspath(forkload.__file__)).parents[2]) / \
         "examples" / "forkload"
     if not os.access(cli, os.X_OK):
         pytest.skip(f"no {cli} (make builds it)")
