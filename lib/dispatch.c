@@ -232,6 +232,13 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
       return fl__loader_fail(l, rc, "cannot lend a segment to worker %u: %s",
                              w->id, fl_strerror(rc));
   }
+  /* A segment of a larger class than the batches lately needed: made
+     smaller by the worker that maps it (slot.c, fl__slot_needed). */
+  if (!(flags & (FL__TASK_NEW_SEGMENT | FL__TASK_GRANTED)) &&
+      b->shift > l->want_shift) {
+    t.flags |= FL__TASK_RESCALE;
+    t.shift = l->want_shift;
+  }
   t.serial = b->serial;
   t.attempt = FL__ATTEMPT(b);
   b->state = FL__SLOT_TASKED;
