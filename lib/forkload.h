@@ -401,9 +401,12 @@ FL_EXTERN void fl_worker_error(const char *fmt, ...)
  * at the new stride, get_batch's bytes at their offsets from each
  * array's start.  On 0, *dst (with fields: dst[0..nfields), the array
  * the call was given) is where the call writes now, the room is at least
- * `bytes`, and nbytes may report up to it.  Else the negative code (the
- * batch's error: FL_ENOMEM or FL_ENOSPC, naming the size and the limit),
- * and the call should fail: the next batch comes as usual.
+ * `bytes`, the call's nbytes entries say the new room (a batched call's
+ * samples are laid out by it), and they may report up to it.  Else the
+ * negative code, the batch's error (FL_ENOMEM or FL_ENOSPC; the sentence,
+ * naming the size and the limit, in fl_loader_error(NULL) and
+ * fl_worker_error's text), and the call should fail: the next batch comes
+ * as usual.
  */
 FL_EXTERN int fl_worker_grow(size_t field, size_t bytes, void **dst);
 /*

@@ -179,7 +179,7 @@ admit(const fl__fill_ctx *c, const fl__layout *lo, char *err, size_t errlen)
     }
   }
   if (rc != 0)
-    snprintf(err, errlen, "batch %llu needs a segment of %zu bytes "
+    snprintf(err, errlen, "batch %llu needs a segment of at least %zu bytes "
              "(room for %zu samples of %zu bytes), but %.200s",
              (unsigned long long)c->seq, size, lo->cap,
              lo->field_bytes[0], why);
@@ -297,6 +297,7 @@ fl_worker_grow(size_t field, size_t bytes, void **dst)
     /* The batch's error: the dataset's call returns its failure, and this
        is what the batch says. */
     fl_worker_error("%s", err);
+    fl__error_set(rc, "%s", err);
     c->code = rc;
     return rc;
   }
