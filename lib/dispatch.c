@@ -112,9 +112,13 @@ take_free(fl__worker *o, unsigned w, enum take how)
   int ok;
 
   for (at = &o->free; (b = *at) != NULL; at = &b->next_free) {
+    /* A segment of a larger class than the loader's is not lent while
+       the worker that made it lives: it alone maps it, so that when it
+       is made smaller again no other worker keeps its memory mapped. */
     ok = b->seg.base != NULL &&
-         (how == TAKE_OWN || (how == TAKE_MAPPED ? maps(b, w)
-                                                 : b->seg.fd >= 0));
+         (how == TAKE_OWN || (how == TAKE_MAPPED
+                                  ? maps(b, w)
+                                  : b->seg.fd >= 0 && b->shift == 0));
     if (ok) {
       *at = b->next_free;
       return b;

@@ -254,7 +254,7 @@ get_fields_growing_one_field_moves_the_others_with_it(void **state)
 /*
  * One batch 200 times the first, then small ones again: the large
  * segment is made small again, so that what stays mapped at the end is
- * what it was before it.
+ * what it was before it, give or take a segment of the loader's class.
  */
 static void
 one_batch_200_times_the_first_keeps_no_memory_after_it(void **state)
@@ -263,7 +263,7 @@ one_batch_200_times_the_first_keeps_no_memory_after_it(void **state)
   static const fl_sharing sharing[2] = {FL_SHARE_FILE_DESCRIPTOR,
                                         FL_SHARE_FILE_SYSTEM};
   static const unsigned workers[3] = {2, 2, 0};
-  size_t before = 0, k;
+  size_t before = 0, segs = 1, k;
   flt_baseline base;
   fl_options opt;
   fl_dataset ds;
@@ -290,6 +290,7 @@ one_batch_200_times_the_first_keeps_no_memory_after_it(void **state)
       if (k == 5) {
         fl_loader_stats(l, &st);
         before = st.bytes_mapped;
+        segs = st.segments;
       }
       if (fl_batch_seq(b) == 37 / 4)
         assert_int_equal(fl_batch_sizes(b)[1], 64 * 200);
@@ -298,7 +299,9 @@ one_batch_200_times_the_first_keeps_no_memory_after_it(void **state)
     assert_int_equal(rc, 0);
     fl_loader_stats(l, &st);
     assert_true(st.bytes_mapped_peak >= before + 64 * 200 * 4);
-    assert_true(st.bytes_mapped <= before);
+    /* At most one segment of the loader's class more: a larger one is not
+       lent, so another worker may have made one while it was idle. */
+    assert_true(st.bytes_mapped <= before + before / segs);
     fl_loader_destroy(l);
     flt_assert_clean(&base);
   }
