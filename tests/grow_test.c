@@ -491,6 +491,60 @@ the_error_names_the_size_and_the_limit(void **state)
   flt_assert_clean(&base);
 }
 
+/* The memory item of a loader's budget. */
+static const fl_budget_item *
+memory_item(const fl_budget *b)
+{
+  size_t i;
+
+  for (i = 0; i < b->n; i++)
+    if (strcmp(b->item[i].resource, "memory bytes") == 0)
+      return &b->item[i];
+  fail();
+  return NULL;
+}
+
+/* fl_loader_budget counts each held batch at the class the batches lately
+   needed: the loader's own at first, the larger one once they all need
+   it. */
+static void
+the_budget_counts_held_batches_at_the_class_lately_needed(void **state)
+{
+  struct sized s = {40, 64, 1, SIZE_MAX, 1000, 0, 0};
+  uint64_t first;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_budget bud;
+  fl_loader *l;
+  fl_batch *b;
+  int k;
+
+  (void)state;
+  flt_baseline_take(&base);
+  memset(&ds, 0, sizeof(ds));
+  ds.ctx = &s;
+  ds.len = s.len;
+  ds.sample_bytes = s.base;
+  ds.get = g_get;
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_budget(l, &bud), 0);
+  first = memory_item(&bud)->per_batch;
+  assert_int_equal(fl_loader_begin(l), 0);
+  for (k = 0; k < 3; k++) {
+    assert_int_equal(fl_loader_next(l, &b), 1);
+    fl_batch_release(b);
+  }
+  assert_int_equal(fl_loader_budget(l, &bud), 0);
+  /* 1000-byte samples: a room of 1024, 16 times the loader's 64. */
+  assert_true(memory_item(&bud)->per_batch >= first + 4 * (1024 - 64));
+  fl_loader_destroy(l);
+  flt_assert_clean(&base);
+}
+
 /* Outside a dataset's call there is no batch to grow. */
 static void
 grow_outside_a_fill_is_estate(void **state)
@@ -518,6 +572,8 @@ main(void)
           flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test_setup_teardown(the_error_names_the_size_and_the_limit,
                                       flt_tree_setup, flt_tree_teardown),
+      cmocka_unit_test(
+          the_budget_counts_held_batches_at_the_class_lately_needed),
       cmocka_unit_test(grow_outside_a_fill_is_estate),
   };
 
