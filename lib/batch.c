@@ -323,14 +323,16 @@ fl__slot_needed(fl_loader *l, const fl_batch *b)
 {
   const fl__layout *lo = &l->layout;
   size_t i, f, nf = lo->nfields, round = 2 * (l->window + 1);
+  const size_t *sz = b->sizes;
   unsigned need = 0;
 
-  if (b->sizes != NULL && b->status == 0)
-    for (i = 0; i < b->count * nf; i++) {
-      f = i % nf;
-      while (need < b->shift && (lo->field_bytes[f] << need) < b->sizes[i])
-        need++;
-    }
+  /* A batch in a segment of the loader's class needed no more: the
+     fixed-size case reads no size. */
+  if (b->shift > 0 && sz != NULL && b->status == 0)
+    for (i = 0; i < b->count; i++, sz += nf)
+      for (f = 0; f < nf; f++)
+        while (need < b->shift && (lo->field_bytes[f] << need) < sz[f])
+          need++;
   if (need > l->need_now)
     l->need_now = need;
   if (++l->need_round >= round) {
