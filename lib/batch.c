@@ -87,6 +87,22 @@ fl__slot_unname(fl_loader *l, fl_batch *b)
   }
 }
 
+void
+fl__slot_unname_grown(fl_loader *l, fl_batch *b)
+{
+  char name[FL__SEGMENT_NAME_MAX];
+  unsigned s;
+
+  if (l->opt.sharing != FL_SHARE_FILE_SYSTEM || b->serial == 0 ||
+      l->foreign)
+    return;
+  for (s = 0; s <= l->max_shift; s++) {
+    fl__segment_name(name, sizeof(name), l->owner, l->token,
+                     fl__grown_serial(b->serial, s));
+    fl__segment_unlink_own(name);
+  }
+}
+
 /*
  * A batch that could not reach the consumer for want of fds or shared
  * memory is not lost: fl_loader_next reports why (fl__receive_lost_error)
@@ -111,6 +127,8 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
 
   if (b->state == FL__SLOT_REFETCH)
     l->nrefetch--;
+  if (b->state == FL__SLOT_TASKED)
+    fl__slot_unname_grown(l, b);
   if (b->seg.base != NULL)
     fl__slot_unmap(l, b);
   else

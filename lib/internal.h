@@ -245,6 +245,10 @@ int fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
 /* Size classes: a segment of class s has every field's room scaled by
    2^s (0: the loader's layout).  The largest class there is. */
 #define FL__SHIFT_MAX 40
+/* The name's serial of a segment of class `shift` made in place of the
+   one a task named by `serial`: a function of the two, so that the parent
+   can remove what a worker that died making it left in /dev/shm. */
+uint64_t fl__grown_serial(uint64_t serial, unsigned shift);
 /* The layout of class `shift` over base: 0, or FL_ENOMEM past what this
    machine can address. */
 int fl__segment_layout_scaled(fl__layout *lo, const fl__layout *base,
@@ -351,6 +355,9 @@ void fl__slot_recycle(fl_loader *l, fl_batch *b);
 int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
 void fl__slot_unmap(fl_loader *l, fl_batch *b);
 void fl__slot_unname(fl_loader *l, fl_batch *b);
+/* b's task was in flight when its worker went: the names of the larger
+   segments it may have made in its place go (fl__grown_serial). */
+void fl__slot_unname_grown(fl_loader *l, fl_batch *b);
 void fl__slot_keep(fl_loader *l, fl_batch *b, int code, int orphaned);
 /* Short of fds: close those of the segments whose batches the consumer
    holds, keeping their mappings; how many were closed. */
@@ -396,6 +403,8 @@ typedef struct fl__fill_ctx {
   int fresh;           /* seg was made by this task: the parent has it not */
   int replaced;        /* seg is not the one the task named */
   uint64_t serial;     /* FL__MAKE_NAMED: seg's name */
+  uint64_t task_serial; /* the task's, which the names of the segments
+                           made in the place of its own derive from */
   uint64_t seq;        /* the batch's, for messages */
   size_t n;            /* samples the batch has room for in this call */
   size_t sample;       /* the sample a per-sample call writes; SIZE_MAX: a

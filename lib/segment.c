@@ -72,6 +72,15 @@ fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
   return 0;
 }
 
+uint64_t
+fl__grown_serial(uint64_t serial, unsigned shift)
+{
+  uint64_t v = fl__mix64(serial ^ 0x67726f776e000000ull ^
+                         ((uint64_t)shift + 1) << 48);
+
+  return v != 0 ? v : 1;
+}
+
 int
 fl__segment_layout_scaled(fl__layout *lo, const fl__layout *base,
                           unsigned shift)

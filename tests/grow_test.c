@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -29,6 +31,8 @@ struct sized {
   size_t big_index;      /* this one is huge (SIZE_MAX: none) */
   size_t big, huge;      /* their lengths */
   size_t fields;         /* get_fields: field 1 is 8 bytes, i */
+  volatile int *kill_after_grow; /* shared: this many workers die right
+                                    after they grew a segment (NULL: none) */
 };
 
 static size_t
@@ -72,6 +76,9 @@ g_get(void *ctx, size_t index, void *dst, size_t *nbytes)
   write_sample(index, dst, n < *nbytes ? n : *nbytes);
   if (n > *nbytes && (rc = fl_worker_grow(0, n, &dst)) != 0)
     return rc;
+  if (n > s->base && s->kill_after_grow != NULL &&
+      __atomic_sub_fetch(s->kill_after_grow, 1, __ATOMIC_SEQ_CST) >= 0)
+    raise(SIGKILL); /* its new segment made, its name in /dev/shm */
   write_sample(index, dst, n);
   *nbytes = n;
   return 0;
@@ -171,7 +178,7 @@ enum how { GET, GET_BATCH, GET_FIELDS };
 static void
 run(enum how how, unsigned workers, fl_sharing sharing, int in_order)
 {
-  struct sized s = {200, 64, 7, SIZE_MAX, 1000, 0, 0};
+  struct sized s = {200, 64, 7, SIZE_MAX, 1000, 0, 0, NULL};
   static const size_t fb[2] = {64, 8};
   flt_baseline base;
   fl_options opt;
@@ -259,7 +266,7 @@ get_fields_growing_one_field_moves_the_others_with_it(void **state)
 static void
 one_batch_200_times_the_first_keeps_no_memory_after_it(void **state)
 {
-  struct sized s = {400, 64, 0, 37, 0, 64 * 200, 0};
+  struct sized s = {400, 64, 0, 37, 0, 64 * 200, 0, NULL};
   static const fl_sharing sharing[2] = {FL_SHARE_FILE_DESCRIPTOR,
                                         FL_SHARE_FILE_SYSTEM};
   static const unsigned workers[3] = {2, 2, 0};
@@ -402,7 +409,7 @@ a_growing_iterable_stream_gets_larger_segments(void **state)
 static void
 a_batch_that_cannot_fit_is_an_error_at_its_position(void **state)
 {
-  struct sized s = {60, 64, 0, 22, 0, 64ull << 20, 0};
+  struct sized s = {60, 64, 0, 22, 0, 64ull << 20, 0, NULL};
   static const fl_sharing sharing[3] = {FL_SHARE_FILE_DESCRIPTOR,
                                         FL_SHARE_FILE_SYSTEM,
                                         FL_SHARE_FILE_DESCRIPTOR};
@@ -456,7 +463,7 @@ a_batch_that_cannot_fit_is_an_error_at_its_position(void **state)
 static void
 the_error_names_the_size_and_the_limit(void **state)
 {
-  struct sized s = {20, 64, 0, 5, 0, 64ull << 20, 0};
+  struct sized s = {20, 64, 0, 5, 0, 64ull << 20, 0, NULL};
   flt_baseline base;
   fl_options opt;
   fl_dataset ds;
@@ -510,7 +517,7 @@ memory_item(const fl_budget *b)
 static void
 the_budget_counts_held_batches_at_the_class_lately_needed(void **state)
 {
-  struct sized s = {40, 64, 1, SIZE_MAX, 1000, 0, 0};
+  struct sized s = {40, 64, 1, SIZE_MAX, 1000, 0, 0, NULL};
   uint64_t first;
   flt_baseline base;
   fl_options opt;
@@ -545,6 +552,57 @@ the_budget_counts_held_batches_at_the_class_lately_needed(void **state)
   flt_assert_clean(&base);
 }
 
+/*
+ * A worker killed right after it made a larger segment, its name in
+ * /dev/shm (the file-system strategy): the name goes with it, whether the
+ * worker is respawned and the batch filled again, or the loader fails and
+ * is destroyed.
+ */
+static void
+a_worker_killed_after_it_grew_leaves_no_name(void **state)
+{
+  struct sized s = {40, 64, 0, 13, 0, 64 * 50, 0, NULL};
+  volatile int *kills;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  int restarts, rc;
+
+  (void)state;
+  kills = mmap(NULL, sizeof(*kills), PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(kills != MAP_FAILED);
+  s.kill_after_grow = kills;
+  for (restarts = 1; restarts >= 0; restarts--) {
+    *kills = 1;
+    flt_baseline_take(&base);
+    memset(&ds, 0, sizeof(ds));
+    ds.ctx = &s;
+    ds.len = s.len;
+    ds.sample_bytes = s.base;
+    ds.get = g_get;
+    fl_options_init(&opt);
+    opt.batch_size = 4;
+    opt.num_workers = 2;
+    opt.sharing = FL_SHARE_FILE_SYSTEM;
+    opt.max_worker_restarts = (unsigned)restarts;
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    if (restarts) {
+      assert_int_equal(check_epoch(l, &s, 0, 1, 0, NULL, 0), 0);
+    } else {
+      assert_int_equal(fl_loader_begin(l), 0);
+      while ((rc = fl_loader_next(l, &b)) == 1)
+        fl_batch_release(b);
+      assert_int_equal(rc, FL_EWORKER);
+    }
+    fl_loader_destroy(l);
+    flt_assert_clean(&base);
+  }
+  munmap((void *)kills, sizeof(*kills));
+}
+
 /* Outside a dataset's call there is no batch to grow. */
 static void
 grow_outside_a_fill_is_estate(void **state)
@@ -574,6 +632,7 @@ main(void)
                                       flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test(
           the_budget_counts_held_batches_at_the_class_lately_needed),
+      cmocka_unit_test(a_worker_killed_after_it_grew_leaves_no_name),
       cmocka_unit_test(grow_outside_a_fill_is_estate),
   };
 

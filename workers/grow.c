@@ -92,6 +92,7 @@ fl__fill_ctx_init(fl__fill_ctx *c, const fl_loader *l, enum fl__make m,
   c->shift = shift;
   c->fresh = fresh;
   c->serial = serial;
+  c->task_serial = serial;
   c->sample = SIZE_MAX;
   c->retired.fd = -1;
   point(c);
@@ -192,7 +193,7 @@ fl__fill_replace(fl__fill_ctx *c, unsigned shift, int copy, char *err,
 {
   const fl__layout *lo;
   fl__segment seg = {NULL, 0, -1}, old = c->seg;
-  uint64_t serial = fl__random64();
+  uint64_t serial = fl__grown_serial(c->task_serial, shift);
   unsigned os = c->shift;
   int rc, old_fresh = c->fresh;
 

@@ -191,6 +191,7 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
   seg.size = m->size;
   fl__fill_ctx_init(&c, l, how, &seg, m->shift, fresh, *serial);
   c.seq = t->seq;
+  c.task_serial = t->serial; /* what the parent knows the slot by */
   /* Smaller again, as the parent asks; where it cannot be made now, the
      batch goes into the larger one it has. */
   if ((t->flags & FL__TASK_RESCALE) && !fresh && t->shift < m->shift &&
