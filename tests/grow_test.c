@@ -175,6 +175,9 @@ check_epoch(fl_loader *l, const struct sized *s, int fielded, int in_order,
 
 enum how { GET, GET_BATCH, GET_FIELDS };
 
+/* fd_in_dev_shm for the next run(). */
+static int in_dev_shm;
+
 static void
 run(enum how how, unsigned workers, fl_sharing sharing, int in_order)
 {
@@ -209,6 +212,7 @@ run(enum how how, unsigned workers, fl_sharing sharing, int in_order)
   opt.shuffle = 1;
   opt.in_order = in_order;
   opt.persistent_workers = 1;
+  opt.fd_in_dev_shm = in_dev_shm;
   assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
   for (epoch = 0; epoch < 2; epoch++)
     assert_int_equal(check_epoch(l, &s, how == GET_FIELDS, in_order, 0, NULL, 0), 0);
@@ -231,6 +235,15 @@ get_growing_samples_file_system_strategy_two_workers(void **state)
 {
   (void)state;
   run(GET, 2, FL_SHARE_FILE_SYSTEM, 1);
+}
+
+static void
+get_growing_samples_fd_strategy_in_dev_shm(void **state)
+{
+  (void)state;
+  in_dev_shm = 1;
+  run(GET, 2, FL_SHARE_FILE_DESCRIPTOR, 1);
+  in_dev_shm = 0;
 }
 
 static void
@@ -619,6 +632,7 @@ main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(get_growing_samples_fd_strategy_two_workers),
       cmocka_unit_test(get_growing_samples_file_system_strategy_two_workers),
+      cmocka_unit_test(get_growing_samples_fd_strategy_in_dev_shm),
       cmocka_unit_test(get_growing_samples_without_workers),
       cmocka_unit_test(
           get_batch_growing_batches_both_strategies_as_they_arrive),
