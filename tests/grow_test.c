@@ -511,6 +511,52 @@ the_error_names_the_size_and_the_limit(void **state)
   flt_assert_clean(&base);
 }
 
+/* The same past a memory cgroup's limit (a made-up cgroup v2 of 8 MB,
+   with MemAvailable at 8 GB): the sentence names the cgroup. */
+static void
+a_batch_past_the_cgroups_limit_is_an_error_naming_it(void **state)
+{
+  struct sized s = {20, 64, 0, 5, 0, 16ull << 20, 0, NULL};
+  static const unsigned workers[2] = {2, 0};
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  int i;
+
+  (void)state;
+  flt_tree_put("/proc/self/cgroup", "0::/job\n");
+  flt_tree_put("/proc/self/mountinfo",
+               "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 "
+               "rw\n");
+  flt_tree_put("/sys/fs/cgroup/job/memory.max", "8388608\n");
+  flt_tree_put("/sys/fs/cgroup/job/memory.current", "0\n");
+  for (i = 0; i < 2; i++) {
+    flt_baseline_take(&base);
+    memset(&ds, 0, sizeof(ds));
+    ds.ctx = &s;
+    ds.len = s.len;
+    ds.sample_bytes = s.base;
+    ds.get = g_get;
+    fl_options_init(&opt);
+    opt.batch_size = 4;
+    opt.num_workers = workers[i];
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    assert_int_equal(fl_loader_begin(l), 0);
+    assert_int_equal(fl_loader_next(l, &b), 1);
+    fl_batch_release(b);
+    assert_int_equal(fl_loader_next(l, &b), FL_ENOMEM);
+    assert_non_null(strstr(fl_loader_error(l), "batch 1 needs a segment"));
+    assert_non_null(strstr(fl_loader_error(l), "memory cgroup"));
+    assert_int_equal(fl_loader_next(l, &b), 1);
+    assert_int_equal(fl_batch_seq(b), 2);
+    fl_batch_release(b);
+    fl_loader_destroy(l);
+    flt_assert_clean(&base);
+  }
+}
+
 /* The memory item of a loader's budget. */
 static const fl_budget_item *
 memory_item(const fl_budget *b)
@@ -644,6 +690,9 @@ main(void)
           flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test_setup_teardown(the_error_names_the_size_and_the_limit,
                                       flt_tree_setup, flt_tree_teardown),
+      cmocka_unit_test_setup_teardown(
+          a_batch_past_the_cgroups_limit_is_an_error_naming_it,
+          flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test(
           the_budget_counts_held_batches_at_the_class_lately_needed),
       cmocka_unit_test(a_worker_killed_after_it_grew_leaves_no_name),
