@@ -210,7 +210,8 @@ print_text(const struct doctor_args *a, const fl_budget *b)
          o->reuse_segments ? "" : ", no_reuse",
          o->in_order ? "in order" : "as they arrive");
   if (mem != NULL)
-    printf("segment      %" PRIu64 " bytes per held batch\n",
+    printf("segment      %" PRIu64 " bytes per held batch (the size class "
+           "the batches lately needed)\n",
            mem->per_batch);
   printf("\n%-16s %14s %12s %15s %21s\n", "resource", "limit", "in use",
          "per held batch", "batches you can hold");

@@ -87,6 +87,22 @@ fl__slot_unname(fl_loader *l, fl_batch *b)
   }
 }
 
+void
+fl__slot_unname_grown(fl_loader *l, fl_batch *b)
+{
+  char name[FL__SEGMENT_NAME_MAX];
+  unsigned s;
+
+  if (l->opt.sharing != FL_SHARE_FILE_SYSTEM || b->serial == 0 ||
+      l->foreign)
+    return;
+  for (s = 0; s <= l->max_shift; s++) {
+    fl__segment_name(name, sizeof(name), l->owner, l->token,
+                     fl__grown_serial(b->serial, s));
+    fl__segment_unlink_own(name);
+  }
+}
+
 /*
  * A batch that could not reach the consumer for want of fds or shared
  * memory is not lost: fl_loader_next reports why (fl__receive_lost_error)
@@ -111,6 +127,8 @@ fl__slot_drop(fl_loader *l, fl_batch *b)
 
   if (b->state == FL__SLOT_REFETCH)
     l->nrefetch--;
+  if (b->state == FL__SLOT_TASKED)
+    fl__slot_unname_grown(l, b);
   if (b->seg.base != NULL)
     fl__slot_unmap(l, b);
   else
@@ -232,17 +250,25 @@ fl__slot_map(fl_loader *l, fl_batch *b, int fd)
   int rc;
 
   if (fd >= 0) {
-    rc = fl__segment_attach_fd(&b->seg, fd, l->layout.size);
+    rc = fl__segment_attach_fd(&b->seg, fd, 0);
     if (rc != 0)
       fl__close(fd);
     else if ((rc = fl__fdtrack_add(fd)) != 0)
       fl__segment_close(&b->seg);
   } else {
     fl__segment_name(name, sizeof(name), l->owner, l->token, b->serial);
-    rc = fl__segment_attach_name(&b->seg, name, l->layout.size);
+    rc = fl__segment_attach_name(&b->seg, name, 0);
   }
   if (rc != 0)
     return rc;
+  if (b->seg.size < l->layout.size) {
+    fl__fdtrack_lock();
+    if (b->seg.fd >= 0)
+      fl__fdtrack_del(b->seg.fd);
+    fl__segment_close(&b->seg);
+    fl__fdtrack_unlock();
+    return FL_EPROTO;
+  }
   fl__stats_segments(l, 1, (long)b->seg.size, fd >= 0 ? 1 : 0);
   fl__slot_pin(l, b);
   return 0;
@@ -282,15 +308,70 @@ fl__slot_unpin(fl_loader *l, fl_batch *b)
   b->pinned = 0;
 }
 
+const fl__layout *
+fl__slot_layout(const fl_batch *b)
+{
+  return &b->loader->classes[b->shift];
+}
+
+int
+fl__slot_class(fl_loader *l, fl_batch *b)
+{
+  const struct fl__segment_header *h = b->seg.base;
+
+  b->shift = 0;
+  if (h == NULL || h->magic != FL__SEGMENT_MAGIC || h->shift == 0)
+    return 0;
+  if (h->shift > l->max_shift || l->classes[h->shift].size > b->seg.size)
+    return FL_EPROTO;
+  b->shift = (unsigned)h->shift;
+  return 0;
+}
+
+/*
+ * The class each batch needed (the largest sample of each field against
+ * the loader's room for it), the largest over this round of batches and
+ * the last: a segment larger than that is made smaller when next refilled
+ * (dispatch.c), so that one long batch keeps no memory for the rest of the
+ * run, while a run of long ones does not make and unmake segments.  A
+ * round is twice the prefetch window.
+ */
+void
+fl__slot_needed(fl_loader *l, const fl_batch *b)
+{
+  const fl__layout *lo = &l->layout;
+  size_t i, f, nf = lo->nfields, round = 2 * (l->window + 1);
+  const size_t *sz = b->sizes;
+  unsigned need = 0;
+
+  /* A batch in a segment of the loader's class needed no more: the
+     fixed-size case reads no size. */
+  if (b->shift > 0 && sz != NULL && b->status == 0)
+    for (i = 0; i < b->count; i++, sz += nf)
+      for (f = 0; f < nf; f++)
+        while (need < b->shift && (lo->field_bytes[f] << need) < sz[f])
+          need++;
+  if (need > l->need_now)
+    l->need_now = need;
+  if (++l->need_round >= round) {
+    l->need_before = l->need_now;
+    l->need_now = 0;
+    l->need_round = 0;
+  }
+  l->want_shift = l->need_now > l->need_before ? l->need_now
+                                               : l->need_before;
+}
+
 /* Point the batch at what the worker wrote into its segment. */
 void
 fl__slot_view(fl_loader *l, fl_batch *b)
 {
   const unsigned char *base = b->seg.base;
+  const fl__layout *lo = &l->classes[b->shift];
 
   b->indices = (const size_t *)(base + sizeof(struct fl__segment_header));
-  b->sizes = (const size_t *)(base + l->layout.sizes_offset);
-  b->data = base + l->layout.field_offset[0];
+  b->sizes = (const size_t *)(base + lo->sizes_offset);
+  b->data = base + lo->field_offset[0];
 }
 
 const void *
@@ -305,7 +386,7 @@ fl_batch_field(const fl_batch *b, size_t f)
   if (b == NULL || b->data == NULL || f >= b->loader->layout.nfields)
     return NULL;
   return (const unsigned char *)b->seg.base +
-         b->loader->layout.field_offset[f];
+         fl__slot_layout(b)->field_offset[f];
 }
 
 size_t
@@ -313,7 +394,7 @@ fl_batch_stride(const fl_batch *b, size_t f)
 {
   if (b == NULL || f >= b->loader->layout.nfields)
     return 0;
-  return b->loader->layout.field_bytes[f];
+  return fl__slot_layout(b)->field_bytes[f];
 }
 
 size_t

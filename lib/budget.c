@@ -77,7 +77,12 @@ fill(const fl_loader *l, fl_budget *b)
 {
   const fl_options *opt = &l->opt;
   unsigned nw = opt->num_workers;
-  uint64_t seg = l->layout.size, ahead = ahead_of_due(opt), limit, used,
+  /* Batches of any size: each held batch is counted at the size class the
+     batches of the last two rounds needed (the loader's own until one
+     needed more, fl_worker_grow); a held batch's own segment, whatever its
+     class, is in in_use. */
+  uint64_t seg = l->classes[l->want_shift].size, ahead = ahead_of_due(opt),
+           limit, used,
            bytes, queues, per_queue, locked;
   struct loader_now n;
   fl__room room;

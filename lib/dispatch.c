@@ -112,9 +112,13 @@ take_free(fl__worker *o, unsigned w, enum take how)
   int ok;
 
   for (at = &o->free; (b = *at) != NULL; at = &b->next_free) {
+    /* A segment of a larger class than the loader's is not lent while
+       the worker that made it lives: it alone maps it, so that when it
+       is made smaller again no other worker keeps its memory mapped. */
     ok = b->seg.base != NULL &&
-         (how == TAKE_OWN || (how == TAKE_MAPPED ? maps(b, w)
-                                                 : b->seg.fd >= 0));
+         (how == TAKE_OWN || (how == TAKE_MAPPED
+                                  ? maps(b, w)
+                                  : b->seg.fd >= 0 && b->shift == 0));
     if (ok) {
       *at = b->next_free;
       return b;
@@ -231,6 +235,13 @@ send_fill(fl_loader *l, fl__worker *w, fl_batch *b, uint64_t seq,
     if (rc != 0 && rc != -EPIPE && rc != -ECONNRESET)
       return fl__loader_fail(l, rc, "cannot lend a segment to worker %u: %s",
                              w->id, fl_strerror(rc));
+  }
+  /* A segment of a larger class than the batches lately needed: made
+     smaller by the worker that maps it (slot.c, fl__slot_needed). */
+  if (!(flags & (FL__TASK_NEW_SEGMENT | FL__TASK_GRANTED)) &&
+      b->shift > l->want_shift) {
+    t.flags |= FL__TASK_RESCALE;
+    t.shift = l->want_shift;
   }
   t.serial = b->serial;
   t.attempt = FL__ATTEMPT(b);

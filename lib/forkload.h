@@ -392,6 +392,24 @@ FL_EXTERN void fl_worker_error(const char *fmt, ...)
 #endif
     ;
 /*
+ * Since 0.9: in a dataset's get, get_batch, get_fields, next or
+ * next_fields, when the sample being written needs more room than it was
+ * given: room for `bytes` in field `field` (0 without fields).  The batch
+ * moves to a segment of a larger size class (every field's room scaled by
+ * the same power of two), admitted as fl_loader_create admits its
+ * segments, with what the call wrote so far: a per-sample call's samples
+ * at the new stride, get_batch's bytes at their offsets from each
+ * array's start.  On 0, *dst (with fields: dst[0..nfields), the array
+ * the call was given) is where the call writes now, the room is at least
+ * `bytes`, the call's nbytes entries say the new room (a batched call's
+ * samples are laid out by it), and they may report up to it.  Else the
+ * negative code, the batch's error (FL_ENOMEM or FL_ENOSPC; the sentence,
+ * naming the size and the limit, in fl_loader_error(NULL) and
+ * fl_worker_error's text), and the call should fail: the next batch comes
+ * as usual.
+ */
+FL_EXTERN int fl_worker_grow(size_t field, size_t bytes, void **dst);
+/*
  * Built-in datasets.  Each fills a ready fl_dataset (sample_bytes = one
  * sample's bytes) and returns 0, or a negative code with
  * fl_loader_error(NULL) naming the file and what is wrong.  A dataset must

@@ -242,6 +242,17 @@ typedef struct fl__layout {
 
 int fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
                        const size_t *field_bytes);
+/* Size classes: a segment of class s has every field's room scaled by
+   2^s (0: the loader's layout).  The largest class there is. */
+#define FL__SHIFT_MAX 40
+/* The name's serial of a segment of class `shift` made in place of the
+   one a task named by `serial`: a function of the two, so that the parent
+   can remove what a worker that died making it left in /dev/shm. */
+uint64_t fl__grown_serial(uint64_t serial, unsigned shift);
+/* The layout of class `shift` over base: 0, or FL_ENOMEM past what this
+   machine can address. */
+int fl__segment_layout_scaled(fl__layout *lo, const fl__layout *base,
+                              unsigned shift);
 int fl__segment_create(fl__segment *seg, const char *name, size_t size,
                        char *err, size_t errlen);
 int fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,
@@ -249,6 +260,7 @@ int fl__segment_create_named(fl__segment *seg, pid_t owner, uint32_t token,
                              size_t errlen);
 uint64_t fl__random64(void);
 void fl__segment_unlink_own(const char *name);
+/* size 0: as large as the file is (a segment of any class). */
 int fl__segment_attach_fd(fl__segment *seg, int fd, size_t size);
 int fl__segment_attach_lent(fl__segment *seg, int fd, size_t size);
 int fl__segment_attach_name(fl__segment *seg, const char *name, size_t size);
@@ -327,6 +339,7 @@ struct fl_batch {
   uint32_t kills;    /* workers that died filling this batch */
   int pending;       /* while its dead worker is let go: its task was
                         still queued, not started */
+  unsigned shift;     /* its segment's size class (segment.c) */
   uint64_t seq;
   size_t count;
   const size_t *indices;
@@ -342,6 +355,9 @@ void fl__slot_recycle(fl_loader *l, fl_batch *b);
 int fl__slot_map(fl_loader *l, fl_batch *b, int fd);
 void fl__slot_unmap(fl_loader *l, fl_batch *b);
 void fl__slot_unname(fl_loader *l, fl_batch *b);
+/* b's task was in flight when its worker went: the names of the larger
+   segments it may have made in its place go (fl__grown_serial). */
+void fl__slot_unname_grown(fl_loader *l, fl_batch *b);
 void fl__slot_keep(fl_loader *l, fl_batch *b, int code, int orphaned);
 /* Short of fds: close those of the segments whose batches the consumer
    holds, keeping their mappings; how many were closed. */
@@ -352,6 +368,14 @@ void fl__slot_park(fl_loader *l, fl_batch *b);
 void fl__slot_pin(fl_loader *l, fl_batch *b);
 void fl__slot_unpin(fl_loader *l, fl_batch *b);
 void fl__slot_view(fl_loader *l, fl_batch *b);
+/* The layout of b's segment. */
+const fl__layout *fl__slot_layout(const fl_batch *b);
+/* Read the class of the segment just mapped for b from its header: 0, or
+   FL_EPROTO when the header names a class the mapping cannot hold. */
+int fl__slot_class(fl_loader *l, fl_batch *b);
+/* A batch handed out needed class `shift`: the classes lately needed
+   decide when a larger segment is made smaller again (FL__TASK_RESCALE). */
+void fl__slot_needed(fl_loader *l, const fl_batch *b);
 
 /* workers/info.c */
 void fl__worker_info_set(const fl_worker_info *info);
@@ -360,18 +384,74 @@ void fl__fill_context(uint64_t seed, uint64_t epoch);
 void fl__worker_error_clear(void);
 const char *fl__worker_error_text(void);
 
+/*
+ * workers/grow.c: the batch being filled and its segment, which
+ * fl_worker_grow replaces with a larger one while the dataset writes.
+ */
+enum fl__make {
+  FL__MAKE_PRIVATE, /* num_workers 0: private memory */
+  FL__MAKE_MEMFD,   /* the fd strategy: memfd_create */
+  FL__MAKE_NAMED,   /* the file-system strategy: a name in /dev/shm */
+  FL__MAKE_UNNAMED  /* fd_in_dev_shm: a name in /dev/shm, unlinked at once */
+};
+
+typedef struct fl__fill_ctx {
+  const fl_loader *l;
+  enum fl__make make;
+  fl__segment seg;     /* the batch's segment now */
+  unsigned shift;      /* its class */
+  int fresh;           /* seg was made by this task: the parent has it not */
+  int replaced;        /* seg is not the one the task named */
+  uint64_t serial;     /* FL__MAKE_NAMED: seg's name */
+  uint64_t task_serial; /* the task's, which the names of the segments
+                           made in the place of its own derive from */
+  uint64_t seq;        /* the batch's, for messages */
+  size_t n;            /* samples the batch has room for in this call */
+  size_t sample;       /* the sample a per-sample call writes; SIZE_MAX: a
+                          batched call (get_batch) */
+  int in_call;         /* a dataset call is under way */
+  void **call_dst;     /* the fields array that call was given, or NULL */
+  fl__segment retired; /* the segment that call began in: its nbytes point
+                          there, so it is let go of once the call returns */
+  int code;            /* fl_worker_grow's last failure, or 0 */
+  /* Where things lie in seg: refreshed by each replacement. */
+  void *fields[FL__MAX_FIELDS];
+  size_t *sizes;
+} fl__fill_ctx;
+
+/* Set c up for a batch in seg (of class shift), made by this task (fresh)
+   or not. */
+void fl__fill_ctx_init(fl__fill_ctx *c, const fl_loader *l, enum fl__make m,
+                       const fl__segment *seg, unsigned shift, int fresh,
+                       uint64_t serial);
+/* Around each call of the dataset: what a replacement during it moved is
+   settled after it (its sizes, the old mapping). */
+void fl__fill_call_begin(fl__fill_ctx *c, size_t sample, void **dst);
+void fl__fill_call_end(fl__fill_ctx *c);
+/* Replace c's segment with one of class shift; copy: the batch so far
+   goes with it.  0, or a negative code with err saying why. */
+int fl__fill_replace(fl__fill_ctx *c, unsigned shift, int copy, char *err,
+                     size_t errlen);
+/* The kind of segment a loader's workers (or its caller) make. */
+enum fl__make fl__make_of(const fl_loader *l);
+/* Make a segment of size bytes of kind m: *serial names it (drawn anew if
+   taken), *fd its fd for the parent (-1 when it has none to send). */
+int fl__make_segment(const fl_loader *l, enum fl__make m, fl__segment *seg,
+                     uint64_t *serial, size_t size, char *err,
+                     size_t errlen);
+
 /* workers/fetch.c, workers/collate.c */
+void fl__canary_plant(unsigned char *at);
 int fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
-              void *const *fields, size_t *sizes, char *err, size_t errlen);
-int fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
-             uint64_t seq, size_t offset, size_t count, char *err,
-             size_t errlen);
+              fl__fill_ctx *c, char *err, size_t errlen);
+int fl__fill(const fl_loader *l, fl__fill_ctx *c, unsigned worker,
+             uint64_t epoch, uint64_t seq, size_t offset, size_t count,
+             char *err, size_t errlen);
 int fl__stream_next(const fl_iterable *it, void *const *dst,
                     size_t *nbytes);
-int fl__fetch_stream(const fl_iterable *it, size_t bs, void *const *fields,
-                     size_t *sizes, size_t *count, int *over, char *err,
-                     size_t errlen);
-int fl__fill_stream(const fl_loader *l, void *base, unsigned worker,
+int fl__fetch_stream(const fl_iterable *it, size_t bs, fl__fill_ctx *c,
+                     size_t *count, int *over, char *err, size_t errlen);
+int fl__fill_stream(const fl_loader *l, fl__fill_ctx *c, unsigned worker,
                     uint64_t epoch, uint64_t seq, size_t first,
                     size_t *count, int *over, char *err, size_t errlen);
 
@@ -384,8 +464,8 @@ struct fl__stream {
   uint64_t skip;  /* samples to skip when it next opens (a resume) */
 };
 #define FL__STREAM_INIT {UINT64_MAX, 0, 0, 0, 0}
-int fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
-                    unsigned worker, uint64_t run, uint64_t epoch,
+int fl__stream_fill(const fl_loader *l, struct fl__stream *st,
+                    fl__fill_ctx *c, unsigned worker, uint64_t run, uint64_t epoch,
                     uint64_t seq, size_t *count, int *end, char *err,
                     size_t errlen);
 void fl__stream_close(const fl_loader *l, struct fl__stream *st);
@@ -486,7 +566,13 @@ struct fl_loader {
   int foreign;          /* being freed in a child: touch nothing shared */
   uint32_t token;       /* tells this loader's names from any other's */
   size_t nbatches;
-  fl__layout layout;    /* of every segment */
+  fl__layout layout;    /* of a segment of class 0 */
+  fl__layout *classes;  /* of each class, 0 to max_shift */
+  unsigned max_shift;   /* the largest class this machine can address */
+  unsigned want_shift;  /* the class the batches lately needed */
+  unsigned need_now, need_before; /* the largest class needed by the
+                                     batches of this round and the last */
+  uint64_t need_round;  /* batches handed out this round */
   fl__order *order;     /* the epoch's order, shared with workers */
   struct fl__bus_note *notes; /* per worker, shared: why one died of
                                  SIGBUS */

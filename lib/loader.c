@@ -143,6 +143,7 @@ release_all(fl_loader *l)
   free(l->workers);
   free(l->slots);
   free(l->spare);
+  free(l->classes);
   fl__sampler_free(&l->sampler);
   free(l);
 }
@@ -235,6 +236,15 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
   if (ds->nfields > 0)
     l->ds.field_bytes = l->it.field_bytes = l->layout.field_bytes;
   l->window = p->window;
+  /* The size classes a batch larger than its segment may take. */
+  l->classes = calloc(FL__SHIFT_MAX + 1, sizeof(*l->classes));
+  if (l->classes == NULL)
+    return FL_ENOMEM;
+  l->classes[0] = l->layout;
+  while (l->max_shift < FL__SHIFT_MAX &&
+         fl__segment_layout_scaled(&l->classes[l->max_shift + 1],
+                                   &l->layout, l->max_shift + 1) == 0)
+    l->max_shift++;
   /*
    * Shared, and made before any fork: every worker reads the same order.
    * It and the loop's fds are made and tracked under the lock, so that no
@@ -720,6 +730,7 @@ hand_out(fl_loader *l, fl_batch *b, fl_batch **out)
   if ((rc = settle(l, b)) != 0)
     return rc;
   l->stats.batches_delivered++;
+  fl__slot_needed(l, b);
   if (l->iterable && l->workers != NULL) {
     l->workers[b->worker].consumed += b->count;
     l->last_worker = b->worker;
@@ -802,10 +813,18 @@ next_inline(fl_loader *l, fl_batch **out)
 {
   fl_batch *b = l->inline_free;
   char why[FL__REPLY_MSG_MAX];
+  fl__fill_ctx c;
   size_t offset, count;
   double t0 = fl__now();
   int rc, end = 0;
 
+  /* A segment larger than the batches lately need goes (fl__slot_needed):
+     a new one of the loader's layout takes its place. */
+  if (b != NULL && b->shift > l->want_shift) {
+    l->inline_free = b->next_free;
+    fl__slot_drop(l, b);
+    b = NULL;
+  }
   if (b != NULL) {
     l->inline_free = b->next_free;
   } else {
@@ -830,19 +849,32 @@ next_inline(fl_loader *l, fl_batch **out)
                                   l->layout.size);
     }
     fl__stats_segments(l, 1, (long)l->layout.size, 0);
+    b->shift = 0;
     fl__slot_view(l, b);
     fl__slot_pin(l, b);
   }
   b->seq = l->iterable ? l->delivered : fl__dispatch_seq(l, 1);
   b->msg[0] = '\0';
+  fl__fill_ctx_init(&c, l, FL__MAKE_PRIVATE, &b->seg, b->shift, 0, 0);
+  c.seq = b->seq;
   if (l->iterable) {
-    b->status = fl__stream_fill(l, &l->stream, b->seg.base, 0, l->run,
-                                l->epoch, b->seq, &count, &end, b->msg,
+    b->status = fl__stream_fill(l, &l->stream, &c, 0, l->run, l->epoch,
+                                b->seq, &count, &end, b->msg,
                                 sizeof(b->msg));
   } else {
     fl__sampler_batch(&l->sampler, l->order, b->seq, &offset, &count);
-    b->status = fl__fill(l, b->seg.base, 0, l->epoch, b->seq, offset, count,
-                         b->msg, sizeof(b->msg));
+    b->status = fl__fill(l, &c, 0, l->epoch, b->seq, offset, count, b->msg,
+                         sizeof(b->msg));
+  }
+  if (c.fresh) {
+    /* fl_worker_grow gave the batch a larger segment, and let go of the
+       old one (whose address the new one may have taken). */
+    fl__stats_segments(l, 0, (long)c.seg.size - (long)b->seg.size, 0);
+    fl__slot_unpin(l, b);
+    b->seg = c.seg;
+    b->shift = c.shift;
+    fl__slot_view(l, b);
+    fl__slot_pin(l, b);
   }
   b->count = count;
   l->stats.wait_seconds += fl__now() - t0;

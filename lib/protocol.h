@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define FL__PROTOCOL_VERSION 9
+#define FL__PROTOCOL_VERSION 10
 
 enum fl__task_type {
   FL__TASK_FILL = 1, /* fill batch `seq` into segment `slot` */
@@ -50,7 +50,9 @@ struct fl__task {
                       (a resumed epoch, or a respawned worker) */
   uint32_t attempt; /* times this batch was asked for before: fault
                        injection draws anew for each */
-  uint32_t reserved;
+  uint32_t shift;   /* with FL__TASK_RESCALE: the size class (log2 of the
+                       scale of the loader's layout) to make the slot's
+                       segment anew at before filling it */
 };
 
 /* The worker creates the segment for `slot` (it has none yet). */
@@ -60,6 +62,11 @@ struct fl__task {
 /* The segment for `slot` is lent to this worker: its fd waits on the
    socket in a grant with this task's serial. */
 #define FL__TASK_GRANTED 0x4u
+/* The slot's segment is larger than the batches lately need: the worker
+   makes one of class `shift` in its place (and keeps the old one if it
+   cannot), so that one long batch does not keep memory for the rest of
+   the run. */
+#define FL__TASK_RESCALE 0x8u
 
 /*
  * Parent to worker, on the socket, with the segment's fd: a segment made by
@@ -87,6 +94,10 @@ enum fl__reply_type {
 /* status is FL_ENOMEM because the worker is at vm.max_map_count (msg
    says so). */
 #define FL__REPLY_MAPS 0x10u
+/* The worker made a segment in place of the one the slot had (a batch
+   larger than it, or FL__TASK_RESCALE): its fd is attached or it exists
+   under its name, and the parent lets go of the old one. */
+#define FL__REPLY_REPLACED 0x20u
 
 #define FL__REPLY_MSG_MAX 256
 
@@ -124,7 +135,9 @@ struct fl__segment_header {
   uint64_t capacity;      /* samples the segment has room for */
   uint64_t sample_bytes;
   uint64_t data_offset;   /* from the start of the segment */
-  uint64_t reserved;
+  uint64_t shift;         /* its size class: every field's room is the
+                             loader's field_bytes << shift (0: the
+                             loader's own layout) */
 };
 
 /*

@@ -115,7 +115,8 @@ check_header(fl_loader *l, fl_batch *b, const struct fl__reply *r)
   const struct fl__segment_header *h = b->seg.base;
 
   if (h->magic != FL__SEGMENT_MAGIC || h->seq != r->seq ||
-      h->count != r->count || h->count > l->layout.cap) {
+      h->count != r->count || h->count > l->layout.cap ||
+      h->shift != b->shift) {
     snprintf(b->msg, sizeof(b->msg),
              "segment of batch %llu does not hold what worker %u announced",
              (unsigned long long)r->seq, r->worker);
@@ -197,12 +198,24 @@ take(fl_loader *l, fl__worker *w, const struct fl__reply *r, int fd,
   if (r->status != 0)
     memcpy(b->msg, r->msg, sizeof(b->msg));
   rc = 0;
+  /*
+   * A segment in place of the slot's: the old one goes here, as it went
+   * in the worker, whether or not the new one reaches us; another worker
+   * that maps the old one has the slot lent to it anew before it refills
+   * it.
+   */
+  if ((r->flags & FL__REPLY_REPLACED) && b->seg.base != NULL) {
+    fl__slot_unmap(l, b);
+    b->mapped_by = w->id < 64 ? 1ull << w->id : 0;
+  }
   if (lost || ((r->flags & FL__REPLY_FD) && fd < 0)) {
     rc = FL_EMFILE; /* its fd or name could not be had: the fd limit */
     if (fd >= 0)
       fl__close(fd);
   } else if (r->flags & (FL__REPLY_FD | FL__REPLY_NAMED)) {
     rc = fl__slot_map(l, b, fd);
+    if (rc == 0)
+      rc = fl__slot_class(l, b);
     if (rc == FL_ENOMEM)
       map_failed(l, b, r->count);
   } else if (fd >= 0) {

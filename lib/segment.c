@@ -73,6 +73,31 @@ fl__segment_layout(fl__layout *lo, size_t cap, size_t nfields,
 }
 
 uint64_t
+fl__grown_serial(uint64_t serial, unsigned shift)
+{
+  uint64_t v = fl__mix64(serial ^ 0x67726f776e000000ull ^
+                         ((uint64_t)shift + 1) << 48);
+
+  return v != 0 ? v : 1;
+}
+
+int
+fl__segment_layout_scaled(fl__layout *lo, const fl__layout *base,
+                          unsigned shift)
+{
+  size_t fb[FL__MAX_FIELDS], f;
+
+  if (shift > FL__SHIFT_MAX)
+    return FL_ENOMEM;
+  for (f = 0; f < base->nfields; f++) {
+    if (base->field_bytes[f] > (FL__SIZE_LIMIT >> shift))
+      return FL_ENOMEM;
+    fb[f] = base->field_bytes[f] << shift;
+  }
+  return fl__segment_layout(lo, base->cap, base->nfields, fb);
+}
+
+uint64_t
 fl__random64(void)
 {
   static uint64_t counter;
@@ -249,7 +274,9 @@ attach(fl__segment *seg, int fd, size_t size, int flags)
 
   if (fstat(fd, &st) != 0)
     return -errno;
-  if ((size_t)st.st_size < size)
+  if (size == 0)
+    size = (size_t)st.st_size; /* a segment of any class */
+  if (size == 0 || (size_t)st.st_size < size)
     return FL_EPROTO;
   base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | flags, fd, 0);
   if (base == MAP_FAILED)

@@ -439,6 +439,7 @@ respawn(fl_loader *l, unsigned wi, const char *how, const char *brief)
     b = l->slots[i];
     if (b == NULL || b->worker != wi || b->state != FL__SLOT_TASKED)
       continue;
+    fl__slot_unname_grown(l, b);
     b->pending = 0;
     if (!l->in_epoch) {
       w->assigned--;

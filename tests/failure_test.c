@@ -103,7 +103,8 @@ static void
 get_claiming_more_bytes_than_its_room_is_that_batch_error(void **state)
 {
   (void)state;
-  overrun(1, 0, "get(index 3) reported 41 bytes, more than sample_bytes 32");
+  overrun(1, 0, "get(index 3) reported 41 bytes, more than its room of 32 "
+             "(a sample that needs more calls fl_worker_grow first)");
 }
 
 /*

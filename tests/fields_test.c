@@ -222,7 +222,8 @@ a_field_written_past_its_room_or_oversized_is_that_batch_error(void **st)
   assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
   assert_int_equal(first_error(l, msg, sizeof(msg)), FL_EDATASET);
   assert_non_null(strstr(msg, "get_fields(index 5) reported 2 bytes for "
-                              "field 2, more than field_bytes[2] 1"));
+                              "field 2, more than its room of 1 "
+                              "(field_bytes[2]"));
   fl_loader_destroy(l);
 }
 

@@ -11,47 +11,38 @@
 
 #include "internal.h"
 
-/* Where each field's array starts in a segment. */
-static void
-fields_of(const fl_loader *l, void *base, void **fields)
-{
-  size_t f;
-
-  for (f = 0; f < l->layout.nfields; f++)
-    fields[f] = (unsigned char *)base + l->layout.field_offset[f];
-}
-
 /* The header; returns where the batch's indices go. */
 static size_t *
-collate(void *base, const fl_loader *l, unsigned worker, uint64_t epoch,
-        uint64_t seq, size_t n, size_t **sizes, void **fields)
+collate(fl__fill_ctx *c, const fl_loader *l, unsigned worker, uint64_t epoch,
+        uint64_t seq, size_t n)
 {
-  struct fl__segment_header *h = base;
+  struct fl__segment_header *h = c->seg.base;
+  const fl__layout *lo = &l->classes[c->shift];
 
   h->magic = FL__SEGMENT_MAGIC;
   h->worker = worker;
   h->epoch = epoch;
   h->seq = seq;
   h->count = n;
-  h->capacity = l->layout.cap;
+  h->capacity = lo->cap;
   h->sample_bytes = l->ds.sample_bytes;
-  h->data_offset = l->layout.field_offset[0];
-  *sizes = (size_t *)((unsigned char *)base + l->layout.sizes_offset);
-  fields_of(l, base, fields);
+  h->data_offset = lo->field_offset[0];
+  h->shift = c->shift;
+  c->seq = seq;
   return (size_t *)(h + 1);
 }
 
 int
-fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
-         uint64_t seq, size_t offset, size_t count, char *err, size_t errlen)
+fl__fill(const fl_loader *l, fl__fill_ctx *c, unsigned worker,
+         uint64_t epoch, uint64_t seq, size_t offset, size_t count,
+         char *err, size_t errlen)
 {
-  void *fields[FL__MAX_FIELDS];
-  size_t *idx, *sizes;
+  size_t *idx;
 
   fl__fill_context(l->opt.seed, epoch);
-  idx = collate(base, l, worker, epoch, seq, count, &sizes, fields);
+  idx = collate(c, l, worker, epoch, seq, count);
   fl__sampler_indices(&l->sampler, l->order, offset, count, idx);
-  return fl__fetch(&l->ds, idx, count, fields, sizes, err, errlen);
+  return fl__fetch(&l->ds, idx, count, c, err, errlen);
 }
 
 /*
@@ -59,21 +50,19 @@ fl__fill(const fl_loader *l, void *base, unsigned worker, uint64_t epoch,
  * this worker's stream this epoch, from first on.
  */
 int
-fl__fill_stream(const fl_loader *l, void *base, unsigned worker,
+fl__fill_stream(const fl_loader *l, fl__fill_ctx *c, unsigned worker,
                 uint64_t epoch, uint64_t seq, size_t first, size_t *count,
                 int *over, char *err, size_t errlen)
 {
-  struct fl__segment_header *h = base;
-  size_t bs = l->layout.cap, *idx, *sizes, i;
-  void *fields[FL__MAX_FIELDS];
+  size_t bs = l->layout.cap, *idx, i;
   int rc;
 
-  idx = collate(base, l, worker, epoch, seq, 0, &sizes, fields);
+  idx = collate(c, l, worker, epoch, seq, 0);
   for (i = 0; i < bs; i++)
     idx[i] = first + i;
-  rc = fl__fetch_stream(&l->it, bs, fields, sizes, count, over, err,
-                        errlen);
-  h->count = *count;
+  rc = fl__fetch_stream(&l->it, bs, c, count, over, err, errlen);
+  /* The segment the batch ended in (fl_worker_grow may have moved it). */
+  ((struct fl__segment_header *)c->seg.base)->count = *count;
   return rc;
 }
 
@@ -92,11 +81,11 @@ fl__stream_close(const fl_loader *l, struct fl__stream *st)
  * is over, and so is one that cannot skip.
  */
 static int
-skip_stream(const fl_loader *l, struct fl__stream *st, void *base,
+skip_stream(const fl_loader *l, struct fl__stream *st, fl__fill_ctx *c,
             char *err, size_t errlen)
 {
   void *scratch[FL__MAX_FIELDS];
-  size_t nbytes[FL__MAX_FIELDS];
+  size_t nbytes[FL__MAX_FIELDS], f;
   uint64_t done = 0, failures = 0;
   int rc;
 
@@ -114,11 +103,16 @@ skip_stream(const fl_loader *l, struct fl__stream *st, void *base,
     st->pos = (size_t)st->skip;
     return 0;
   }
-  fields_of(l, base, scratch);
+  c->n = 1;
   while (done < st->skip) {
-    memcpy(nbytes, l->layout.field_bytes,
-           l->layout.nfields * sizeof(*nbytes));
+    /* Sample 0's room, wherever a grown sample left the segment. */
+    for (f = 0; f < l->layout.nfields; f++) {
+      scratch[f] = c->fields[f];
+      nbytes[f] = l->classes[c->shift].field_bytes[f];
+    }
+    fl__fill_call_begin(c, 0, l->it.nfields > 0 ? scratch : NULL);
     rc = fl__stream_next(&l->it, scratch, nbytes);
+    fl__fill_call_end(c);
     if (rc == 0) {
       st->over = 1;
       break;
@@ -146,7 +140,7 @@ skip_stream(const fl_loader *l, struct fl__stream *st, void *base,
  * resumed epoch left it).
  */
 int
-fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
+fl__stream_fill(const fl_loader *l, struct fl__stream *st, fl__fill_ctx *c,
                 unsigned worker, uint64_t run, uint64_t epoch, uint64_t seq,
                 size_t *count, int *end, char *err, size_t errlen)
 {
@@ -170,14 +164,14 @@ fl__stream_fill(const fl_loader *l, struct fl__stream *st, void *base,
                fl__worker_error_text());
       return FL_EDATASET;
     }
-    if (st->skip > 0 && (rc = skip_stream(l, st, base, err, errlen)) != 0)
+    if (st->skip > 0 && (rc = skip_stream(l, st, c, err, errlen)) != 0)
       return rc;
   }
   if (st->over) {
     *end = 1;
     return 0;
   }
-  rc = fl__fill_stream(l, base, worker, epoch, seq, st->pos, count, &over,
+  rc = fl__fill_stream(l, c, worker, epoch, seq, st->pos, count, &over,
                        err, errlen);
   st->pos += *count;
   st->over = over;

@@ -28,7 +28,8 @@ oversized(char *err, size_t errlen, const char *what, size_t index,
           size_t nbytes, size_t room)
 {
   snprintf(err, errlen,
-           "%s(index %zu) reported %zu bytes, more than sample_bytes %zu",
+           "%s(index %zu) reported %zu bytes, more than its room of %zu "
+           "(a sample that needs more calls fl_worker_grow first)",
            what, index, nbytes, room);
   return FL_EDATASET;
 }
@@ -40,8 +41,8 @@ oversized(char *err, size_t errlen, const char *what, size_t index,
  */
 static const uint64_t canary = 0x5a17c0ffee0dd5a1ull;
 
-static void
-plant(unsigned char *at)
+void
+fl__canary_plant(unsigned char *at)
 {
   memcpy(at, &canary, sizeof(canary));
 }
@@ -79,7 +80,8 @@ field_oversized(char *err, size_t errlen, const char *what, size_t index,
 {
   snprintf(err, errlen,
            "%s(index %zu) reported %zu bytes for field %zu, more than "
-           "field_bytes[%zu] %zu", what, index, nbytes, f, f, room);
+           "its room of %zu (field_bytes[%zu], or what fl_worker_grow "
+           "made it)", what, index, nbytes, f, room, f);
   return FL_EDATASET;
 }
 
@@ -104,22 +106,55 @@ check_sample(unsigned char *const *arr, size_t i, size_t nf,
   return 0;
 }
 
+/* The room of each field in c's segment now (fl_worker_grow may have
+   replaced it during the last call). */
+static const size_t *
+rooms(const fl__fill_ctx *c)
+{
+  return c->l->classes[c->shift].field_bytes;
+}
+
+/* The batch's indices in c's segment now. */
+static const size_t *
+indices_of(const fl__fill_ctx *c)
+{
+  return (const size_t *)((const unsigned char *)c->seg.base +
+                          sizeof(struct fl__segment_header));
+}
+
+/* A call failed: fl_worker_grow's own code when it could not make room
+   (the message is its), else the dataset's failure. */
+static int
+call_failed(const fl__fill_ctx *c, char *err, size_t errlen,
+            const char *what, size_t index, int rc)
+{
+  int code = failed(err, errlen, what, index, rc);
+
+  return c->code != 0 ? c->code : code;
+}
+
 /* The batched call: one array per field (one field: the samples). */
 static int
-fetch_batch(const fl_dataset *ds, const size_t *indices, size_t n,
-            void *const *fields, size_t nf, const size_t *fb, size_t *sizes,
+fetch_batch(const fl_dataset *ds, size_t n, fl__fill_ctx *c, size_t nf,
             char *err, size_t errlen)
 {
-  unsigned char *const *arr = (unsigned char *const *)fields;
-  size_t i, f;
+  unsigned char **arr = (unsigned char **)c->fields;
+  const size_t *fb = rooms(c), *indices = indices_of(c);
+  size_t i, f, *sizes;
   int rc;
 
   for (f = 0; f < nf; f++)
-    plant(arr[f] + n * fb[f]);
+    fl__canary_plant(arr[f] + n * fb[f]);
+  fl__fill_call_begin(c, SIZE_MAX, ds->nfields > 0 ? c->fields : NULL);
   rc = ds->get_batch(ds->ctx, indices, n,
-                     ds->nfields > 0 ? (void *)fields : fields[0], sizes);
+                     ds->nfields > 0 ? (void *)c->fields : c->fields[0],
+                     c->sizes);
+  fl__fill_call_end(c);
+  fb = rooms(c);
+  indices = indices_of(c);
+  sizes = c->sizes;
   if (rc != 0)
-    return failed(err, errlen, "get_batch", n ? indices[0] : 0, rc);
+    return call_failed(c, err, errlen, "get_batch", n ? indices[0] : 0, rc);
   for (f = 0; f < nf; f++) {
     if (trampled(arr[f] + n * fb[f]))
       return ds->nfields > 0 ? field_overran(err, errlen, "get_batch",
@@ -140,25 +175,29 @@ fetch_batch(const fl_dataset *ds, const size_t *indices, size_t n,
 
 /* get_fields, sample by sample, straight into each field's array. */
 static int
-fetch_fields(const fl_dataset *ds, const size_t *indices, size_t n,
-             void *const *fields, size_t nf, const size_t *fb, size_t *sizes,
+fetch_fields(const fl_dataset *ds, size_t n, fl__fill_ctx *c, size_t nf,
              char *err, size_t errlen)
 {
-  unsigned char *const *arr = (unsigned char *const *)fields;
+  unsigned char **arr = (unsigned char **)c->fields;
   void *dst[FL__MAX_FIELDS];
-  size_t i, f;
+  const size_t *fb;
+  size_t i, f, index;
   int rc;
 
   for (i = 0; i < n; i++) {
+    fb = rooms(c);
     for (f = 0; f < nf; f++) {
       dst[f] = arr[f] + i * fb[f];
-      plant(arr[f] + (i + 1) * fb[f]);
+      fl__canary_plant(arr[f] + (i + 1) * fb[f]);
     }
-    rc = ds->get_fields(ds->ctx, indices[i], dst, &sizes[i * nf]);
+    index = indices_of(c)[i];
+    fl__fill_call_begin(c, i, dst);
+    rc = ds->get_fields(ds->ctx, index, dst, &c->sizes[i * nf]);
+    fl__fill_call_end(c);
     if (rc != 0)
-      return failed(err, errlen, "get_fields", indices[i], rc);
-    rc = check_sample(arr, i, nf, fb, sizes, 1, "get_fields", indices[i],
-                      err, errlen);
+      return call_failed(c, err, errlen, "get_fields", index, rc);
+    rc = check_sample(arr, i, nf, rooms(c), c->sizes, 1, "get_fields",
+                      index, err, errlen);
     if (rc != 0)
       return rc;
   }
@@ -167,27 +206,35 @@ fetch_fields(const fl_dataset *ds, const size_t *indices, size_t n,
 
 int
 fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
-          void *const *fields, size_t *sizes, char *err, size_t errlen)
+          fl__fill_ctx *c, char *err, size_t errlen)
 {
-  unsigned char *const *arr = (unsigned char *const *)fields;
+  unsigned char **arr = (unsigned char **)c->fields;
   size_t nf = ds->nfields > 0 ? ds->nfields : 1;
-  const size_t *fb = ds->nfields > 0 ? ds->field_bytes : &ds->sample_bytes;
-  size_t i, sb = ds->sample_bytes;
+  const size_t *fb = rooms(c);
+  size_t i, index;
+  void *dst;
   int rc;
 
+  (void)indices; /* the segment's: read where the segment is now */
   fl__worker_error_clear();
+  c->n = n;
   for (i = 0; i < n * nf; i++)
-    sizes[i] = fb[i % nf];
+    c->sizes[i] = fb[i % nf];
   if (ds->get_batch != NULL)
-    return fetch_batch(ds, indices, n, fields, nf, fb, sizes, err, errlen);
+    return fetch_batch(ds, n, c, nf, err, errlen);
   if (ds->nfields > 0)
-    return fetch_fields(ds, indices, n, fields, nf, fb, sizes, err, errlen);
+    return fetch_fields(ds, n, c, nf, err, errlen);
   for (i = 0; i < n; i++) {
-    plant(arr[0] + (i + 1) * sb);
-    rc = ds->get(ds->ctx, indices[i], arr[0] + i * sb, &sizes[i]);
+    fb = rooms(c);
+    fl__canary_plant(arr[0] + (i + 1) * fb[0]);
+    index = indices_of(c)[i];
+    dst = arr[0] + i * fb[0];
+    fl__fill_call_begin(c, i, NULL);
+    rc = ds->get(ds->ctx, index, dst, &c->sizes[i]);
+    fl__fill_call_end(c);
     if (rc != 0)
-      return failed(err, errlen, "get", indices[i], rc);
-    rc = check_sample(arr, i, 1, &sb, sizes, 0, "get", indices[i], err,
+      return call_failed(c, err, errlen, "get", index, rc);
+    rc = check_sample(arr, i, 1, rooms(c), c->sizes, 0, "get", index, err,
                       errlen);
     if (rc != 0)
       return rc;
@@ -210,27 +257,30 @@ fl__stream_next(const fl_iterable *it, void *const *dst, size_t *nbytes)
  * before it is lost with it, as in PyTorch.
  */
 int
-fl__fetch_stream(const fl_iterable *it, size_t bs, void *const *fields,
-                 size_t *sizes, size_t *count, int *over, char *err,
-                 size_t errlen)
+fl__fetch_stream(const fl_iterable *it, size_t bs, fl__fill_ctx *c,
+                 size_t *count, int *over, char *err, size_t errlen)
 {
-  unsigned char *const *arr = (unsigned char *const *)fields;
+  unsigned char **arr = (unsigned char **)c->fields;
   size_t nf = it->nfields > 0 ? it->nfields : 1;
-  const size_t *fb = it->nfields > 0 ? it->field_bytes : &it->sample_bytes;
   const char *what = it->nfields > 0 ? "next_fields" : "next";
   void *dst[FL__MAX_FIELDS];
+  const size_t *fb;
   size_t i, f;
   int rc;
 
   fl__worker_error_clear();
   *over = 0;
+  c->n = bs;
   for (i = 0; i < bs; i++) {
+    fb = rooms(c);
     for (f = 0; f < nf; f++) {
-      sizes[i * nf + f] = fb[f];
+      c->sizes[i * nf + f] = fb[f];
       dst[f] = arr[f] + i * fb[f];
-      plant(arr[f] + (i + 1) * fb[f]);
+      fl__canary_plant(arr[f] + (i + 1) * fb[f]);
     }
-    rc = fl__stream_next(it, dst, &sizes[i * nf]);
+    fl__fill_call_begin(c, i, it->nfields > 0 ? dst : NULL);
+    rc = fl__stream_next(it, dst, &c->sizes[i * nf]);
+    fl__fill_call_end(c);
     if (rc == 0) {
       *over = 1;
       break;
@@ -238,9 +288,9 @@ fl__fetch_stream(const fl_iterable *it, size_t bs, void *const *fields,
     /* What next consumed counts, so that the stream's position holds. */
     *count = i + (rc > 0);
     if (rc < 0)
-      return failed(err, errlen, what, i, rc);
-    rc = check_sample(arr, i, nf, fb, sizes, it->nfields > 0, what, i, err,
-                      errlen);
+      return call_failed(c, err, errlen, what, i, rc);
+    rc = check_sample(arr, i, nf, rooms(c), c->sizes, it->nfields > 0, what,
+                      i, err, errlen);
     if (rc != 0)
       return rc;
   }

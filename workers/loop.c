@@ -16,8 +16,15 @@
 
 #include "internal.h"
 
+/* This worker's mapping of a slot's segment. */
+struct slot_map {
+  void *base;   /* NULL: none */
+  size_t size;  /* its size (a segment of any class) */
+  unsigned shift;
+};
+
 struct slot_table {
-  void **base; /* this worker's mapping of each slot, by slot index */
+  struct slot_map *base; /* by slot index */
   size_t cap;
 };
 
@@ -26,7 +33,7 @@ struct slot_table {
  * host held an allocator lock would wait on it forever (glibc's malloc
  * resets its locks in the child; others, ASan's among them, do not).
  */
-static void **
+static struct slot_map *
 slot_at(struct slot_table *t, uint32_t slot)
 {
   size_t cap;
@@ -78,19 +85,20 @@ setup(fl_loader *l, unsigned w)
 }
 
 static void
-slot_drop(struct slot_table *t, uint32_t slot, size_t size)
+slot_drop(struct slot_table *t, uint32_t slot)
 {
-  if (slot < t->cap && t->base[slot] != NULL) {
-    munmap(t->base[slot], size);
-    t->base[slot] = NULL;
+  if (slot < t->cap && t->base[slot].base != NULL) {
+    munmap(t->base[slot].base, t->base[slot].size);
+    t->base[slot].base = NULL;
   }
 }
 
 /* Map the segment another worker made, lent to us for this task. */
 static int
-take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
-          char *err, size_t errlen)
+take_lent(fl_loader *l, int sock, struct slot_map *m,
+          const struct fl__task *t, char *err, size_t errlen)
 {
+  const struct fl__segment_header *h;
   fl__segment seg = {NULL, 0, -1};
   int fd, rc;
 
@@ -100,49 +108,60 @@ take_lent(fl_loader *l, int sock, void **base, const struct fl__task *t,
              (unsigned long long)t->seq, fl_strerror(fd));
     return fd;
   }
-  rc = fl__segment_attach_lent(&seg, fd, l->layout.size);
+  rc = fl__segment_attach_lent(&seg, fd, 0);
   fl__close(fd);
   if (rc != 0) {
     snprintf(err, errlen, "cannot map a lent segment: %s", fl_strerror(rc));
     return rc;
   }
-  *base = seg.base;
+  /* Its class, as the worker that made it wrote: the parent checked it
+     when it received the segment. */
+  h = seg.base;
+  m->base = seg.base;
+  m->size = seg.size;
+  m->shift = h->magic == FL__SEGMENT_MAGIC && h->shift <= l->max_shift &&
+                     l->classes[h->shift].size <= seg.size
+                 ? (unsigned)h->shift
+                 : 0;
   return 0;
 }
 
 /*
  * Fill one task; returns the reply status.  *made says whether a segment
- * the task asked for now exists, *fd is its fd under the fd strategy,
- * *count the samples written, *end that an iterable stream is over,
- * *faulted that the faults option struck.
+ * the task asked for now exists, *replaced that one was made in place of
+ * the slot's (a batch larger than it, or a rescale), *fd is its fd under
+ * the fd strategy, *count the samples written, *end that an iterable
+ * stream is over, *faulted that the faults option struck.
  */
 static int
 fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
      struct fl__stream *st, const struct fl__task *t, int *fd, int *made,
-     uint64_t *serial, size_t *count, int *end, int *faulted, char *err,
-     size_t errlen)
+     int *replaced, uint64_t *serial, size_t *count, int *end, int *faulted,
+     char *err, size_t errlen)
 {
-  char name[FL__SEGMENT_NAME_MAX];
+  struct slot_map *m = slot_at(slots, t->slot);
+  enum fl__make how = fl__make_of(l);
   fl__segment seg = {NULL, 0, -1};
-  void **base = slot_at(slots, t->slot);
-  int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
-  int rc;
+  fl__fill_ctx c;
+  char why[FL__REPLY_MSG_MAX];
+  int rc, fresh = 0;
 
   *fd = -1;
   *made = 0;
+  *replaced = 0;
   *count = 0;
   *end = 0;
-  if (base == NULL) {
+  if (m == NULL) {
     strncpy(err, "out of memory in the worker", errlen - 1);
     return FL_ENOMEM;
   }
   if (t->flags & FL__TASK_GRANTED) {
-    slot_drop(slots, t->slot, l->layout.size);
-    rc = take_lent(l, sock, base, t, err, errlen);
+    slot_drop(slots, t->slot);
+    rc = take_lent(l, sock, m, t, err, errlen);
     if (rc != 0)
       return rc;
   } else if (t->flags & FL__TASK_NEW_SEGMENT) {
-    slot_drop(slots, t->slot, l->layout.size);
+    slot_drop(slots, t->slot);
     /* Memory taken since create (by held batches, or anyone): an error at
        this batch, which the parent keeps, rather than the OOM killer. */
     rc = fl__room_for_segment(l->layout.size, err, errlen);
@@ -154,39 +173,49 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
       *faulted = 1;
     }
     *serial = t->serial;
-    if (named || l->opt.fd_in_dev_shm)
-      rc = fl__segment_create_named(&seg, l->owner, l->token, serial,
-                                    l->layout.size, err, errlen);
-    else
-      rc = fl__segment_create(&seg, NULL, l->layout.size, err, errlen);
+    rc = fl__make_segment(l, how, &seg, serial, l->layout.size, err,
+                          errlen);
     if (rc != 0)
       return rc;
-    *base = seg.base;
-    *made = 1;
-    if (named) {
-      fl__close(seg.fd);
-    } else {
-      /* PyTorch's way: the name goes at once, the fd carries it. */
-      if (l->opt.fd_in_dev_shm) {
-        fl__segment_name(name, sizeof(name), l->owner, l->token, *serial);
-        shm_unlink(name);
-      }
-      *fd = seg.fd;
-    }
+    m->base = seg.base;
+    m->size = seg.size;
+    m->shift = 0;
+    fresh = 1;
   }
-  if (*base == NULL) {
+  if (m->base == NULL) {
     strncpy(err, "task names a segment this worker does not have",
             errlen - 1);
     return FL_EPROTO;
   }
+  seg.base = m->base;
+  seg.size = m->size;
+  fl__fill_ctx_init(&c, l, how, &seg, m->shift, fresh, *serial);
+  c.seq = t->seq;
+  c.task_serial = t->serial; /* what the parent knows the slot by */
+  /* Smaller again, as the parent asks; where it cannot be made now, the
+     batch goes into the larger one it has. */
+  if ((t->flags & FL__TASK_RESCALE) && !fresh && t->shift < m->shift &&
+      fl__fill_replace(&c, t->shift, 0, why, sizeof(why)) == 0)
+    m->base = NULL; /* unmapped by fl__fill_replace */
   if (l->iterable) {
     st->skip = t->skip;
-    return fl__stream_fill(l, st, *base, w, t->run, t->epoch, t->seq, count,
-                           end, err, errlen);
-  }
-  *count = t->count;
-  return fl__fill(l, *base, w, t->epoch, t->seq, t->offset, t->count, err,
+    rc = fl__stream_fill(l, st, &c, w, t->run, t->epoch, t->seq, count, end,
+                         err, errlen);
+  } else {
+    *count = t->count;
+    rc = fl__fill(l, &c, w, t->epoch, t->seq, t->offset, t->count, err,
                   errlen);
+  }
+  /* The segment the batch is in now: the slot's from here on. */
+  m->base = c.seg.base;
+  m->size = c.seg.size;
+  m->shift = c.shift;
+  *made = fresh || c.replaced;
+  *replaced = c.replaced;
+  *fd = c.seg.fd;
+  if (c.replaced)
+    *serial = c.serial;
+  return rc;
 }
 
 /* The faults option: the worker dies before it fills this batch, as a
@@ -210,7 +239,7 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
   pid_t parent = getppid();
   int mq = l->workers[w].mq;
   int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
-  int rc, fd, made, status, end, faulted, maps;
+  int rc, fd, made, replaced, status, end, faulted, maps;
   uint64_t serial;
   size_t count;
 
@@ -227,8 +256,8 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
     serial = t.serial;
     strike(l, &t);
     faulted = 0;
-    status = fill(l, w, sock, &slots, &st, &t, &fd, &made, &serial, &count,
-                  &end, &faulted, err, sizeof(err));
+    status = fill(l, w, sock, &slots, &st, &t, &fd, &made, &replaced,
+                  &serial, &count, &end, &faulted, err, sizeof(err));
     /* Each segment is a mapping here: past vm.max_map_count, a want of
        memory that the parent must name as such. */
     maps = status == FL_ENOMEM && fl__maps_full(why, sizeof(why));
@@ -244,6 +273,7 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
     /* A new segment's fd goes with the reply even when the fill failed. */
     rc = fl__reply_batch(sock, w, &t, count, status, err, fd,
                          (made && named ? FL__REPLY_NAMED : 0) |
+                             (replaced ? FL__REPLY_REPLACED : 0) |
                              (end ? FL__REPLY_END : 0) |
                              (faulted ? FL__REPLY_FAULT : 0) |
                              (maps ? FL__REPLY_MAPS : 0),
@@ -253,6 +283,6 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
     if (rc != 0)
       _exit(0); /* the parent is gone */
     if (t.flags & FL__TASK_ONE_SHOT)
-      slot_drop(&slots, t.slot, l->layout.size);
+      slot_drop(&slots, t.slot);
   }
 }

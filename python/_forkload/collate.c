@@ -61,6 +61,38 @@ flpy_writer_init(flpy_writer *w, void *base, size_t cap, int grow)
   w->nleaves = 0;
   w->data = 0;
   w->over = 0;
+  w->room_at = NULL;
+  w->samples = 0;
+  w->grow_rc = 0;
+}
+
+void
+flpy_writer_segment(flpy_writer *w, size_t *nbytes, size_t samples)
+{
+  w->room_at = nbytes;
+  w->samples = samples ? samples : 1;
+}
+
+/*
+ * Past a segment's room: the batch moves to a segment whose room holds
+ * `need` bytes (libforkload makes it, admitted first, and moves what was
+ * written).  A failure is kept: the writer counts on with nowhere to
+ * write, and the batch becomes an error that says why.
+ */
+static void
+grow_segment(flpy_writer *w, size_t need)
+{
+  void *dst = w->base;
+  int rc;
+
+  rc = fl_worker_grow(0, (need + w->samples - 1) / w->samples, &dst);
+  if (rc != 0) {
+    w->grow_rc = rc;
+    w->room_at = NULL; /* no second try for this batch */
+    return;
+  }
+  w->base = dst;
+  w->cap = *w->room_at * w->samples;
 }
 
 void
@@ -78,6 +110,8 @@ flpy_writer_reserve(flpy_writer *w, size_t n, unsigned char **at)
   size_t cap;
   unsigned char *grown;
 
+  if (off + n > w->cap && w->room_at != NULL && !w->over)
+    grow_segment(w, off + n);
   if (off + n > w->cap && w->grow) {
     cap = w->cap ? w->cap : 65536;
     while (cap < off + n)

@@ -159,9 +159,17 @@ typedef struct {
   size_t nleaves;
   size_t data; /* bytes reserved, padding left out */
   int over; /* the room ran out: len is what it would have needed */
+  /* A segment's room: past it, the batch moves to a larger segment
+     (fl_worker_grow), whose room per sample the call's nbytes say. */
+  size_t *room_at; /* NULL: no growing */
+  size_t samples;  /* the rooms the blob spans */
+  int grow_rc;     /* fl_worker_grow's failure, or 0 */
 } flpy_writer;
 
 void flpy_writer_init(flpy_writer *w, void *base, size_t cap, int grow);
+/* w writes into a dataset call's segment room of `samples` rooms, whose
+   room each nbytes says: it grows the segment as the blob needs. */
+void flpy_writer_segment(flpy_writer *w, size_t *nbytes, size_t samples);
 void flpy_writer_free(flpy_writer *w);
 /* Room for n bytes at an aligned offset: its offset, or -1 with an error
    set (out of memory while growing).  Past the room, the writer counts on

@@ -249,10 +249,12 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
   char *last;
   Py_ssize_t last_len;
 
+  /* Within the rooms of its segment, whose class the batch says. */
   if (h->magic != FLPY_MAGIC || h->skel_off + h->skel_len > h->len ||
-      h->len > self->src.room * (self->src.kind == FLPY_MAP
-                                     ? (self->src.batch_size ? self->src.batch_size : 1)
-                                     : 1)) {
+      h->len > fl_batch_stride(flpy_segment_batch(segment), 0) *
+                   (self->src.kind == FLPY_MAP
+                        ? (self->src.batch_size ? self->src.batch_size : 1)
+                        : 1)) {
     PyErr_SetString(PyExc_RuntimeError, "forkload: a batch without its "
                     "header (did the worker write past its room?)");
     return NULL;

@@ -48,7 +48,10 @@ error_record(flpy_source *src)
 static int
 write_error(flpy_source *src, PyObject *record, flpy_writer *w)
 {
+  size_t *room_at = w->room_at, samples = w->samples;
+
   flpy_writer_init(w, w->base, w->cap, w->grow);
+  flpy_writer_segment(w, room_at, samples);
   if (flpy_blob_finish(state(src), w, record, FLPY_BLOB_ERROR) != 0)
     return -1;
   return w->over ? -1 : 1;
@@ -197,17 +200,16 @@ flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
   if (rc != 0)
     return fail_batch(src, w);
   if (w->over) {
-    /* A map-style batch of n samples has n rooms; the others, one room
-       of batch_size samples (loader.c sizes them so). */
-    size_t samples = src->kind == FLPY_MAP ? w->cap / src->room
-                     : src->batch_size ? src->batch_size : 1;
-
+    /* The segment could not grow to hold the batch (fl_worker_grow
+       says why: its size and the limit), or the module has no way to
+       grow it (a probe's buffer that ran out of memory). */
     PyErr_Format(PyExc_RuntimeError,
                  "this batch needs %zu bytes of shared memory, more than "
-                 "the %zu its segment has: its samples are larger than the "
-                 "sample measured when the loader was made; pass "
-                 "DataLoader(..., sample_bytes=N) with N of at least %zu",
-                 w->len, w->cap, (w->len + samples - 1) / samples);
+                 "the %zu its segment has, and no larger segment could be "
+                 "had: %s", w->len, w->cap,
+                 w->grow_rc != 0 ? fl_loader_error(NULL)
+                                 : "out of memory");
+    w->room_at = NULL; /* the error's record fits the room it has */
     return fail_batch(src, w);
   }
   return 1;
@@ -241,7 +243,8 @@ flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
   size_t i;
   int rc = -1;
 
-  flpy_writer_init(&w, dst, n * src->room, 0);
+  flpy_writer_init(&w, dst, n * nbytes[0], 0);
+  flpy_writer_segment(&w, nbytes, n);
   if (src->kind == FLPY_PLAN) {
     plan = plan_of(src);
     keys = plan == NULL ? NULL
@@ -262,8 +265,11 @@ flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
   else
     rc = flpy_source_fill(src, keys, &w);
   Py_XDECREF(keys);
+  /* What each room holds of the blob: the classes batches need, which
+     decide when a grown segment is made smaller again, read it. */
   for (i = 0; i < n; i++)
-    nbytes[i] = src->room;
+    nbytes[i] = (w.len + n - 1) / n < nbytes[i] ? (w.len + n - 1) / n
+                                                : nbytes[i];
   rc = rc < 0 ? hard_failure() : 0;
   PyGILState_Release(g);
   return rc;
@@ -316,14 +322,16 @@ flpy_source_next(void *ctx, void *dst, size_t *nbytes)
   flpy_writer w;
   int rc;
 
-  flpy_writer_init(&w, dst, src->room, 0);
+  flpy_writer_init(&w, dst, *nbytes, 0);
+  flpy_writer_segment(&w, nbytes, 1);
   if (src->stream_error != NULL) {
     rc = write_error(src, src->stream_error, &w);
     Py_CLEAR(src->stream_error);
   } else {
     rc = flpy_source_fill(src, NULL, &w);
   }
-  *nbytes = src->room;
+  if (w.len < *nbytes)
+    *nbytes = w.len;
   if (rc < 0)
     rc = hard_failure();
   PyGILState_Release(g);

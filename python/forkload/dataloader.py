@@ -424,11 +424,14 @@ class DataLoader(_TorchDataLoader):
             ``torch.randperm`` draws, bit for bit (8 bytes a sample).
             ``'bijection'``: no memory for the order, a permutation of the
             same kind but not torch's. (default: ``'torch'``)
-        sample_bytes (int, optional, keyword-only arg, forkload's own): the
-            most bytes one sample may take in a batch's segment, all its
-            arrays together as collated. ``None`` measures it from the first
-            batch; give it when later samples may be larger.
-            (default: ``None``)
+        sample_bytes (int, optional, keyword-only arg, forkload's own): a
+            hint: the bytes one sample takes in a batch's first segments,
+            all its arrays together as collated. ``None`` measures it from
+            the first sample. A batch larger than its segment moves to a
+            larger one in its worker, whatever its size; one that cannot
+            fit anywhere (memory, ``/dev/shm``, ``ulimit -f``) raises at its
+            position, saying its size and the limit, and the next batch
+            comes. (default: ``None``)
         tensor_type (str, optional, keyword-only arg, forkload's own):
             ``'torch'`` hands out torch tensors, ``'numpy'`` numpy arrays of
             the same shapes with numpy dtypes. ``None`` means ``'torch'``

@@ -26,6 +26,14 @@ each forkload's side beside PyTorch's in the same run:
             >= 3x; and the peak of the summed PSS (/proc/PID/smaps_rollup)
             of the consumer and its workers, sampled every 20 ms during the
             row, goal: forkload's no more than PyTorch's.
+  text      dynamic padding, as a text model is fed: 4096 token sequences
+            of lengths from 1 to 2048 (log-normal, median 148), shuffled,
+            batch 32, 2 persistent workers, a collate_fn that pads each
+            batch to its longest sequence with an attention mask (Hugging
+            Face's DataCollatorWithPadding's output); no sample_bytes given:
+            forkload measures sample 0 and grows segments as batches need;
+            samples/s, goal >= 1x, and the peak PSS of all processes, goal:
+            forkload's no more than PyTorch's.
   train     examples/python/train_images.py --loader forkload against
             --loader torch on the CPU (ResNet-18, 64 x 64, batch 32, 2
             workers, 2 epochs of that folder, the first 2 steps left out):
@@ -65,7 +73,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-ROWS = ("overhead", "dummy", "sleep", "images", "train")
+ROWS = ("overhead", "dummy", "sleep", "images", "text", "train")
 MIN_SECONDS = 1.0  # timed epochs run at least this long (smoke: a tenth)
 
 
@@ -91,6 +99,7 @@ def sizes(smoke):
             "sleep": dict(n=64, batch=16, workers=4, shape=[3, 16, 16],
                           sleep=0.001),
             "images": dict(n=16, batch=8, workers=2, size=32),
+            "text": dict(n=256, batch=32, workers=2, most=2048),
             "train": None,
         }
     return {
@@ -100,6 +109,7 @@ def sizes(smoke):
         "sleep": dict(n=1024, batch=64, workers=4, shape=[3, 224, 224],
                       sleep=0.001),
         "images": dict(n=320, batch=32, workers=2, size=224),
+        "text": dict(n=4096, batch=32, workers=2, most=2048),
         "train": dict(size=64, batch=32, workers=2, epochs=2, warmup=2),
     }
 
@@ -131,6 +141,38 @@ class DummyDataset(Dataset):
         if self.sleep:
             time.sleep(self.sleep)
         return torch.randn(self.shape), i % 10
+
+
+class TextDataset(Dataset):
+    """Token sequences of lengths from 1 to `most`, log-normal (median
+    148, as sentences and short documents are), fixed by the index: sample
+    i is {"input_ids": int64 ids, "label": i % 2}."""
+
+    def __init__(self, n, most):
+        g = torch.Generator().manual_seed(33)
+        lengths = torch.empty(n).log_normal_(5.0, 1.0, generator=g)
+        self.lengths = lengths.clamp(1, most).long().tolist()
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, i):
+        ids = (torch.arange(self.lengths[i], dtype=torch.int64) * 31 + i) \
+            % 30522
+        return {"input_ids": ids, "label": i % 2}
+
+
+def pad_collate(samples):
+    """Pads to the batch's longest, as DataCollatorWithPadding does."""
+    n = max(len(s["input_ids"]) for s in samples)
+    ids = torch.zeros(len(samples), n, dtype=torch.int64)
+    mask = torch.zeros(len(samples), n, dtype=torch.int64)
+    for k, s in enumerate(samples):
+        m = len(s["input_ids"])
+        ids[k, :m] = s["input_ids"]
+        mask[k, :m] = 1
+    return {"input_ids": ids, "attention_mask": mask,
+            "labels": torch.tensor([s["label"] for s in samples])}
 
 
 def write_npy(path, n):
@@ -315,6 +357,34 @@ def row_images(side, cfg, work, min_s):
     return {"images_per_s": rate, "peak_pss_mb": mem.peak_kb / 1024}
 
 
+def row_text(side, cfg, work, min_s):
+    with PeakPss() as mem:
+        dataset = TextDataset(cfg["n"], cfg["most"])
+        if side == "forkload":
+            from forkload import DataLoader
+        else:
+            from torch.utils.data import DataLoader
+        loader = DataLoader(dataset, batch_size=cfg["batch"], shuffle=True,
+                            num_workers=cfg["workers"],
+                            persistent_workers=True, collate_fn=pad_collate)
+        tokens, labels = sum(dataset.lengths), sum(i % 2 for i in
+                                                    range(cfg["n"]))
+
+        def epoch(loader):
+            samples, got_tokens, got_labels = 0, 0, 0
+            for b in loader:
+                got_tokens += int(b["attention_mask"].sum())
+                got_labels += int(b["labels"].sum())
+                samples += len(b["labels"])
+            check("text tokens", got_tokens, tokens)
+            check("text labels", got_labels, labels)
+            return samples
+
+        rate = timed_epochs(loader, epoch, min_s)
+        del loader
+    return {"samples_per_s": rate, "peak_pss_mb": mem.peak_kb / 1024}
+
+
 def row_train(side, cfg, work, train_script):
     cmd = [sys.executable, train_script, os.path.join(work, "images"),
            "--loader", side, "--size", str(cfg["size"]),
@@ -342,6 +412,8 @@ def measure(row, side, cfg, work, min_s, train_script=None):
         return row_dummy(side, cfg, work, min_s)
     if row == "images":
         return row_images(side, cfg, work, min_s)
+    if row == "text":
+        return row_text(side, cfg, work, min_s)
     return row_train(side, cfg, work, train_script)
 
 
@@ -541,6 +613,15 @@ def main():
         row_line("  peak PSS, all procs", "MB",
                  col("images", "forkload", "peak_pss_mb"),
                  col("images", "torch", "peak_pss_mb"),
+                 "<= PyTorch's", lambda f, p: f <= p, s)
+    if "text" in rows:
+        row_line("py text dyn. padding", "samples/s",
+                 col("text", "forkload", "samples_per_s"),
+                 col("text", "torch", "samples_per_s"),
+                 ">= 1x PyTorch", lambda f, p: f >= p, s)
+        row_line("  peak PSS, all procs", "MB",
+                 col("text", "forkload", "peak_pss_mb"),
+                 col("text", "torch", "peak_pss_mb"),
                  "<= PyTorch's", lambda f, p: f <= p, s)
     if "train" in rows:
         if "train" in skipped:
