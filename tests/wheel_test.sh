@@ -15,7 +15,13 @@ if [ -z "$python" ]; then
 fi
 scratch_dir
 src=$(cd "$top_srcdir" && pwd)
-echo "1..6"
+# Other CPythons, where pyenv has them: the abi3 wheel serves 3.12 and
+# 3.13 as it is, and a 3.10 is refused by requires-python.
+other_python() {
+  command -v pyenv >/dev/null 2>&1 || return 1
+  ls "$(pyenv root)"/versions/"$1".*/bin/python"$1" 2>/dev/null | tail -n 1
+}
+echo "1..9"
 
 # A loader of 2 forked workers, in its batches' order, from the folder the
 # module is imported in (never the source tree).
@@ -89,6 +95,24 @@ else
   sed 's/^/# /' "$tmp/run.out"
 fi
 
+for v in 3.12 3.13; do
+  other=$(other_python "$v")
+  if [ -z "$other" ]; then
+    skip "the wheel loads batches under CPython $v" "no python$v from pyenv"
+    continue
+  fi
+  rm -rf "$tmp/venv$v"
+  if "$other" -m venv "$tmp/venv$v" >"$tmp/v.out" 2>&1 &&
+    "$tmp/venv$v/bin/pip" install -q numpy "$whl" >>"$tmp/v.out" 2>&1 &&
+    loads "" "$tmp/venv$v/bin/python" "$tmp/venv$v/" >>"$tmp/v.out" 2>&1
+  then
+    ok "the wheel loads batches under CPython $v ($other)"
+  else
+    not_ok "the wheel loads batches under CPython $v ($other)"
+    tail -n 20 "$tmp/v.out" | sed 's/^/# /'
+  fi
+done
+
 # The sdist, installed by pip into a fresh venv by a user who is not root
 # (nobody, where this runs as root): its own build, from the sdist alone.
 "$python" -m build --version >/dev/null 2>&1 ||
@@ -120,5 +144,23 @@ if "$python" -m build -q --sdist --outdir "$tmp/sdist" "$src" \
 else
   not_ok "pip installs the sdist into a fresh venv of $base as $user"
   tail -n 30 "$tmp/sdist.out" | sed 's/^/# /'
+fi
+# A Python older than 3.11 is refused by requires-python, before any
+# build.
+old=$(other_python 3.10)
+if [ -z "$old" ]; then
+  skip "pip on CPython 3.10 refuses forkload" "no python3.10 from pyenv"
+elif [ -z "${sdist-}" ]; then
+  not_ok "pip on CPython 3.10 refuses forkload: no sdist was made"
+else
+  "$old" -m venv "$tmp/venv3.10" >"$tmp/old.out" 2>&1
+  "$tmp/venv3.10/bin/pip" install "$sdist" >>"$tmp/old.out" 2>&1
+  if [ $? -ne 0 ] && grep -q 'requires a different Python' "$tmp/old.out"
+  then
+    ok "pip on CPython 3.10 refuses forkload: $(grep -o 'requires a different Python[^:]*: [^ ]* not in .>=3.11.' "$tmp/old.out" | head -n 1)"
+  else
+    not_ok "pip on CPython 3.10 refuses forkload"
+    tail -n 20 "$tmp/old.out" | sed 's/^/# /'
+  fi
 fi
 exit $failed

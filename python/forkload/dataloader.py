@@ -5,7 +5,6 @@ workers through forkload._forkload.Loader (C)."""
 import functools
 import inspect
 import math
-import os
 import threading
 import types
 import warnings

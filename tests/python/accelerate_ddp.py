@@ -22,28 +22,12 @@ import sys
 import torch
 from accelerate import Accelerator
 from torch import nn
-from torch.utils.data import Dataset, DistributedSampler
+from torch.utils.data import DistributedSampler
 
 import forkload
+from loader_helpers import Regression
 
 SAMPLES, BATCH, EPOCHS = 40, 4, 2
-
-
-class Regression(Dataset):
-    def __init__(self, n):
-        self.n = n
-        self.w = torch.tensor([1.0, -2.0, 0.5, 3.0])
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        g = torch.Generator().manual_seed(i)
-        x = torch.randn(4, generator=g)
-        y = (x * self.w).sum(0, keepdim=True) + 1.0
-        x = x + 0.01 * torch.randn(4)
-        return {"x": x, "y": y, "i": i,
-                "fl": int(forkload.get_worker_info() is not None)}
 
 
 def train(accelerator, how, whose):

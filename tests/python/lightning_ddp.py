@@ -18,30 +18,9 @@ import sys
 import lightning as L
 import torch
 from torch import nn
-from torch.utils.data import Dataset
 
 import forkload
-
-
-class Regression(Dataset):
-    """x drawn from a generator seeded with i, jittered from the worker's
-    own generator; y linear in x; i; and 1 where a forkload worker read
-    the sample (forkload.get_worker_info()), else 0."""
-
-    def __init__(self, n):
-        self.n = n
-        self.w = torch.tensor([1.0, -2.0, 0.5, 3.0])
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        g = torch.Generator().manual_seed(i)
-        x = torch.randn(4, generator=g)
-        y = (x * self.w).sum(0, keepdim=True) + 1.0
-        x = x + 0.01 * torch.randn(4)
-        return {"x": x, "y": y, "i": i,
-                "fl": int(forkload.get_worker_info() is not None)}
+from loader_helpers import Regression
 
 
 class Model(L.LightningModule):

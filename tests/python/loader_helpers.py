@@ -8,6 +8,7 @@ results that cross from a worker to the consumer must be importable.
 """
 
 import collections.abc
+import json
 import os
 import random
 import sys
@@ -325,6 +326,40 @@ class SizedShardedIterable(ShardedIterable):
 # --------------------------------------------------------------------------
 # A gate a worker waits on, opened by the test (a file: no timing assumption)
 # --------------------------------------------------------------------------
+
+class Regression(tud.Dataset):
+    """The dataset of the frameworks' scripts (lightning_ddp.py,
+    accelerate_ddp.py): x drawn from a generator seeded with i, jittered
+    from the reading process's own generator (a worker's, seeded by its
+    loader); y linear in x; i; and 1 where a forkload worker read the
+    sample (forkload.get_worker_info()), else 0."""
+
+    def __init__(self, n):
+        self.n = n
+        self.w = torch.tensor([1.0, -2.0, 0.5, 3.0])
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        x = torch.randn(4, generator=g)
+        y = (x * self.w).sum(0, keepdim=True) + 1.0
+        x = x + 0.01 * torch.randn(4)
+        return {"x": x, "y": y, "i": i,
+                "fl": int(forkload.get_worker_info() is not None)}
+
+
+def read_ranks(out, n=2):
+    """What each of n ranks of a distributed script wrote (out/rank<R>.json),
+    each rank checked to have left no name of its own in /dev/shm."""
+    ranks = [json.loads((out / f"rank{i}.json").read_text())
+             for i in range(n)]
+    for rank in ranks:
+        assert not forkload_names(rank["pid"]), \
+            "rank %d left names in /dev/shm" % rank["rank"]
+    return ranks
+
 
 class Gate:
     def __init__(self, directory, name="gate"):

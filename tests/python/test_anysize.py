@@ -16,10 +16,8 @@ import pytest
 import torch
 import torch.utils.data as tud
 
-import forkload
 from loader_helpers import (
-    TORCH_IN_PROCESS, assert_outcomes_same, assert_runs_same, outcomes,
-    run_both, subprocess_env)
+    TORCH_IN_PROCESS, assert_runs_same, run_both, subprocess_env)
 
 SHARINGS = [("fd", 0), ("fd", 2), ("file_system", 2)]
 

@@ -12,7 +12,6 @@ and its batches, losses and final weights those of torch's loader, bit for
 bit, each rank on its own half of the data.
 """
 
-import json
 import pathlib
 import subprocess
 import sys
@@ -23,7 +22,7 @@ pytest.importorskip("torch")
 L = pytest.importorskip("lightning", reason="PyTorch Lightning is not "
                         "installed: pip install 'lightning==2.6.*'")
 
-from loader_helpers import forkload_names, subprocess_env  # noqa: E402
+from loader_helpers import read_ranks, subprocess_env  # noqa: E402
 
 SCRIPT = pathlib.Path(__file__).resolve().parent / "lightning_ddp.py"
 TIME_LIMIT = 150
@@ -36,11 +35,7 @@ def fit(loader, out):
                        capture_output=True, text=True, timeout=TIME_LIMIT,
                        stdin=subprocess.DEVNULL, env=subprocess_env())
     assert r.returncode == 0, r.stdout + r.stderr
-    ranks = [json.loads((out / f"rank{i}.json").read_text()) for i in (0, 1)]
-    for rank in ranks:
-        assert not forkload_names(rank["pid"]), \
-            "rank %d left names in /dev/shm" % rank["rank"]
-    return ranks
+    return read_ranks(out)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ shards disjoint and together the whole dataset each epoch, and the loader
 forkload's (a subclass of torch's DataLoader).
 """
 
-import json
 import pathlib
 import subprocess
 
@@ -24,7 +23,7 @@ if not torch.distributed.is_available() or \
     pytest.skip("this torch is built without torch.distributed's gloo "
                 "backend", allow_module_level=True)
 
-from loader_helpers import (forkload_names, subprocess_env,  # noqa: E402
+from loader_helpers import (read_ranks, subprocess_env,  # noqa: E402
                             torchrun_command)
 
 SCRIPT = (pathlib.Path(__file__).resolve().parents[2] / "examples" /
@@ -45,11 +44,7 @@ def torchrun(loader, out):
         capture_output=True, text=True, timeout=TIME_LIMIT,
         stdin=subprocess.DEVNULL, env=subprocess_env())
     assert r.returncode == 0, r.stdout + r.stderr
-    ranks = [json.loads((out / f"rank{i}.json").read_text()) for i in (0, 1)]
-    for rank in ranks:
-        assert not forkload_names(rank["pid"]), \
-            "rank %d left names in /dev/shm" % rank["rank"]
-    return ranks
+    return read_ranks(out)
 
 
 @pytest.fixture(scope="module")
