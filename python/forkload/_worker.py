@@ -7,6 +7,8 @@ import collections.abc
 import copy
 import pickle
 import random
+import re
+import signal
 import traceback
 
 try:
@@ -345,6 +347,37 @@ class Error(RuntimeError):
         self.name = name
 
 
+# libforkload's sentence for a worker's death (lib/worker.c), read back
+# for torch's own words.
+_DEATH = re.compile(r"worker \d+ \(pid (\d+)\) (?:was killed by signal "
+                    r"(\d+)|exited unexpectedly with status (\d+))")
+
+
+def _torch_death(why):
+    """What torch's DataLoader says of the worker death in why ('' where
+    why tells none): its words, which a user's code may look for."""
+    m = _DEATH.search(why)
+    if m is None:
+        return ""
+    pid, sig, status = m.groups()
+    if sig is not None:
+        try:
+            what = signal.strsignal(int(sig)) or "Unknown signal"
+        except ValueError:
+            what = "Unknown signal"
+        text = f"DataLoader worker (pid {pid}) is killed by signal: {what}. "
+        if int(sig) == signal.SIGBUS:
+            text += ("It is possible that dataloader's workers are out of "
+                     "shared memory. Please try to raise your shared memory "
+                     "limit. ")
+        return text
+    return (f"DataLoader worker (pid {pid}) exited unexpectedly with exit "
+            f"code {status}. Details are lost due to multiprocessing. "
+            "Rerunning with num_workers=0 may give better error trace. ")
+
+
 def error(code, why, name):
-    """The exception for libforkload's code and sentence."""
-    return Error(f"forkload: {why} ({name})", code, name)
+    """The exception for libforkload's code and sentence; a worker's death
+    opens with torch's sentence for it."""
+    lead = _torch_death(why) if name == "FL_EWORKER" else ""
+    return Error(f"{lead}forkload: {why} ({name})", code, name)

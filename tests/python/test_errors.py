@@ -399,6 +399,9 @@ def test_worker_killed_by_a_signal_raises_runtime_error_naming_pid_and_signal(tm
     msg = chain_text(err)
     assert pid in msg, msg
     assert re.search(r"SIGKILL|Killed|signal:? *9\b", msg), msg
+    # torch's own sentence first, as its DataLoader raises it.
+    assert str(err).startswith(
+        f"DataLoader worker (pid {pid}) is killed by signal: Killed. "), msg
     assert when - float(killed_at) < PROMPT_S
     assert len(got) <= 5 and all(b != [str(os.getpid())] for b in got)
 
@@ -412,6 +415,9 @@ def test_worker_calling_os_exit_raises_runtime_error_naming_pid_and_status(tmp_p
     msg = chain_text(err)
     assert pid in msg, msg
     assert re.search(r"(?<!\d)3(?!\d)", msg.replace(pid, "")), msg
+    assert str(err).startswith(
+        f"DataLoader worker (pid {pid}) exited unexpectedly with exit code "
+        "3. "), msg
     assert when - float(exited_at) < PROMPT_S
 
 
