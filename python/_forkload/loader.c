@@ -821,6 +821,103 @@ loader_state_save(PyObject *op, PyObject *unused)
   return bytes;
 }
 
+/* UINT64_MAX, libforkload's "none", is None. */
+static PyObject *
+figure(uint64_t v)
+{
+  if (v == UINT64_MAX)
+    Py_RETURN_NONE;
+  return PyLong_FromUnsignedLongLong(v);
+}
+
+/* fl_loader_stats as a dict, its field names for keys. */
+static PyObject *
+loader_stats(PyObject *op, PyObject *unused)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  fl_stats st;
+  int rc;
+
+  (void)unused;
+  if (self->l == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
+    return NULL;
+  }
+  rc = fl_loader_stats(self->l, &st);
+  if (rc != 0)
+    return raise_fl(self, rc, fl_loader_error(self->l));
+  return Py_BuildValue(
+      "{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:d,s:n,s:n,s:K,s:K}",
+      "segments", (Py_ssize_t)st.segments, "segments_peak",
+      (Py_ssize_t)st.segments_peak, "bytes_mapped",
+      (Py_ssize_t)st.bytes_mapped, "bytes_mapped_peak",
+      (Py_ssize_t)st.bytes_mapped_peak, "fds", (Py_ssize_t)st.fds,
+      "fds_peak", (Py_ssize_t)st.fds_peak, "batches_held",
+      (Py_ssize_t)st.batches_held, "reorder_depth",
+      (Py_ssize_t)st.reorder_depth, "reorder_peak",
+      (Py_ssize_t)st.reorder_peak, "batches_delivered",
+      (unsigned long long)st.batches_delivered, "wait_seconds",
+      st.wait_seconds, "in_flight", (Py_ssize_t)st.in_flight,
+      "in_flight_peak", (Py_ssize_t)st.in_flight_peak, "worker_restarts",
+      (unsigned long long)st.worker_restarts, "faults_injected",
+      (unsigned long long)st.faults_injected);
+}
+
+/* fl_loader_budget as a list of dicts, one a resource, and the index of
+   the one that binds first; a figure of none is None. */
+static PyObject *
+loader_budget(PyObject *op, PyObject *unused)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  PyObject *items = NULL, *item = NULL, *limit = NULL, *in_use = NULL,
+           *per_batch = NULL, *max_held = NULL, *res = NULL;
+  fl_budget b;
+  size_t i;
+  int rc;
+
+  (void)unused;
+  if (self->l == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
+    return NULL;
+  }
+  rc = fl_loader_budget(self->l, &b);
+  if (rc != 0)
+    return raise_fl(self, rc, fl_loader_error(self->l));
+  items = PyList_New(0);
+  if (items == NULL)
+    return NULL;
+  for (i = 0; i < b.n; i++) {
+    limit = figure(b.item[i].limit);
+    in_use = figure(b.item[i].in_use);
+    per_batch = figure(b.item[i].per_batch);
+    max_held = figure(b.item[i].max_held);
+    if (limit == NULL || in_use == NULL || per_batch == NULL ||
+        max_held == NULL)
+      goto out;
+    item = Py_BuildValue("{s:s,s:O,s:O,s:O,s:O}", "resource",
+                         b.item[i].resource, "limit", limit, "in_use",
+                         in_use, "per_batch", per_batch, "max_held",
+                         max_held);
+    if (item == NULL || PyList_Append(items, item) != 0)
+      goto out;
+    Py_CLEAR(item);
+    Py_CLEAR(limit);
+    Py_CLEAR(in_use);
+    Py_CLEAR(per_batch);
+    Py_CLEAR(max_held);
+  }
+  res = Py_BuildValue("(On)", items, b.n > 0 ? (Py_ssize_t)b.binding
+                                             : (Py_ssize_t)-1);
+out:
+  Py_CLEAR(item);
+  Py_CLEAR(limit);
+  Py_CLEAR(in_use);
+  Py_CLEAR(per_batch);
+  Py_CLEAR(max_held);
+  Py_CLEAR(items);
+  return res;
+}
+
 static PyObject *
 loader_len(PyObject *op, PyObject *unused)
 {
@@ -956,6 +1053,12 @@ static PyMethodDef loader_methods[] = {
     {"state_save", loader_state_save, METH_NOARGS,
      "libforkload's state of the loader (fl_loader_state_save)."},
     {"batches", loader_len, METH_NOARGS, "Batches per epoch (fl_loader_len)."},
+    {"stats", loader_stats, METH_NOARGS,
+     "The loader's counters as a dict (fl_loader_stats)."},
+    {"budget", loader_budget, METH_NOARGS,
+     "(items, binding): each resource's limit, use, cost a held batch and "
+     "batches that can be held, and the index of the first to bind "
+     "(fl_loader_budget)."},
     {NULL, NULL, 0, NULL},
 };
 

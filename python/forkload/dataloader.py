@@ -740,6 +740,46 @@ class DataLoader(_TorchDataLoader):
             self._iterator._close()
             self._iterator = None
 
+    def _fl_loader(self):
+        """The libforkload loader of this loader's latest iterator, its
+        workers started (as the first batch starts them), while it or a
+        batch of it lives."""
+        it = self._iterator if self.persistent_workers else \
+            getattr(self, "_last_iterator", lambda: None)()
+        if it is not None and not it._begun and not it._finished:
+            it._begin()
+        if it is not None and it._pending is not None and \
+                it._loader is not None:
+            it._start_workers()
+        fl = getattr(self, "_last_fl", lambda: None)()
+        if fl is None:
+            raise RuntimeError("forkload: no loader to ask: iter(loader) "
+                               "first (an epoch over, its batches gone, "
+                               "or of no batch, has none)")
+        return fl
+
+    def stats(self):
+        """The counters of the latest iterator's loader (fl_loader_stats):
+        segments, bytes_mapped, fds and their peaks, batches_held (handed
+        out, not yet freed), batches_delivered, in_flight, reorder_depth,
+        wait_seconds, worker_restarts and faults_injected, as a dict."""
+        return self._fl_loader().stats()
+
+    def budget(self):
+        """What will stop this loader as batches are held, as ``forkload
+        doctor`` says it (fl_loader_budget): a dict with ``items``, one
+        per resource (``resource``, ``limit``, ``in_use``, ``per_batch``:
+        what each held batch adds, ``max_held``: the batches that can be
+        held, those held now included, before that limit), ``binding``:
+        the resource that binds first, and its ``max_held``.  ``None`` is
+        no limit.  ``max_held`` is a floor: in order, up to ``(num_workers
+        - 1) * prefetch_factor`` batches that came early may count too."""
+        items, binding = self._fl_loader().budget()
+        first = items[binding] if binding >= 0 else None
+        return {"binding": None if first is None else first["resource"],
+                "max_held": None if first is None else first["max_held"],
+                "items": items}
+
     def __del__(self):
         it = self.__dict__.get("_iterator")
         if it is not None:
@@ -779,6 +819,7 @@ class _Iterator:
                                  "for MultiProcessingDataLoaderIter")
         self._pending = None
         self._plan_cap = 0
+        self._fl_ref = lambda: None
         self._start(first=True)
         loader._last_iterator = weakref.ref(self)
 
@@ -955,6 +996,9 @@ class _Iterator:
             args["room"] = dl._rooms[kind]  # measured for an earlier epoch
         self._loader = _forkload.Loader(dataset, kind, collate, setup,
                                         **args)
+        # stats() and budget() ask it as long as it lives (its batches
+        # keep it after the epoch).
+        dl._last_fl = self._fl_ref = weakref.ref(self._loader)
         with _live_lock:
             _live.add(self._loader)
 
