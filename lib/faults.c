@@ -65,6 +65,42 @@ number(const char *s, const char *end, unsigned long long max,
   return *stop != '\0' || errno != 0 || *v > max ? -1 : 0;
 }
 
+/* The fault kind named by the n bytes at s, or FL__FAULT_KINDS. */
+static size_t
+kind_of(const char *s, size_t n)
+{
+  size_t k;
+
+  for (k = 0; k < FL__FAULT_KINDS; k++)
+    if (strlen(names[k]) == n && memcmp(s, names[k], n) == 0)
+      break;
+  return k;
+}
+
+/* NAME@N, of n bytes: fault NAME strikes batch N on its first try, in
+   every epoch, so that a test can aim at one batch; its redo is spared. */
+static int
+aimed(struct fl__faults *f, const char *tok, size_t n, char *err,
+      size_t errlen)
+{
+  const char *at = memchr(tok, '@', n);
+  unsigned long long v;
+  size_t k;
+
+  if (at == NULL)
+    return bad(tok, n, "expected name=value or name@batch", err, errlen);
+  k = kind_of(tok, (size_t)(at - tok));
+  if (k == FL__FAULT_KINDS || k == FL__FAULT_DELAY)
+    return bad(tok, n, "not one of kill, exit, enospc, emfile at a batch",
+               err, errlen);
+  if (number(at + 1, tok + n, UINT64_MAX - 1, &v) != 0)
+    return bad(tok, n, "the batch is a whole number", err, errlen);
+  if (f->n_at[k] == FL__FAULT_AT_MAX)
+    return bad(tok, n, "at most 16 batches a fault", err, errlen);
+  f->at[k][f->n_at[k]++] = v;
+  return 0;
+}
+
 /* One token, name=value, of n bytes. */
 static int
 token(struct fl__faults *f, const char *tok, size_t n, char *err,
@@ -75,7 +111,7 @@ token(struct fl__faults *f, const char *tok, size_t n, char *err,
   size_t k, name_len;
 
   if (eq == NULL)
-    return bad(tok, n, "expected name=value", err, errlen);
+    return aimed(f, tok, n, err, errlen);
   name_len = (size_t)(eq - tok);
   if (name_len == 4 && memcmp(tok, "seed", 4) == 0) {
     if (number(eq + 1, end, UINT64_MAX, &v) != 0)
@@ -83,9 +119,7 @@ token(struct fl__faults *f, const char *tok, size_t n, char *err,
     f->seed = v;
     return 0;
   }
-  for (k = 0; k < FL__FAULT_KINDS; k++)
-    if (strlen(names[k]) == name_len && memcmp(tok, names[k], name_len) == 0)
-      break;
+  k = kind_of(tok, name_len);
   if (k == FL__FAULT_KINDS)
     return bad(tok, n, "not one of kill, exit, enospc, emfile, delay, seed",
                err, errlen);
@@ -128,7 +162,7 @@ fl__faults_parse(struct fl__faults *f, const char *spec, char *err,
     tok = comma + 1;
   }
   for (k = 0; k < FL__FAULT_KINDS; k++)
-    f->on |= f->p[k] > 0;
+    f->on |= f->p[k] > 0 || f->n_at[k] > 0;
   return 0;
 }
 
@@ -137,8 +171,15 @@ fl__fault(const struct fl__faults *f, int kind, uint64_t epoch, uint64_t seq,
           uint32_t attempt)
 {
   uint64_t h;
+  unsigned i;
 
-  if (!f->on || f->p[kind] <= 0)
+  if (!f->on)
+    return 0;
+  if (attempt == 0)
+    for (i = 0; i < f->n_at[kind]; i++)
+      if (f->at[kind][i] == seq)
+        return 1;
+  if (f->p[kind] <= 0)
     return 0;
   h = fl__mix64(fl__epoch_seed(f->seed, epoch, 16 + (uint64_t)kind) ^
                 fl__mix64(seq ^ (uint64_t)attempt << 48));

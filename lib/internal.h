@@ -162,9 +162,15 @@ enum {
   FL__FAULT_KINDS
 };
 
+/* The batches one fault kind may be aimed at (NAME@N). */
+#define FL__FAULT_AT_MAX 16
+
 struct fl__faults {
   double p[FL__FAULT_KINDS]; /* probability per batch (per new segment,
                                 per received fd) */
+  /* Batches struck for sure, on their first try, in every epoch. */
+  uint64_t at[FL__FAULT_KINDS][FL__FAULT_AT_MAX];
+  unsigned n_at[FL__FAULT_KINDS];
   unsigned delay_ms;
   uint64_t seed;
   int on;

@@ -287,6 +287,45 @@ a_batch_that_kills_twice_is_a_dataset_error_and_the_epoch_goes_on(void **s)
   flt_case_end(&c);
 }
 
+/*
+ * Faults aimed at batches (NAME@N): each strikes its batch on the first
+ * try, in each epoch, and nowhere else; the redo is spared, so the run is
+ * the reference's.  A malformed aim is refused naming its token.
+ */
+static void
+faults_aimed_at_a_batch_strike_it_once_an_epoch(void **state)
+{
+  static struct run ref, got;
+  fl_stats st;
+  flt_case c;
+  fl_loader *l;
+
+  (void)state;
+  setup(&c, NULL, 0, 1);
+  two_epochs(&c, &ref);
+  flt_case_end(&c);
+  setup(&c, NULL, 4, 1);
+  c.opt.faults = "kill@3,exit@10,emfile@1,enospc@0";
+  two_epochs(&c, &got);
+  assert_same_run(&ref, &got);
+  assert_int_equal(fl_loader_stats(c.l, &st), 0);
+  /* Each epoch: a kill and an exit, respawned; an fd dropped and a
+     segment refused where batch 1 and batch 0 bring new ones. */
+  assert_int_equal(st.worker_restarts, 4);
+  assert_true(st.faults_injected >= 4);
+  flt_case_end(&c);
+  setup(&c, NULL, 0, 1);
+  c.opt.faults = "delay@3";
+  assert_int_equal(fl_loader_create(&l, &c.ds, &c.opt), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "\"delay@3\""));
+  c.opt.faults = "kill@x";
+  assert_int_equal(fl_loader_create(&l, &c.ds, &c.opt), FL_EINVAL);
+  assert_non_null(strstr(fl_loader_error(NULL), "whole number"));
+  c.opt.faults = "kill";
+  assert_int_equal(fl_loader_create(&l, &c.ds, &c.opt), FL_EINVAL);
+  flt_case_end(&c);
+}
+
 /* Every batch kills its worker: two restarts go on batch 0, the next
    death finds the budget spent, FL_EWORKER, final, saying so. */
 static void
@@ -878,6 +917,7 @@ main(void)
       cmocka_unit_test(
           a_batch_that_kills_twice_is_a_dataset_error_and_the_epoch_goes_on),
       cmocka_unit_test(a_spent_budget_is_a_dead_worker_as_before),
+      cmocka_unit_test(faults_aimed_at_a_batch_strike_it_once_an_epoch),
       cmocka_unit_test(
           a_hung_worker_is_killed_and_respawned_past_the_timeout),
       cmocka_unit_test(a_thousand_restarts_leak_nothing),

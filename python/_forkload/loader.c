@@ -472,7 +472,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       "length", "num_workers", "prefetch_factor", "persistent_workers",
       "in_order", "drop_last", "shuffle", "shuffle_algorithm", "seed",
       "rank", "world_size", "shard_mode", "sharing", "sample_bytes",
-      "timeout", "tensor_type", "probe", "room", "pinner", NULL};
+      "timeout", "tensor_type", "probe", "room", "pinner",
+      "max_worker_restarts", "faults", NULL};
   static const char *const kinds[] = {"map", "plan", "iterable", NULL};
   static const char *const shards[] = {"pad", "trim", "uneven", NULL};
   static const char *const sharings[] = {"fd", "file_system", NULL};
@@ -483,6 +484,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
              *tensor = "torch";
   PyObject *dataset, *collate_fn, *setup, *probe_keys = Py_None;
   PyObject *pinner = Py_None;
+  const char *faults = NULL;
+  unsigned restarts = 0;
   Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0, room_given = 0;
   unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1;
   int persistent = 0, in_order = 1, drop_last = 0, shuffle = 0;
@@ -492,11 +495,12 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   int k;
 
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwds, "OsOO|$nnIIppppsKIIssndsOnO:Loader", kwlist, &dataset,
-          &kind, &collate_fn, &setup, &batch_size, &length, &num_workers,
-          &prefetch, &persistent, &in_order, &drop_last, &shuffle, &algo,
-          &seed, &rank, &world, &shard, &sharing, &sample_bytes, &timeout,
-          &tensor, &probe_keys, &room_given, &pinner))
+          args, kwds, "OsOO|$nnIIppppsKIIssndsOnOIz:Loader", kwlist,
+          &dataset, &kind, &collate_fn, &setup, &batch_size, &length,
+          &num_workers, &prefetch, &persistent, &in_order, &drop_last,
+          &shuffle, &algo, &seed, &rank, &world, &shard, &sharing,
+          &sample_bytes, &timeout, &tensor, &probe_keys, &room_given,
+          &pinner, &restarts, &faults))
     return -1;
   if (self->l != NULL || self->probe_pid > 0) {
     PyErr_SetString(PyExc_RuntimeError, "Loader is already made");
@@ -588,6 +592,16 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   opt.world_size = world;
   opt.worker_init = flpy_source_worker_init;
   opt.worker_init_arg = &self->src;
+  opt.max_worker_restarts = restarts;
+  if (faults != NULL) {
+    /* Read at create, which may come after the probe. */
+    self->faults = strdup(faults);
+    if (self->faults == NULL) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    opt.faults = self->faults;
+  }
   if (pinner != Py_None) {
     /* pin_memory: each segment registered once, through the pinner. */
     self->pinner = Py_NewRef(pinner);
@@ -1027,6 +1041,7 @@ loader_dealloc(PyObject *op)
   }
   free(self->pending);
   free(self->order);
+  free(self->faults);
   if (self->src.plan_fd >= 0)
     close(self->src.plan_fd);
   if (self->src.plan_gen != NULL)

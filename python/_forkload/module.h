@@ -279,6 +279,7 @@ struct flpy_loader {
   int unbatched;           /* batch_size None: a sample, no batch axis */
   size_t *order;           /* FLPY_PLAN: the epoch's indices, batches of */
   size_t order_len;        /* opt.batch_size one after the other */
+  char *faults;            /* opt.faults' own copy (malloc), or NULL */
 };
 
 /*

@@ -68,6 +68,8 @@ class Loader:
         probe: object = None,
         room: int = 0,
         pinner: _Pinner | None = None,
+        max_worker_restarts: int = 0,
+        faults: str | None = None,
     ) -> None: ...
     def begin(self, epoch: int, base_seed: int,
               plan: Sequence[Any] | None = None,

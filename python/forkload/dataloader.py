@@ -431,6 +431,22 @@ class DataLoader(_TorchDataLoader):
             fit anywhere (memory, ``/dev/shm``, ``ulimit -f``) raises at its
             position, saying its size and the limit, and the next batch
             comes. (default: ``None``)
+        faults (str, optional, keyword-only arg, forkload's own): faults
+            made to happen in the workers, for testing that a training
+            loop copes: a comma-separated list where ``kill@N`` makes the
+            worker filling batch ``N`` (its position in the epoch, from 0)
+            SIGKILL itself before it fills it, ``exit@N`` exit with status 1,
+            ``enospc@N`` fails the new shared segment batch ``N`` makes (if
+            it makes one) as a full ``/dev/shm`` would, and ``emfile@N``
+            drops the descriptor of the new segment batch ``N`` brings as the
+            open-file limit would; each strikes its batch's first try in
+            every epoch. ``kill=P`` (and ``exit``, ``enospc``, ``emfile``,
+            ``delay=P:MS``) strike each batch with probability ``P``,
+            ``seed=S`` choosing which. A death is the loader's error, as a
+            real one is; a lost segment or descriptor is made again and
+            changes no batch. ``None`` reads ``FORKLOAD_FAULTS`` from the
+            environment. ``stats()["faults_injected"]`` counts those that
+            struck. (default: ``None``)
         tensor_type (str, optional, keyword-only arg, forkload's own):
             ``'torch'`` hands out torch tensors, ``'numpy'`` numpy arrays of
             the same shapes with numpy dtypes. ``None`` means ``'torch'``
@@ -498,7 +514,7 @@ class DataLoader(_TorchDataLoader):
                  generator=None, *, prefetch_factor=None,
                  persistent_workers=False, pin_memory_device="",
                  in_order=True, sharing="fd", shuffle_algorithm="torch",
-                 sample_bytes=None, tensor_type=None):
+                 sample_bytes=None, tensor_type=None, faults=None):
         # torch's checks of these arguments, in its order; where one fails,
         # the installed torch's exception is raised (its words differ from
         # version to version), and where torch takes what forkload doubts
@@ -564,6 +580,9 @@ class DataLoader(_TorchDataLoader):
         if sample_bytes is not None and sample_bytes <= 0:
             raise ValueError("sample_bytes should be a positive number of "
                              "bytes, or None to measure the first batch")
+        if faults is not None and not isinstance(faults, str):
+            raise TypeError("faults should be a str such as 'kill@3' or "
+                            f"'emfile=0.1,seed=2', or None, not {faults!r}")
 
         self._native = _native_of(dataset)
         if self._native is not None and collate_fn is not None:
@@ -584,6 +603,7 @@ class DataLoader(_TorchDataLoader):
         self.shuffle_algorithm = shuffle_algorithm
         self.sample_bytes = sample_bytes
         self.tensor_type = tensor_type
+        self.faults = faults
 
         if _is_iterable_dataset(dataset):
             self._iterable = True
@@ -986,6 +1006,8 @@ class _Iterator:
                     shard_mode=o.get("shard_mode", "pad"),
                     sharing=dl.sharing, timeout=float(dl.timeout),
                     tensor_type=dl.tensor_type, probe=probe)
+        if dl.faults is not None:
+            args["faults"] = dl.faults
         if self._pin == "register":
             args["pinner"] = _Pinner(_cuda)
         if dl._native is not None:

@@ -39,6 +39,7 @@ class DataLoader:
     shuffle_algorithm: Literal["torch", "bijection"]
     sample_bytes: int | None
     tensor_type: Literal["torch", "numpy"]
+    faults: str | None
     def __init__(
         self,
         dataset: _MapStyle | Iterable[Any],
@@ -63,6 +64,7 @@ class DataLoader:
         shuffle_algorithm: Literal["torch", "bijection"] = "torch",
         sample_bytes: int | None = None,
         tensor_type: Literal["torch", "numpy"] | None = None,
+        faults: str | None = None,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Any]: ...
