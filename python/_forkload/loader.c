@@ -73,6 +73,9 @@ fork_begin(flpy_loader *self)
     Py_END_ALLOW_THREADS
     return rc;
   }
+  /* New workers: no state of an earlier one to take. */
+  if (self->src.rng != NULL)
+    memset(self->src.rng, 0, flpy_rng_bytes(self->src.rng_workers));
   /* Fork with the GIL held, as os.fork does; its hooks run only where
      workers are forked. */
   PyOS_BeforeFork();
@@ -464,6 +467,32 @@ parse_choice(const char *s, const char *const *names, const char *what)
   return -1;
 }
 
+/* With respawns: the shared place of the workers' generator states, and
+   forkload._worker's functions that take and set them. */
+static int
+rng_setup(flpy_loader *self, unsigned workers)
+{
+  PyObject *w = PyImport_ImportModule("forkload._worker");
+  void *p;
+
+  if (w == NULL)
+    return -1;
+  self->src.rng_get = PyObject_GetAttrString(w, "rng_state");
+  self->src.rng_set = PyObject_GetAttrString(w, "set_rng_state");
+  Py_DECREF(w);
+  if (self->src.rng_get == NULL || self->src.rng_set == NULL)
+    return -1;
+  p = mmap(NULL, flpy_rng_bytes(workers), PROT_READ | PROT_WRITE,
+           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  self->src.rng = p;
+  self->src.rng_workers = workers;
+  return 0;
+}
+
 static int
 loader_init(PyObject *op, PyObject *args, PyObject *kwds)
 {
@@ -593,6 +622,9 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   opt.worker_init = flpy_source_worker_init;
   opt.worker_init_arg = &self->src;
   opt.max_worker_restarts = restarts;
+  if (restarts > 0 && num_workers > 0 && !self->native &&
+      self->src.kind != FLPY_ITERABLE && rng_setup(self, num_workers) != 0)
+    return -1;
   if (faults != NULL) {
     /* Read at create, which may come after the probe. */
     self->faults = strdup(faults);
@@ -990,6 +1022,8 @@ loader_traverse(PyObject *op, visitproc visit, void *arg)
   Py_VISIT(self->src.collate_fn);
   Py_VISIT(self->src.worker_setup);
   Py_VISIT(self->src.getitems);
+  Py_VISIT(self->src.rng_get);
+  Py_VISIT(self->src.rng_set);
   Py_VISIT(self->last_template);
   return 0;
 }
@@ -1003,6 +1037,8 @@ loader_clear(PyObject *op)
   Py_CLEAR(self->src.collate_fn);
   Py_CLEAR(self->src.worker_setup);
   Py_CLEAR(self->src.getitems);
+  Py_CLEAR(self->src.rng_get);
+  Py_CLEAR(self->src.rng_set);
   Py_CLEAR(self->src.init_error);
   Py_CLEAR(self->src.iterator);
   Py_CLEAR(self->src.stream_error);
@@ -1042,6 +1078,8 @@ loader_dealloc(PyObject *op)
   free(self->pending);
   free(self->order);
   free(self->faults);
+  if (self->src.rng != NULL)
+    munmap(self->src.rng, flpy_rng_bytes(self->src.rng_workers));
   if (self->src.plan_fd >= 0)
     close(self->src.plan_fd);
   if (self->src.plan_gen != NULL)

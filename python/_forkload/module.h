@@ -206,7 +206,20 @@ typedef struct {
   PyObject *iterator;     /* FLPY_ITERABLE: this worker's stream, */
   PyObject *stream_error; /* or why iter(dataset) failed */
   int exhausted;
+  /* max_worker_restarts over a map-style dataset: each worker's generator
+     states (forkload._worker.rng_state) after each batch, in a shared
+     mapping of flpy_rng_bytes(num_workers), so that a respawned worker
+     redoes a batch from the state its predecessor began it in; NULL: not
+     kept. */
+  unsigned char *rng;
+  unsigned rng_workers;
+  PyObject *rng_get, *rng_set;
+  unsigned worker;        /* in a worker: its id */
+  int rng_restore;        /* a respawned worker, before its first batch */
 } flpy_source;
+
+/* Bytes of the generator states' mapping for n workers. */
+size_t flpy_rng_bytes(unsigned n);
 
 /* worker.c: the fl_dataset and fl_iterable callbacks, in the workers. */
 int flpy_source_get_batch(void *ctx, const size_t *indices, size_t n,

@@ -215,6 +215,101 @@ flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
   return 1;
 }
 
+/*
+ * The generators' states of each worker, after its setup and after each
+ * batch it filled: the latest three, so that the one before a batch whose
+ * reply its worker died sending is still there.  A record is written
+ * whole before the count that makes it the latest is stored.
+ */
+#define RNG_RECORDS 3
+#define RNG_ROOM 32768
+
+struct rng_record {
+  uint64_t key;  /* the batch it follows (0: the setup) */
+  uint64_t len;  /* bytes of state; 0: none (too large, or not taken) */
+  unsigned char state[RNG_ROOM - 16];
+};
+
+struct rng_worker {
+  uint64_t starts;   /* workers started in this place */
+  uint64_t written;  /* records written; the latest is (written - 1) % 3 */
+  unsigned char pad[RNG_ROOM - 16];
+  struct rng_record rec[RNG_RECORDS];
+};
+
+size_t
+flpy_rng_bytes(unsigned n)
+{
+  return (size_t)n * sizeof(struct rng_worker);
+}
+
+static struct rng_worker *
+rng_of(const flpy_source *src)
+{
+  return (struct rng_worker *)(void *)src->rng + src->worker;
+}
+
+/* A batch's key: its epoch and indices hashed (FNV-1a), never 0. */
+static uint64_t
+batch_key(const size_t *indices, size_t n)
+{
+  const fl_worker_info *info = fl_get_worker_info();
+  uint64_t h = 14695981039346656037ULL ^ (info != NULL ? info->epoch : 0);
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    h = (h ^ (uint64_t)indices[i]) * 1099511628211ULL;
+  return h | 1;
+}
+
+/* Records the generators' states after the batch of key. */
+static void
+rng_save(flpy_source *src, uint64_t key)
+{
+  struct rng_worker *w = rng_of(src);
+  uint64_t n = __atomic_load_n(&w->written, __ATOMIC_RELAXED);
+  struct rng_record *r = &w->rec[n % RNG_RECORDS];
+  PyObject *b = PyObject_CallNoArgs(src->rng_get);
+  Py_ssize_t len;
+  char *p;
+
+  r->len = 0;
+  if (b != NULL && PyBytes_AsStringAndSize(b, &p, &len) == 0 &&
+      (size_t)len <= sizeof(r->state)) {
+    memcpy(r->state, p, (size_t)len);
+    r->len = (uint64_t)len;
+  }
+  Py_XDECREF(b);
+  PyErr_Clear(); /* a state not taken is a redo that draws anew */
+  r->key = key;
+  __atomic_store_n(&w->written, n + 1, __ATOMIC_RELEASE);
+}
+
+/* In a respawned worker, before its first batch (key): the states its
+   predecessor had after the batch before it. */
+static void
+rng_load(flpy_source *src, uint64_t key)
+{
+  struct rng_worker *w = rng_of(src);
+  uint64_t n = __atomic_load_n(&w->written, __ATOMIC_ACQUIRE);
+  const struct rng_record *r;
+  PyObject *b, *res;
+
+  if (n == 0)
+    return;
+  r = &w->rec[(n - 1) % RNG_RECORDS];
+  /* Filled, but its reply lost with its worker: redone from before it. */
+  if (r->key == key && n >= 2)
+    r = &w->rec[(n - 2) % RNG_RECORDS];
+  if (r->len == 0)
+    return;
+  b = PyBytes_FromStringAndSize((const char *)r->state, (Py_ssize_t)r->len);
+  res = b != NULL ? flpy_call1(src->rng_set, b) : NULL;
+  Py_XDECREF(res);
+  Py_XDECREF(b);
+  PyErr_Clear();
+}
+
 /* A hard failure, where not even an error blob could be written. */
 static int
 hard_failure(void)
@@ -240,6 +335,7 @@ flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
   PyGILState_STATE g = PyGILState_Ensure();
   PyObject *keys = NULL, *plan;
   flpy_writer w;
+  uint64_t key = 0;
   size_t i;
   int rc = -1;
 
@@ -260,10 +356,19 @@ flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
         Py_CLEAR(keys);
     }
   }
+  if (src->rng != NULL && worker_id() >= 0) {
+    key = batch_key(indices, n);
+    if (src->rng_restore) {
+      src->rng_restore = 0;
+      rng_load(src, key);
+    }
+  }
   if (keys == NULL)
     rc = fail_batch(src, &w);
   else
     rc = flpy_source_fill(src, keys, &w);
+  if (key != 0)
+    rng_save(src, key);
   Py_XDECREF(keys);
   /* What each room holds of the blob: the classes batches need, which
      decide when a grown segment is made smaller again, read it. */
@@ -286,8 +391,15 @@ void
 flpy_source_worker_init(unsigned id, void *arg)
 {
   flpy_source *src = arg;
+  PyThreadState *ts;
   PyObject *r;
 
+  /* A respawn forks in fl_loader_poll, where the consumer waits with the
+     GIL released (no thread state current): this thread's is made current
+     again first, and PyOS_AfterFork_Child makes the GIL anew and takes
+     it. */
+  ts = PyThreadState_Swap(NULL);
+  PyThreadState_Swap(ts != NULL ? ts : PyGILState_GetThisThreadState());
   PyOS_AfterFork_Child();
   r = PyObject_CallFunction(src->worker_setup, "IK", id,
                             (unsigned long long)src->base_seed);
@@ -295,6 +407,15 @@ flpy_source_worker_init(unsigned id, void *arg)
     src->init_error = error_record(src);
   Py_XDECREF(r);
   PyErr_Clear();
+  src->worker = id;
+  if (src->rng != NULL && id < src->rng_workers) {
+    /* The first worker here saves its seeded state; a respawned one
+       takes its predecessor's at its first batch. */
+    if (__atomic_fetch_add(&rng_of(src)->starts, 1, __ATOMIC_RELAXED) == 0)
+      rng_save(src, 0);
+    else
+      src->rng_restore = 1;
+  }
 }
 
 int

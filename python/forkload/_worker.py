@@ -136,6 +136,27 @@ def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
         worker_init_fn(worker_id)
 
 
+def rng_state():
+    """The generators a worker seeds, random's, numpy.random's and torch's,
+    as bytes: what a respawned worker takes to redo a batch as its
+    predecessor began it."""
+    return pickle.dumps((
+        random.getstate(),
+        None if _np is None else _np.random.get_state(),
+        None if _torch is None else
+        _torch.get_rng_state().numpy().tobytes()), pickle.HIGHEST_PROTOCOL)
+
+
+def set_rng_state(state):
+    r, n, t = pickle.loads(state)
+    random.setstate(r)
+    if n is not None:
+        _np.random.set_state(n)
+    if t is not None:
+        _torch.set_rng_state(_torch.frombuffer(bytearray(t),
+                                               dtype=_torch.uint8))
+
+
 def like(elem, values, template=False):
     """The container of elem's type over values (a dict, or a list), as
     the installed torch's default_collate and default_convert make it:

@@ -431,6 +431,26 @@ class DataLoader(_TorchDataLoader):
             fit anywhere (memory, ``/dev/shm``, ``ulimit -f``) raises at its
             position, saying its size and the limit, and the next batch
             comes. (default: ``None``)
+        max_worker_restarts (int, optional, keyword-only arg, forkload's
+            own): how many times, over the loader's life, a worker that dies
+            (the OOM killer, a stray ``kill``) is forked again instead of
+            ending the epoch with torch's error. A respawned worker gets the
+            seeds and :attr:`worker_init_fn` a fresh one gets, redoes the
+            batches its predecessor left unfinished, and the epoch goes on:
+            every batch once, in order. With a map-style dataset the
+            generators' states (``torch``'s, ``numpy.random``'s,
+            ``random``'s) after each batch are kept in shared memory, and a
+            redone batch starts from the state its predecessor began it in,
+            so the run is bit for bit the run without the death, as long as
+            the dataset keeps no random state of its own that changes per
+            sample (a ``numpy.random.Generator`` or ``torch.Generator`` it
+            holds, a counter, a cache it fills). An iterable dataset's
+            worker reads its stream again from the start, skipping what was
+            handed out: the same batches where the stream reads the same
+            again. A batch whose filling kills its worker twice (a poison
+            sample) is a :class:`forkload.Error` at its position naming its
+            samples, and the next batch comes. (default: ``0``: a death is
+            the error, as in torch)
         faults (str, optional, keyword-only arg, forkload's own): faults
             made to happen in the workers, for testing that a training
             loop copes: a comma-separated list where ``kill@N`` makes the
@@ -514,7 +534,8 @@ class DataLoader(_TorchDataLoader):
                  generator=None, *, prefetch_factor=None,
                  persistent_workers=False, pin_memory_device="",
                  in_order=True, sharing="fd", shuffle_algorithm="torch",
-                 sample_bytes=None, tensor_type=None, faults=None):
+                 sample_bytes=None, tensor_type=None, faults=None,
+                 max_worker_restarts=0):
         # torch's checks of these arguments, in its order; where one fails,
         # the installed torch's exception is raised (its words differ from
         # version to version), and where torch takes what forkload doubts
@@ -580,6 +601,12 @@ class DataLoader(_TorchDataLoader):
         if sample_bytes is not None and sample_bytes <= 0:
             raise ValueError("sample_bytes should be a positive number of "
                              "bytes, or None to measure the first batch")
+        if not isinstance(max_worker_restarts, int) or \
+                isinstance(max_worker_restarts, bool) or \
+                not 0 <= max_worker_restarts < 2**32:
+            raise ValueError("max_worker_restarts should be a whole number "
+                             "of restarts, 0 (the default: a dead worker is "
+                             f"an error) or more, not {max_worker_restarts!r}")
         if faults is not None and not isinstance(faults, str):
             raise TypeError("faults should be a str such as 'kill@3' or "
                             f"'emfile=0.1,seed=2', or None, not {faults!r}")
@@ -604,6 +631,7 @@ class DataLoader(_TorchDataLoader):
         self.sample_bytes = sample_bytes
         self.tensor_type = tensor_type
         self.faults = faults
+        self.max_worker_restarts = max_worker_restarts
 
         if _is_iterable_dataset(dataset):
             self._iterable = True
@@ -1008,6 +1036,8 @@ class _Iterator:
                     tensor_type=dl.tensor_type, probe=probe)
         if dl.faults is not None:
             args["faults"] = dl.faults
+        if dl.max_worker_restarts:
+            args["max_worker_restarts"] = dl.max_worker_restarts
         if self._pin == "register":
             args["pinner"] = _Pinner(_cuda)
         if dl._native is not None:

@@ -40,6 +40,7 @@ class DataLoader:
     sample_bytes: int | None
     tensor_type: Literal["torch", "numpy"]
     faults: str | None
+    max_worker_restarts: int
     def __init__(
         self,
         dataset: _MapStyle | Iterable[Any],
@@ -65,6 +66,7 @@ class DataLoader:
         sample_bytes: int | None = None,
         tensor_type: Literal["torch", "numpy"] | None = None,
         faults: str | None = None,
+        max_worker_restarts: int = 0,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Any]: ...

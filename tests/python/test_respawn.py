@@ -1,0 +1,219 @@
+"""max_worker_restarts: a worker that dies (SIGKILLed from outside by pid,
+as the OOM killer would, or by an aimed fault) is forked again and the run
+goes on, every batch once and in order, with the same values: the batches
+a respawned worker redoes start from the generator states (torch's,
+numpy's, random's) its predecessor began them in.  Past the budget, or with
+none, a death is the error torch gives, within a second; a sample that kills
+every worker touching it is an error at its batch naming it, and the rest
+of the epoch comes."""
+
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+
+import forkload
+import forkload._worker
+
+
+class Augmented(tud.Dataset):
+    """Sample i with noise from each generator a worker seeds, as an
+    augmentation draws it."""
+
+    def __init__(self, n=96):
+        self.n = n
+        self.w = torch.linspace(-1, 1, 8)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        x = torch.randn(8) + float(np.random.normal()) + random.random()
+        return x, (x * self.w).sum() + 0.01 * i
+
+
+def workers():
+    """This process's children: the loader's workers."""
+    out = subprocess.run(["pgrep", "-P", str(os.getpid())],
+                         capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def train(loader, epochs=2, kill_at=None, kill_all=False):
+    """A small regression trained over `loader`; at step kill_at of the
+    first epoch one worker (or each) is SIGKILLed from outside.  The final
+    weights and the loss of every step."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for epoch in range(epochs):
+        for step, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.mse_loss(model(x).squeeze(1), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+            if epoch == 0 and step == kill_at:
+                pids = workers()
+                assert pids
+                for pid in pids if kill_all else pids[-1:]:
+                    os.kill(pid, signal.SIGKILL)
+                # Let the deaths be seen while batches are still due.
+                time.sleep(0.05)
+    return model.weight.detach().clone(), torch.stack(losses)
+
+
+def make(persistent=False, **kw):
+    torch.manual_seed(1)
+    return forkload.DataLoader(Augmented(), batch_size=4, shuffle=True,
+                               num_workers=2, persistent_workers=persistent,
+                               **kw)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_worker_killed_mid_epoch_leaves_the_training_run_bit_for_bit(
+        persistent):
+    want_w, want_loss = train(make(persistent))
+    dl = make(persistent, max_worker_restarts=2)
+    got_w, got_loss = train(dl, kill_at=5)
+    assert torch.equal(got_loss, want_loss)
+    assert torch.equal(got_w, want_w)
+    if persistent:
+        assert dl.stats()["worker_restarts"] == 1
+    del dl
+
+
+def test_kill_9_of_every_worker_once_leaves_the_run_unchanged():
+    want_w, want_loss = train(make(True))
+    dl = make(True, max_worker_restarts=2)
+    got_w, got_loss = train(dl, kill_at=3, kill_all=True)
+    assert torch.equal(got_loss, want_loss)
+    assert torch.equal(got_w, want_w)
+    assert dl.stats()["worker_restarts"] == 2
+    del dl
+
+
+def test_aimed_deaths_redo_their_batches_with_the_same_values():
+    def epoch(**kw):
+        torch.manual_seed(3)
+        return list(forkload.DataLoader(Augmented(), batch_size=4,
+                                        shuffle=True, num_workers=2, **kw))
+    want = epoch()
+    got = epoch(max_worker_restarts=3, faults="kill@3,exit@8,kill@9")
+    assert len(got) == len(want)
+    for (gx, gy), (wx, wy) in zip(got, want):
+        assert torch.equal(gx, wx) and torch.equal(gy, wy)
+
+
+def test_without_the_states_a_redone_batch_would_differ(monkeypatch):
+    """The control: a respawned worker that keeps its fresh seeds gives
+    other values, so the tests above see the states travel."""
+    def epoch(**kw):
+        torch.manual_seed(3)
+        return torch.cat([x for x, _ in forkload.DataLoader(
+            Augmented(), batch_size=4, num_workers=2, **kw)])
+    want = epoch()
+    monkeypatch.setattr(forkload._worker, "set_rng_state", lambda s: None)
+    assert not torch.equal(epoch(max_worker_restarts=1, faults="kill@3"),
+                           want)
+
+
+class Poison(tud.Dataset):
+    """Sample 13 kills the worker reading it."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        if i == 13:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+
+
+def test_a_poison_sample_is_its_batchs_error_and_the_epoch_goes_on():
+    dl = forkload.DataLoader(Poison(), batch_size=4, num_workers=2,
+                             max_worker_restarts=3)
+    it = iter(dl)
+    got, errors = [], []
+    while True:
+        try:
+            got.append(next(it).tolist())
+        except StopIteration:
+            break
+        except forkload.Error as e:
+            errors.append((len(got) + len(errors), e))
+    assert len(errors) == 1
+    pos, e = errors[0]
+    assert pos == 3 and e.name == "FL_EDATASET"
+    assert "samples 12, 13, 14, 15" in str(e) and "killed its worker" in str(e)
+    want = [b.tolist() for k, b in enumerate(tud.DataLoader(
+        list(range(40)), batch_size=4)) if k != 3]
+    assert got == want
+    del it, dl
+
+
+class Pids(tud.Dataset):
+    def __len__(self):
+        return 10 ** 6
+
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return os.getpid()
+
+
+def test_with_no_restarts_a_death_is_torchs_error_within_a_second():
+    dl = forkload.DataLoader(Pids(), batch_size=2, num_workers=2)
+    it = iter(dl)
+    victim = int(next(it)[0])
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    with pytest.raises(RuntimeError) as e:
+        while True:
+            next(it)
+    assert time.monotonic() - killed < 1.0
+    assert str(victim) in str(e.value)
+    assert re.search(r"signal 9|SIGKILL|Killed", str(e.value))
+    del it, dl
+
+
+def test_past_the_budget_a_death_is_the_error():
+    dl = forkload.DataLoader(Pids(), batch_size=2, num_workers=2,
+                             max_worker_restarts=1,
+                             faults="kill@2,kill@5")
+    with pytest.raises(RuntimeError, match="budget of 1 worker restarts"):
+        for _ in dl:
+            pass
+    del dl
+
+
+class Stream(tud.IterableDataset):
+    def __iter__(self):
+        info = tud.get_worker_info()
+        for i in range(info.id, 40, info.num_workers):
+            yield i, torch.rand(())
+
+
+def test_an_iterable_workers_stream_is_read_again_to_where_it_stood():
+    def epoch(**kw):
+        torch.manual_seed(5)
+        return list(forkload.DataLoader(Stream(), batch_size=4,
+                                        num_workers=2, **kw))
+    want = epoch()
+    got = epoch(max_worker_restarts=2, faults="kill@3")
+    assert len(got) == len(want)
+    for (gi, gx), (wi, wx) in zip(got, want):
+        assert torch.equal(gi, wi) and torch.equal(gx, wx)
+
+
+def test_max_worker_restarts_is_a_whole_number():
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="max_worker_restarts"):
+            forkload.DataLoader(Augmented(), max_worker_restarts=bad)
