@@ -21,7 +21,7 @@
 #define FL__ENDS_AT(type, last)                                              \
   _Static_assert(sizeof(type) == FL__SIZE_TO(type, last),                    \
                  #type " must end with " #last ", without padding")
-FL__ENDS_AT(fl_options, reserved);
+FL__ENDS_AT(fl_options, fork_arg);
 FL__ENDS_AT(fl_stats, faults_injected);
 FL__ENDS_AT(fl_dataset, get_fields);
 FL__ENDS_AT(fl_iterable, next_fields);

@@ -212,7 +212,15 @@ typedef struct fl_options {
   const char *faults;
   /* Since 0.7: the shuffled order (default FL_SHUFFLE_TORCH). */
   fl_shuffle_algorithm shuffle_algorithm;
-  unsigned reserved;         /* 0: where the next field goes, not padding */
+  unsigned reserved;         /* 0: fills what would be padding */
+  /* Since 0.9, optional: called in this process right before each fork of
+     a worker (fl_loader_begin's, and a respawn's inside fl_loader_next or
+     fl_loader_poll) and right after it, in the parent only.  A runtime
+     with threads of its own takes its lock here, so that the child copies
+     none of them midway (CPython: the GIL and os.fork's hooks). */
+  void (*fork_before)(void *arg);
+  void (*fork_after)(void *arg);
+  void *fork_arg;
 } fl_options;
 
 typedef struct fl_stats {

@@ -72,8 +72,8 @@ child(fl_loader *l, unsigned w, int sock, pid_t parent, int main_thread,
   fl__worker_main(l, w, sock);
 }
 
-int
-fl__worker_spawn(fl_loader *l, unsigned wi)
+static int
+spawn(fl_loader *l, unsigned wi)
 {
   fl__worker *w = &l->workers[wi];
   sigset_t all, old;
@@ -142,6 +142,22 @@ fl__worker_spawn(fl_loader *l, unsigned wi)
     return fl__loader_set_error(l, rc, "out of memory to watch worker %u",
                                 wi);
   return 0;
+}
+
+/* The caller's hooks around the fork, outside the fd tracker's lock: one
+   may wait for a lock of its runtime that a thread holding it releases
+   only after a call into forkload. */
+int
+fl__worker_spawn(fl_loader *l, unsigned wi)
+{
+  int rc;
+
+  if (l->opt.fork_before != NULL)
+    l->opt.fork_before(l->opt.fork_arg);
+  rc = spawn(l, wi);
+  if (l->opt.fork_after != NULL)
+    l->opt.fork_after(l->opt.fork_arg);
+  return rc;
 }
 
 /*

@@ -8,7 +8,8 @@
  * kills its worker twice is a dataset error; a spent budget is
  * FL_EWORKER; a hang past timeout_ms is killed and respawned; a thousand
  * restarts leak nothing; the faults option strikes the same batches for
- * the same seed; a lend that fails leaves no stale record.
+ * the same seed; a lend that fails leaves no stale record; the caller's
+ * fork hooks bracket every fork, a respawn's included.
  */
 #include "config.h"
 
@@ -187,6 +188,72 @@ a_killed_worker_is_respawned_and_the_run_is_unchanged(void **state)
     assert_non_null(strstr(g.msg[0], "2 restart(s) left"));
     flt_case_end(&c);
   }
+}
+
+/* The fork hooks' calls, and whether a fork is between them now. */
+static struct {
+  unsigned before, after;
+  int open;
+} hooks;
+
+static void
+hook_before(void *arg)
+{
+  assert_ptr_equal(arg, &hooks);
+  assert_false(hooks.open);
+  hooks.open = 1;
+  hooks.before++;
+}
+
+static void
+hook_after(void *arg)
+{
+  assert_ptr_equal(arg, &hooks);
+  assert_true(hooks.open);
+  hooks.open = 0;
+  hooks.after++;
+}
+
+/* In the child: its copy of the flag says it was forked between them. */
+static void
+hooked_init(unsigned id, void *arg)
+{
+  (void)id;
+  (void)arg;
+  if (!hooks.open)
+    _exit(9);
+}
+
+/*
+ * fork_before and fork_after bracket each fork in the parent, the first
+ * workers' in fl_loader_begin and a respawn's inside fl_loader_next alike
+ * (an interpreter's lock is taken there); the child runs neither.
+ */
+static void
+the_fork_hooks_bracket_every_fork_a_respawn_included(void **state)
+{
+  static struct run got;
+  fl_stats st;
+  flt_case c;
+
+  (void)state;
+  memset(&hooks, 0, sizeof(hooks));
+  setup(&c, NULL, 3, 1);
+  c.opt.fork_before = hook_before;
+  c.opt.fork_after = hook_after;
+  c.opt.fork_arg = &hooks;
+  c.opt.worker_init = hooked_init;
+  c.d.kill_index = 37;
+  c.d.kill_signal = SIGKILL;
+  c.d.kill_times = 1;
+  two_epochs(&c, &got);
+  assert_int_equal(got.n, 2 * (LEN / BS));
+  assert_int_equal(fl_loader_stats(c.l, &st), 0);
+  assert_int_equal(st.worker_restarts, 1);
+  assert_int_equal(hooks.before, 3);
+  assert_int_equal(hooks.after, 3);
+  assert_false(hooks.open);
+  flt_case_end(&c);
 }
 
 /*
@@ -932,6 +999,8 @@ main(void)
       cmocka_unit_test(
           deaths_change_no_byte_of_samples_drawn_from_their_seed),
       cmocka_unit_test(failed_lends_leave_no_stale_record),
+      cmocka_unit_test(
+          the_fork_hooks_bracket_every_fork_a_respawn_included),
   };
 
   flt_warm_up();
