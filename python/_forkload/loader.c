@@ -57,6 +57,19 @@ timed_out(flpy_loader *self)
   return NULL;
 }
 
+/* The loader's lock, taken with the GIL held: where a consumer holds it
+   while it waits (a respawn's fork_before takes the GIL), the GIL is let
+   go while this one waits. */
+static void
+lock_loader(flpy_loader *self)
+{
+  if (pthread_mutex_trylock(&self->lock) == 0)
+    return;
+  Py_BEGIN_ALLOW_THREADS
+  pthread_mutex_lock(&self->lock);
+  Py_END_ALLOW_THREADS
+}
+
 /* With the lock held. */
 static int
 fork_begin(flpy_loader *self)
@@ -76,13 +89,33 @@ fork_begin(flpy_loader *self)
   /* New workers: no state of an earlier one to take. */
   if (self->src.rng != NULL)
     memset(self->src.rng, 0, flpy_rng_bytes(self->src.rng_workers));
-  /* Fork with the GIL held, as os.fork does; its hooks run only where
-     workers are forked. */
-  PyOS_BeforeFork();
   rc = fl_loader_begin(self->l);
-  PyOS_AfterFork_Parent();
   self->workers_up = rc == 0;
   return rc;
+}
+
+/*
+ * Around each fork of a worker, fl_loader_begin's (the GIL held) and a
+ * respawn's inside fl_loader_poll (the GIL released while the consumer
+ * waits): the GIL taken, and os.fork's hooks run, so that the child copies
+ * no other thread midway through the interpreter.
+ */
+static void
+fork_before(void *arg)
+{
+  flpy_loader *self = arg;
+
+  self->fork_gil = PyGILState_Ensure();
+  PyOS_BeforeFork();
+}
+
+static void
+fork_after(void *arg)
+{
+  flpy_loader *self = arg;
+
+  PyOS_AfterFork_Parent();
+  PyGILState_Release(self->fork_gil);
 }
 
 /* End the epoch under way and its workers; batches held stay whole. */
@@ -91,7 +124,7 @@ stop_workers(flpy_loader *self)
 {
   int rc;
 
-  pthread_mutex_lock(&self->lock);
+  lock_loader(self);
   flpy_loader_drain(self);
   rc = fl_loader_stop(self->l);
   pthread_mutex_unlock(&self->lock);
@@ -622,6 +655,9 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   opt.worker_init = flpy_source_worker_init;
   opt.worker_init_arg = &self->src;
   opt.max_worker_restarts = restarts;
+  opt.fork_before = fork_before;
+  opt.fork_after = fork_after;
+  opt.fork_arg = self;
   if (restarts > 0 && num_workers > 0 && !self->native &&
       self->src.kind != FLPY_ITERABLE && rng_setup(self, num_workers) != 0)
     return -1;
@@ -729,7 +765,7 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
   self->src.base_seed = base_seed;
   if (self->pinner != NULL && flpy_loader_settle(self, 0) < 0)
     return -1;
-  pthread_mutex_lock(&self->lock);
+  lock_loader(self);
   flpy_loader_drain(self);
   rc = fl_loader_set_epoch(self->l, epoch);
   /* A state saved by state_save: this epoch resumes where it stood. */

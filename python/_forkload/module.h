@@ -286,6 +286,7 @@ struct flpy_loader {
   pid_t probe_pid;
   int probe_fd;
   int workers_up;          /* persistent workers forked and alive */
+  PyGILState_STATE fork_gil; /* taken by fork_before, for fork_after */
   int closed;
   /* Over a NativeDataset (src.dataset): no Python in the workers. */
   int native;

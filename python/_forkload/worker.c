@@ -391,15 +391,9 @@ void
 flpy_source_worker_init(unsigned id, void *arg)
 {
   flpy_source *src = arg;
-  PyThreadState *ts;
   PyObject *r;
 
-  /* A respawn forks in fl_loader_poll, where the consumer waits with the
-     GIL released (no thread state current): this thread's is made current
-     again first, and PyOS_AfterFork_Child makes the GIL anew and takes
-     it. */
-  ts = PyThreadState_Swap(NULL);
-  PyThreadState_Swap(ts != NULL ? ts : PyGILState_GetThisThreadState());
+  /* Forked with the GIL held (fork_before in loader.c). */
   PyOS_AfterFork_Child();
   r = PyObject_CallFunction(src->worker_setup, "IK", id,
                             (unsigned long long)src->base_seed);

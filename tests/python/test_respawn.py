@@ -11,7 +11,6 @@ import os
 import random
 import re
 import signal
-import subprocess
 import time
 
 import numpy as np
@@ -40,10 +39,21 @@ class Augmented(tud.Dataset):
 
 
 def workers():
-    """This process's children: the loader's workers."""
-    out = subprocess.run(["pgrep", "-P", str(os.getpid())],
-                         capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+    """This process's children, the loader's workers, read from /proc:
+    no subprocess, which under the sanitizers' pass would inherit their
+    LD_PRELOAD (a pgrep so started was seen to hang at its start)."""
+    me, kids = os.getpid(), []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The fields after the command's closing parenthesis: state, ppid.
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            kids.append(int(d))
+    return sorted(kids)
 
 
 def train(loader, epochs=2, kill_at=None, kill_all=False):
