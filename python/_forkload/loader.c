@@ -57,6 +57,36 @@ timed_out(flpy_loader *self)
   return NULL;
 }
 
+/* fl_options.log, in a call on the loader with the GIL let go: the
+   sentence kept for speak (past FLPY_HEARD unspoken, dropped). */
+static void
+hear(void *arg, const char *msg)
+{
+  flpy_loader *self = arg;
+  char *copy;
+
+  if (self->nheard < FLPY_HEARD && (copy = strdup(msg)) != NULL)
+    self->heard[self->nheard++] = copy;
+}
+
+/* With the GIL: what was heard, as RuntimeWarnings; -1 where one raised
+   (warnings made errors), the rest dropped. */
+static int
+speak(flpy_loader *self)
+{
+  size_t i;
+  int rc = 0;
+
+  for (i = 0; i < self->nheard; i++) {
+    if (rc == 0 && PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "forkload: %s",
+                                    self->heard[i]) != 0)
+      rc = -1;
+    free(self->heard[i]);
+  }
+  self->nheard = 0;
+  return rc;
+}
+
 /* The loader's lock, taken with the GIL held: where a consumer holds it
    while it waits (a respawn's fork_before takes the GIL), the GIL is let
    go while this one waits. */
@@ -658,6 +688,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   opt.fork_before = fork_before;
   opt.fork_after = fork_after;
   opt.fork_arg = self;
+  opt.log = hear;
+  opt.log_arg = self;
   if (restarts > 0 && num_workers > 0 && !self->native &&
       self->src.kind != FLPY_ITERABLE && rng_setup(self, num_workers) != 0)
     return -1;
@@ -726,7 +758,7 @@ loader_begin(PyObject *op, PyObject *args, PyObject *kwds)
     return NULL;
   rc = begin(self, epoch, base_seed, plan, &state);
   PyBuffer_Release(&state);
-  if (rc != 0)
+  if (rc != 0 || speak(self) != 0)
     return NULL;
   Py_RETURN_NONE;
 }
@@ -847,6 +879,11 @@ loader_next(PyObject *op, PyObject *unused)
       stop_workers(self); /* Ctrl-C: the workers go now */
       return NULL;
     }
+  }
+  if (speak(self) != 0) {
+    if (rc > 0)
+      flpy_loader_release(self, b);
+    return NULL;
   }
   if (rc == 0)
     Py_RETURN_NONE;
@@ -1114,6 +1151,8 @@ loader_dealloc(PyObject *op)
   free(self->pending);
   free(self->order);
   free(self->faults);
+  while (self->nheard > 0)
+    free(self->heard[--self->nheard]);
   if (self->src.rng != NULL)
     munmap(self->src.rng, flpy_rng_bytes(self->src.rng_workers));
   if (self->src.plan_fd >= 0)

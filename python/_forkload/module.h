@@ -254,6 +254,7 @@ typedef struct {
 } flpy_deferred;
 
 /* The Python type of a Loader; segment.c and unpack.c use its lock. */
+#define FLPY_HEARD 8
 typedef struct flpy_loader flpy_loader;
 struct flpy_loader {
   PyObject_HEAD
@@ -294,6 +295,10 @@ struct flpy_loader {
   size_t *order;           /* FLPY_PLAN: the epoch's indices, batches of */
   size_t order_len;        /* opt.batch_size one after the other */
   char *faults;            /* opt.faults' own copy (malloc), or NULL */
+  /* libforkload's warnings (a worker respawned, names swept), heard
+     while the GIL was let go, until they are warned of (malloc). */
+  char *heard[FLPY_HEARD];
+  size_t nheard;
 };
 
 /*
