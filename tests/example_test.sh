@@ -6,9 +6,13 @@
 #      promises;
 #   4  examples/train_min exits 0, prints one loss line per epoch, and the
 #      last loss is lower than the first;
-#   5  the first C program in README.md compiles, links and exits 0;
-#   6  its second, of "A folder of images", compiles and trains on a
-#      folder that `forkload gen images` writes.
+#   5  the README's first C program ("first-c") compiles, links and exits 0;
+#   6  the program of doc/datasets.md's "A folder of images"
+#      ("image-folder") compiles and trains on a folder that
+#      `forkload gen images` writes.
+# A block is found by the name its fence gives it, ```c run=NAME, in
+# README.md or doc/*.md (tests/docs_test.sh holds each such block to
+# being named here).
 # Cases 3 to 6 are skipped while the library or train_min is not built,
 # and case 6 where the build lacks the image decoders.
 # CC, CFLAGS and LDFLAGS come from make check, so that a sanitizer build
@@ -133,48 +137,47 @@ else
   fi
 fi
 
-# Cases 5 and 6: the README's programs are real code, the Nth C block in
-# readme-N.c.
-readme=$top_srcdir/README.md
-awk '/^```c$/ { n++; f = 1; next } /^```$/ { f = 0 }
-     f { print > (dir "/readme-" n ".c") }' dir="$tmp" "$readme"
-cp "$tmp/readme-1.c" "$tmp/readme.c" 2>/dev/null || : >"$tmp/readme.c"
+# Cases 5 and 6: the documents' programs are real code, the block
+# marked ```c run=NAME in NAME.c.
+awk '/^```c run=/ { f = substr($2, 5) ".c"; next } /^```$/ { f = "" }
+     f != "" { print > (dir "/" f) }' dir="$tmp" \
+  "$top_srcdir/README.md" "$top_srcdir"/doc/*.md
 if [ ! -f "$lib" ]; then
   skip "the README's program compiles and runs" "$lib is not built"
-elif [ -s "$tmp/readme.c" ] &&
+elif [ -s "$tmp/first-c.c" ] &&
   $CC $CFLAGS $LDFLAGS -std=gnu11 -Wall -Wextra -Werror \
-    -I"$top_srcdir/lib" -I"$top_builddir/lib" -o "$tmp/readme" \
-    "$tmp/readme.c" "$lib" \
-    $(pkg-config --libs libuv) -lrt -lpthread -lm >"$tmp/readme.out" 2>&1 &&
-  limited "$tmp/readme" >>"$tmp/readme.out" 2>&1; then
+    -I"$top_srcdir/lib" -I"$top_builddir/lib" -o "$tmp/first-c" \
+    "$tmp/first-c.c" "$lib" \
+    $(pkg-config --libs libuv) -lrt -lpthread -lm >"$tmp/first-c.out" 2>&1 &&
+  limited "$tmp/first-c" >>"$tmp/first-c.out" 2>&1; then
   ok "the README's program compiles and runs"
 else
   not_ok "the README's program compiles and runs"
-  diag "$(cat "$tmp/readme.out")"
+  diag "$(cat "$tmp/first-c.out")"
 fi
 
 # Case 6: the image program, in a directory holding the folder "train";
 # linked with the static library, so with every library forkload.pc says
 # it needs (the decoders configure found among them).
 images=$(grep -c '^#define HAVE_\(LIBJPEG\|SPNG\) 1' "$top_builddir/config.h")
-name="the README's image program trains on a folder gen images wrote"
+name="the guide's image program trains on a folder gen images wrote"
 if [ ! -f "$lib" ] || [ ! -x "$top_builddir/examples/forkload" ]; then
   skip "$name" "$lib or examples/forkload is not built"
 elif [ "$images" != 2 ]; then
   skip "$name" "this build lacks libjpeg-turbo or libspng"
-elif [ -s "$tmp/readme-2.c" ] &&
+elif [ -s "$tmp/image-folder.c" ] &&
   $CC $CFLAGS $LDFLAGS -std=gnu11 -Wall -Wextra -Werror \
-    -I"$top_srcdir/lib" -I"$top_builddir/lib" -o "$tmp/readme2" \
-    "$tmp/readme-2.c" "$lib" $(pkg-config --libs $(sed -n \
+    -I"$top_srcdir/lib" -I"$top_builddir/lib" -o "$tmp/image-folder" \
+    "$tmp/image-folder.c" "$lib" $(pkg-config --libs $(sed -n \
       's/^Requires.private: //p' "$top_builddir/forkload.pc")) \
-    -lrt -lpthread -lm >"$tmp/readme2.out" 2>&1 &&
+    -lrt -lpthread -lm >"$tmp/image-folder.out" 2>&1 &&
   "$top_builddir/examples/forkload" gen images "$tmp/train" --samples 40 \
-    --classes 4 >>"$tmp/readme2.out" 2>&1 &&
-  (cd "$tmp" && limited ./readme2) >>"$tmp/readme2.out" 2>&1; then
+    --classes 4 >>"$tmp/image-folder.out" 2>&1 &&
+  (cd "$tmp" && limited ./image-folder) >>"$tmp/image-folder.out" 2>&1; then
   ok "$name"
 else
   not_ok "$name"
-  diag "$(cat "$tmp/readme2.out")"
+  diag "$(cat "$tmp/image-folder.out")"
 fi
 
 exit $failed

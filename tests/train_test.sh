@@ -5,8 +5,8 @@
 # a falling loss, the waiting time and the line stating the final loss is
 # below its bound; it leaves no /dev/shm name of its pid and removes its
 # temporary files.  A second run, given a directory, keeps both files,
-# with valid .npy headers.  Built from the files the README's `cc` line
-# names, it prints the README's losses.
+# with valid .npy headers.  Built from the files the `cc` line of
+# doc/datasets.md names, it prints that guide's losses.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
@@ -95,18 +95,18 @@ x=$tmp/data/X.npy y=$tmp/data/y.npy
 report "given a directory, it keeps X.npy (100, 16) and y.npy (100,) there" \
   $?
 
-# The README builds it with `cc FILES $(pkg-config ...) -lm -o
+# doc/datasets.md builds it with `cc FILES $(pkg-config ...) -lm -o
 # train_linear`: FILES from examples/, linked here with the static
-# library, must build a program that prints the README's lines but the
+# library, must build a program that prints the guide's lines but the
 # time it waited.
-readme=$top_srcdir/README.md
+guide=$top_srcdir/doc/datasets.md
 files=$(sed -n 's/^    \$ cc \(.*\) \$(pkg-config .* -o train_linear$/\1/p' \
-  "$readme")
+  "$guide")
 src=
 for f in $files; do
   src="$src $top_srcdir/examples/$f"
 done
-sed -n '/^    \$ \.\/train_linear$/,/^$/p' "$readme" |
+sed -n '/^    \$ \.\/train_linear$/,/^$/p' "$guide" |
   sed -e '1d' -e '$d' -e 's/^    //' | grep -v '^waited ' >"$tmp/want"
 : >"$tmp/out"
 # shellcheck disable=SC2086 # $src and $CFLAGS are lists of words
@@ -118,7 +118,7 @@ sed -n '/^    \$ \.\/train_linear$/,/^$/p' "$readme" |
   TMPDIR=$tmp/t $limit "$tmp/readme_linear" >"$tmp/all" 2>"$tmp/err" &&
   grep -v '^waited ' "$tmp/all" >"$tmp/out" && cmp -s "$tmp/want" "$tmp/out"
 rc=$?
-report "built from the README's cc line ($files), it prints the README's losses" \
+report "built from the guide's cc line ($files), it prints the guide's losses" \
   $rc "expected:
 $(cat "$tmp/want")"
 

@@ -518,7 +518,7 @@ class DataLoader(_TorchDataLoader):
               ``prepare()`` shards it too, but always into a loader of torch's
               own (torch's workers): to keep forkload's, give the loader a
               :class:`~torch.utils.data.DistributedSampler` and prepare only
-              the model and optimiser (README.md, "Inside frameworks").
+              the model and optimiser (doc/python.md, "Inside frameworks").
 
     .. note:: ``len(loader)`` counts the sampler's batches. For an
               :class:`~torch.utils.data.IterableDataset` it is only a guess,

@@ -11,7 +11,7 @@ and each rank writes what it trained on:
   arguments: each rank gets its half, the batches and weights of torch's
   loader prepared the same way, read by torch's workers, not forkload's.
 - a DistributedSampler in forkload's loader, only the model and optimiser
-  prepared (README.md, "Inside frameworks"): forkload's workers read every
+  prepared (doc/python.md, "Inside frameworks"): forkload's workers read every
   sample, and each rank gets the batches and weights of torch's loader
   used the same way.
 """

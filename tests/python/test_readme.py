@@ -1,14 +1,20 @@
-"""The training loop of README.md's "From Python", run as it is written.
+"""The Python programs of README.md and the guides, run as they are written.
 
-The first ```python block under the "## From Python" heading is written to a
-file in a temporary directory and run by this interpreter in a subprocess,
-with the environment inherited (PYTHONPATH names the package under test).
-It asserts by itself that its loss went down, so exit status 0 is the check.
-It runs again with torch's DataLoader in place of forkload's, the only change
-the README says a training loop needs, and both must print the same lines:
-the same seed gives the same batches.
+A block that the text says runs is marked in its fence, ```python run=NAME
+(GitHub shows only the language), in README.md or doc/*.md, and is looked
+up here by NAME; tests/docs_test.sh holds every marked block to being named
+here, and a fenced block without the mark is a fragment.  A block is
+written to a file in a temporary directory and run by this interpreter in a
+subprocess, with the environment inherited (PYTHONPATH names the package
+under test).
 
-The block of "## Built-in datasets from Python" runs too, over a folder of
+"first-python", the README's training loop, asserts by itself that its loss
+went down, so exit status 0 is the check.  It runs again with torch's
+DataLoader in place of forkload's, the only change the README says a
+training loop needs, and both must print the same lines: the same seed
+gives the same batches.
+
+"datasets-python", of doc/datasets.md's "From Python", runs over a folder of
 images that the build tree's `examples/forkload gen images` writes in place
 of its /tmp/imgs.
 """
@@ -22,34 +28,24 @@ import pytest
 
 pytest.importorskip("torch")
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-HEADING = "## From Python"
-DATASETS_HEADING = "## Built-in datasets from Python"
+TOP = pathlib.Path(__file__).resolve().parents[2]
+DOCUMENTS = [TOP / "README.md", *sorted((TOP / "doc").glob("*.md"))]
 FORKLOAD_IMPORT = "from forkload import DataLoader"
 TORCH_IMPORT = "from torch.utils.data import DataLoader"
 # A few seconds on 2 CPUs; the rest is room for a loaded CI machine.
 TIME_LIMIT = 120
 
 
-def readme_block(heading=HEADING):
-    """The first ```python block of the README's section `heading`."""
-    lines = README.read_text(encoding="utf-8").splitlines()
-    try:
-        start = lines.index(heading) + 1
-    except ValueError:
-        pytest.fail(f"{README} has no line {heading!r}")
-    block = None
-    for line in lines[start:]:
-        if block is None:
-            if line.startswith("## "):
-                break
-            if line.strip() == "```python":
-                block = []
-        elif line.strip() == "```":
-            return "\n".join(block) + "\n"
-        else:
-            block.append(line)
-    pytest.fail(f"no ```python block under {heading!r} in {README}")
+def doc_block(name):
+    """The block marked ```python run=`name` in README.md or doc/*.md."""
+    fence = "```python run=" + name
+    for document in DOCUMENTS:
+        lines = document.read_text(encoding="utf-8").splitlines()
+        if fence in lines:
+            start = lines.index(fence) + 1
+            end = lines.index("```", start)
+            return "\n".join(lines[start:end]) + "\n"
+    pytest.fail(f"no {fence} block in README.md or doc/*.md")
 
 
 def run(source, tmp_path, name):
@@ -89,18 +85,18 @@ def with_torch_import(source):
 
 
 def test_readme_training_loop_runs(tmp_path):
-    out = run(readme_block(), tmp_path, "readme_loop.py")
+    out = run(doc_block("first-python"), tmp_path, "readme_loop.py")
     assert "epoch 1: loss" in out, out
 
 
 def test_readme_training_loop_prints_what_torch_dataloader_prints(tmp_path):
-    source = readme_block()
+    source = doc_block("first-python")
     ours = run(source, tmp_path, "readme_loop.py")
     torchs = run(with_torch_import(source), tmp_path, "readme_loop_torch.py")
     assert ours == torchs
 
 
-def test_readme_datasets_example_runs(tmp_path):
+def test_datasets_guide_example_runs(tmp_path):
     import forkload
     # The build tree: <builddir>/python/forkload/__init__.py (a link, in a
     # VPATH build, that abspath keeps), or, where the package tested is
@@ -116,10 +112,10 @@ def test_readme_datasets_example_runs(tmp_path):
     subprocess.run([str(cli), "gen", "images", str(images), "--samples",
                     "256", "--classes", "4"], check=True,
                    stdout=subprocess.DEVNULL, timeout=TIME_LIMIT)
-    source = readme_block(DATASETS_HEADING)
+    source = doc_block("datasets-python")
     assert '"/tmp/imgs"' in source
     out = run(source.replace('"/tmp/imgs"', repr(str(images))), tmp_path,
-              "readme_datasets.py")
+              "datasets_guide.py")
     lines = out.splitlines()
     assert lines[0] == ("256 images, 4 classes: ['class000', 'class001', "
                         "'class002', 'class003']"), out
