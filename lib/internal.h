@@ -627,6 +627,14 @@ struct fl_loader {
 /* errors.c */
 const char *fl__strerror(int errnum);
 
+/* format.c: vsnprintf into dst, but a message longer than size - 1 bytes
+   loses the middle of its longest words (its paths), then its own middle,
+   never its end. */
+void fl__format(char *dst, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void fl__vformat(char *dst, size_t size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 
 /* state.c */
 uint64_t fl__state_indices_hash(const fl_loader *l);
