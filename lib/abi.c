@@ -72,23 +72,3 @@ fl__struct_out(void *dst, size_t size, const void *src, size_t full)
   if (size > full)
     memset((unsigned char *)dst + full, 0, size - full);
 }
-
-int
-fl__dataset_out_check(fl_dataset *out, size_t size, const char *fn)
-{
-  if (out == NULL)
-    return fl__error_set(FL_EINVAL, "%s: out is NULL", fn);
-  if (size < FL__DATASET_SIZE_0_1)
-    return fl__error_set(FL_EINVAL, "%s: fl_dataset is %zu bytes here: no "
-                         "forkload had one smaller than %zu", fn, size,
-                         FL__DATASET_SIZE_0_1);
-  memset(out, 0, size);
-  return 0;
-}
-
-int
-fl__dataset_out(fl_dataset *out, size_t size, const fl_dataset *ds)
-{
-  fl__struct_out(out, size, ds, sizeof(*ds));
-  return 0;
-}

@@ -40,6 +40,9 @@ void fl__randperm(uint64_t seed, size_t *a, size_t n);
 void fl__randperm_narrow(fl__mt *mt, size_t *a, size_t n);
 void fl__randperm_wide(fl__mt *mt, size_t *a, size_t n);
 
+/* mix.c: splitmix64's finaliser. */
+uint64_t fl__mix64(uint64_t x);
+
 /* bijection.c: FL_SHUFFLE_BIJECTION's order of [0, m) under a key. */
 #define FL__BIJECTION_ROUNDS_MAX 24
 typedef struct fl__bijection {
@@ -120,7 +123,6 @@ typedef struct fl__sampler {
   int spilled;           /* whether one went to the shared table */
 } fl__sampler;
 
-uint64_t fl__mix64(uint64_t x);
 uint64_t fl__epoch_seed(uint64_t seed, uint64_t epoch, uint64_t stream);
 size_t fl__shard_len(fl_shard_mode mode, size_t m, unsigned w, unsigned r);
 /* Whether the shared order keeps a table (8 bytes a position) after its
@@ -631,6 +633,14 @@ struct fl_loader {
 /* errors.c */
 const char *fl__strerror(int errnum);
 
+/* format.c: vsnprintf into dst, but a message longer than size - 1 bytes
+   loses the middle of its longest words (its paths), then its own middle,
+   never its end. */
+void fl__format(char *dst, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void fl__vformat(char *dst, size_t size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 
 /* state.c */
 uint64_t fl__state_indices_hash(const fl_loader *l);
@@ -752,10 +762,6 @@ int fl__struct_in(void *dst, size_t full, const void *src, size_t size,
                   size_t oldest, const char *name, char *err, size_t errlen);
 /* Writes src into the caller's struct of `size` bytes, no further. */
 void fl__struct_out(void *dst, size_t size, const void *src, size_t full);
-/* A builder of datasets checks the caller's struct (and zeroes it) first,
-   then fills a whole one and copies out what the caller's holds. */
-int fl__dataset_out_check(fl_dataset *out, size_t size, const char *fn);
-int fl__dataset_out(fl_dataset *out, size_t size, const fl_dataset *ds);
 
 /* options.c */
 void fl__options_defaults(fl_options *opt);

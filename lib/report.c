@@ -8,7 +8,6 @@
 #include "config.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,7 +31,7 @@ fl__log(const fl_loader *l, const char *fmt, ...)
   if (l->opt.log == NULL || l->foreign)
     return;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  fl__vformat(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   l->opt.log(l->opt.log_arg, msg);
 }
@@ -47,7 +46,7 @@ fl__error_set(int code, const char *fmt, ...)
   va_list ap;
 
   va_start(ap, fmt);
-  vsnprintf(create_error, sizeof(create_error), fmt, ap);
+  fl__vformat(create_error, sizeof(create_error), fmt, ap);
   va_end(ap);
   return code;
 }
@@ -61,7 +60,7 @@ fl__error_clear(void)
 static int
 vset_error(fl_loader *l, int code, const char *fmt, va_list ap)
 {
-  vsnprintf(l->err, sizeof(l->err), fmt, ap);
+  fl__vformat(l->err, sizeof(l->err), fmt, ap);
   return code;
 }
 

@@ -20,16 +20,6 @@
 /* A lazy entry packs a 32-bit tag and a value below 2^32 in a size_t. */
 _Static_assert(sizeof(size_t) == 8, "forkload needs a 64-bit size_t");
 
-/* splitmix64's finaliser: a bijective mix with good avalanche. */
-uint64_t
-fl__mix64(uint64_t x)
-{
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /*
  * A seed for one use in one epoch, a pure function of its arguments, so
  * that epoch e's permutation does not depend on what came before it.

@@ -186,6 +186,58 @@ flt_rm_tree(const char *dir)
   return nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+char *
+flt_long_dir(const char *parent)
+{
+  static const char part[] = "/a-rather-long-folder-name-00";
+  size_t at = strlen(parent), want = 4096 - FLT_LONG_ROOM, i;
+  char *p = malloc(4096);
+
+  assert_non_null(p);
+  assert_true(at + sizeof(part) < want);
+  memcpy(p, parent, at + 1);
+  for (i = 0; at + sizeof(part) <= want; i++) {
+    snprintf(p + at, 4096 - at, "%.*s%02zu", (int)sizeof(part) - 3, part,
+             i % 100);
+    at += sizeof(part) - 1;
+    assert_int_equal(mkdir(p, 0700), 0);
+  }
+  return p;
+}
+
+void
+flt_assert_ends_with(const char *msg, const char *end)
+{
+  size_t n = strlen(msg), e = strlen(end);
+
+  if (n < e || strcmp(msg + n - e, end) != 0)
+    fail_msg("a message of %zu bytes, \"...%s\", does not end with "
+             "\"%s\"", n, msg + (n > 160 ? n - 160 : 0), end);
+}
+
+int
+flt_epoch_error(fl_loader *l, char *buf, size_t len)
+{
+  fl_batch *b;
+  int rc, first = 0;
+
+  buf[0] = '\0';
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) != 0) {
+    if (rc > 0) {
+      fl_batch_release(b);
+    } else {
+      if (first == 0) {
+        first = rc;
+        snprintf(buf, len, "%s", fl_loader_error(l));
+      }
+      if (fl_error_is_final(rc))
+        break;
+    }
+  }
+  return first;
+}
+
 void
 flt_skip_all(const char *fmt, ...)
 {

@@ -67,6 +67,21 @@ int flt_tree_setup(void **state);
 /* Removes dir and everything under it, symlinks as themselves: 0, or -1
    (nftw's). */
 int flt_rm_tree(const char *dir);
+
+/*
+ * Long paths, for the errors that quote them: a folder under parent whose
+ * path is 4 KiB less FLT_LONG_ROOM bytes (room for the names a case puts
+ * in it, under PATH_MAX), every folder on the way made.  Malloc'ed; it
+ * goes with parent (flt_rm_tree).
+ */
+#define FLT_LONG_ROOM 96
+char *flt_long_dir(const char *parent);
+/* Fails, quoting both, unless msg ends with end: a message shortened to
+   fit must keep its cause. */
+void flt_assert_ends_with(const char *msg, const char *end);
+/* Runs an epoch of l, releasing its batches: the first error's code, its
+   sentence in buf; 0 when there was none. */
+int flt_epoch_error(fl_loader *l, char *buf, size_t len);
 int flt_tree_teardown(void **state);
 void flt_tree_put(const char *path, const char *text);
 

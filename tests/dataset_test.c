@@ -985,6 +985,70 @@ npy_dir_file_changed_after_open_is_that_batch_error(void **state)
   flt_assert_clean(&base);
 }
 
+/*
+ * Each builder's error and the worker's, with a file 4 KiB deep: the
+ * message is shortened in the middle of its paths (two of them for
+ * npy_zip), and its end, the cause, arrives.
+ */
+static void
+errors_quoting_a_4_kib_path_end_with_their_cause(void **state)
+{
+  char dir[64], *deep, a[4096], b[4096], dict[128], msg[FL__ERRMSG_MAX];
+  const char *zip[2] = {a, b};
+  unsigned char data[16] = {0};
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  deep = flt_long_dir(dir);
+  assert_int_equal(fl_dataset_npy_dir(&ds, deep), FL_EINVAL);
+  flt_assert_ends_with(fl_loader_error(NULL),
+                       ": the directory holds no .npy file");
+  snprintf(a, sizeof(a), "%s/none.bin", deep);
+  assert_int_equal(fl_dataset_raw(&ds, a, 8, 0), -ENOENT);
+  flt_assert_ends_with(fl_loader_error(NULL),
+                       "/none.bin: cannot open: No such file or directory");
+  snprintf(a, sizeof(a), "%s/text.npy", deep);
+  write_file(a, "not numpy", 9);
+  assert_int_equal(fl_dataset_npy_array(&ds, a), FL_EINVAL);
+  flt_assert_ends_with(fl_loader_error(NULL), "/text.npy: not an NPY file "
+                       "(it does not start with the magic \\x93NUMPY)");
+  unlink(a);
+  dict_of(dict, sizeof(dict), "<u1", "(2, 8)");
+  snprintf(a, sizeof(a), "%s/two.npy", deep);
+  write_npy(a, 1, dict, data, 16);
+  dict_of(dict, sizeof(dict), "<u1", "(1, 8)");
+  snprintf(b, sizeof(b), "%s/one.npy", deep);
+  write_npy(b, 1, dict, data, 8);
+  assert_int_equal(fl_dataset_npy_zip(&ds, zip, 2), FL_EINVAL);
+  flt_assert_ends_with(fl_loader_error(NULL), "/two.npy has 2: every array "
+                       "of a zip must have the same first dimension");
+  assert_true(strlen(fl_loader_error(NULL)) < FL__ERRMSG_MAX);
+  /* The worker's: a file gone since the dataset was made. */
+  unlink(a);
+  unlink(b);
+  snprintf(a, sizeof(a), "%s/sample.npy", deep);
+  dict_of(dict, sizeof(dict), "<u1", "(8,)");
+  write_npy(a, 1, dict, data, 8);
+  assert_int_equal(fl_dataset_npy_dir(&ds, deep), 0);
+  unlink(a);
+  fl_options_init(&opt);
+  opt.num_workers = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(flt_epoch_error(l, msg, sizeof(msg)), FL_EDATASET);
+  flt_assert_ends_with(msg, "/sample.npy: cannot open: No such file or "
+                       "directory");
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  free(deep);
+  assert_int_equal(flt_rm_tree(dir), 0);
+  flt_assert_clean(&base);
+}
+
 static void
 close_is_safe_on_null_zeroed_and_closed_datasets(void **state)
 {
@@ -1079,6 +1143,7 @@ main(void)
       cmocka_unit_test(npy_dir_file_changed_after_open_is_that_batch_error),
       cmocka_unit_test(
           npy_array_truncated_under_its_workers_is_told_as_such),
+      cmocka_unit_test(errors_quoting_a_4_kib_path_end_with_their_cause),
       cmocka_unit_test(close_is_safe_on_null_zeroed_and_closed_datasets),
       cmocka_unit_test(parser_survives_mutated_headers),
   };

@@ -758,6 +758,156 @@ dataset_error_is_not_final_and_a_dead_worker_is(void **state)
   flt_case_end(&c);
 }
 
+/* A path of 4000 bytes ending in /x.npy, as a user's 4 KiB path. */
+static void
+long_path(char *p, size_t len)
+{
+  size_t i;
+
+  for (i = 0; i + 8 < len; i++)
+    p[i] = i % 29 == 0 ? '/' : (char)('a' + (i % 29 - 1) % 26);
+  memcpy(p + i - 7, "/x.npy", 7);
+}
+
+static void
+a_message_that_fits_is_formatted_as_snprintf_would(void **state)
+{
+  char got[64], want[64];
+
+  (void)state;
+  fl__format(got, sizeof(got), "%s: %d %s", "/tmp/a b", 7, "left alone");
+  snprintf(want, sizeof(want), "%s: %d %s", "/tmp/a b", 7, "left alone");
+  assert_string_equal(got, want);
+  fl__format(got, 1, "%s", "nothing fits");
+  assert_string_equal(got, "");
+}
+
+static void
+a_long_path_loses_its_middle_and_keeps_the_cause(void **state)
+{
+  char path[4000], got[FL__REPLY_MSG_MAX];
+
+  (void)state;
+  long_path(path, sizeof(path));
+  fl__format(got, sizeof(got), "get(index 3) failed: %s: cannot open: %s",
+             path, "No such file or directory");
+  assert_int_equal(strlen(got), sizeof(got) - 1);
+  assert_memory_equal(got, "get(index 3) failed: /abcdefg", 28);
+  flt_assert_ends_with(got, "/x.npy: cannot open: No such file or "
+                            "directory");
+  assert_non_null(strstr(got, "..."));
+}
+
+/* A pipe: command of many words, none long: the message's own middle
+   goes, and its start and end stay. */
+static void
+many_short_words_lose_the_messages_middle(void **state)
+{
+  char cmd[3000], got[256];
+  size_t i;
+
+  (void)state;
+  memcpy(cmd, "pipe:cat", 9);
+  for (i = 8; i + 4 < sizeof(cmd); i += 3)
+    memcpy(cmd + i, " ab", 4);
+  fl__format(got, sizeof(got), "%s: after k: %s", cmd, "Truncated tar");
+  assert_int_equal(strlen(got), sizeof(got) - 1);
+  assert_memory_equal(got, "pipe:cat ab ab", 14);
+  flt_assert_ends_with(got, " ab: after k: Truncated tar");
+}
+
+/* Each byte a cut might land on: the text stays whole UTF-8 characters,
+   which Python's str() of the message needs. */
+static void
+a_cut_never_splits_a_utf8_character(void **state)
+{
+  char word[900], got[300];
+  size_t i, size, n;
+
+  (void)state;
+  for (i = 0; i + 3 < sizeof(word); i += 3)
+    memcpy(word + i, "\xe8\xaa\x9e", 3);
+  word[i] = '\0';
+  for (size = 40; size <= sizeof(got); size++) {
+    fl__format(got, size, "open %s: No such file", word);
+    n = strlen(got);
+    assert_true(n < size);
+    flt_assert_ends_with(got, ": No such file");
+    for (i = 5; i < n - 14; i++) {
+      if (got[i] == '.')
+        continue;
+      /* A lead byte, then its two continuation bytes. */
+      assert_int_equal((unsigned char)got[i], 0xe8);
+      assert_int_equal((unsigned char)got[i + 1], 0xaa);
+      assert_int_equal((unsigned char)got[i + 2], 0x9e);
+      i += 2;
+    }
+  }
+}
+
+static char quoted_path[4000];
+
+static int
+fail_quoting_a_path(void *ctx, size_t index, void *dst, size_t *nbytes)
+{
+  (void)ctx;
+  (void)index;
+  (void)dst;
+  (void)nbytes;
+  fl_worker_error("%s: cannot decode: %s", quoted_path,
+                  "the cause, at the very end");
+  return -1;
+}
+
+/* The whole route: the dataset's message, the worker's reply of
+   FL__REPLY_MSG_MAX bytes, the parent's sentence around it; with the
+   workers and without. */
+static void
+a_worker_message_quoting_a_4_kib_path_arrives_with_its_cause(void **state)
+{
+  char msg[FL__ERRMSG_MAX];
+  unsigned nw;
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds = {0};
+  fl_loader *l;
+
+  (void)state;
+  long_path(quoted_path, sizeof(quoted_path));
+  ds.len = 4;
+  ds.sample_bytes = 8;
+  ds.get = fail_quoting_a_path;
+  for (nw = 0; nw <= 1; nw++) {
+    flt_baseline_take(&base);
+    fl_options_init(&opt);
+    opt.num_workers = nw;
+    opt.batch_size = 2;
+    assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+    assert_int_equal(flt_epoch_error(l, msg, sizeof(msg)), FL_EDATASET);
+    assert_memory_equal(msg, "batch 0 (worker 0): get(index 0) failed: /a",
+                        43);
+    flt_assert_ends_with(msg, "/x.npy: cannot decode: the cause, at the "
+                              "very end");
+    fl_loader_destroy(l);
+    flt_assert_clean(&base);
+  }
+}
+
+/* A dataset call's error, with no loader to carry it: 1 KiB. */
+static void
+a_dataset_error_quoting_a_4_kib_path_keeps_its_cause(void **state)
+{
+  char path[4000];
+  fl_dataset ds;
+
+  (void)state;
+  long_path(path, sizeof(path));
+  assert_int_equal(fl_dataset_raw(&ds, path, 0, 8), FL_EINVAL);
+  flt_assert_ends_with(fl_loader_error(NULL), "/x.npy: record_bytes is 0: "
+                       "a record must hold at least one byte");
+  assert_true(strlen(fl_loader_error(NULL)) < FL__ERRMSG_MAX);
+}
+
 int
 main(void)
 {
@@ -798,6 +948,14 @@ main(void)
       cmocka_unit_test(
           a_loader_failure_never_carries_a_code_that_means_go_on),
       cmocka_unit_test(dataset_error_is_not_final_and_a_dead_worker_is),
+      cmocka_unit_test(a_message_that_fits_is_formatted_as_snprintf_would),
+      cmocka_unit_test(a_long_path_loses_its_middle_and_keeps_the_cause),
+      cmocka_unit_test(many_short_words_lose_the_messages_middle),
+      cmocka_unit_test(a_cut_never_splits_a_utf8_character),
+      cmocka_unit_test(
+          a_worker_message_quoting_a_4_kib_path_arrives_with_its_cause),
+      cmocka_unit_test(
+          a_dataset_error_quoting_a_4_kib_path_keeps_its_cause),
   };
 
   flt_warm_up();

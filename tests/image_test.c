@@ -1433,6 +1433,52 @@ bad_files_are_their_batchs_error_naming_file_and_problem(void **state)
   flt_assert_clean(&base);
 }
 
+/* A folder 4 KiB deep: the builder's error and the workers' (a file that
+   is no image, then one gone) end with their cause, the path shortened in
+   its middle. */
+static void
+errors_quoting_a_4_kib_path_end_with_their_cause(void **state)
+{
+  char dir[64], *deep, path[PATH_MAX], msg[FL__ERRMSG_MAX];
+  flt_baseline base;
+  fl_image_options io;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  FILE *f;
+
+  (void)state;
+  flt_baseline_take(&base);
+  dir_make(dir, sizeof(dir));
+  deep = flt_long_dir(dir);
+  options(&io, 16, 16);
+  pathf(path, sizeof(path), "%s/missing", deep);
+  assert_int_equal(fl_dataset_image_folder(&ds, path, &io), FL_EINVAL);
+  flt_assert_ends_with(fl_loader_error(NULL),
+                       "/missing: No such file or directory");
+  pathf(path, sizeof(path), "%s/c", deep);
+  assert_int_equal(mkdir(path, 0755), 0);
+  pathf(path, sizeof(path), "%s/c/a.jpg", deep);
+  assert_non_null(f = fopen(path, "w"));
+  fputs("no image", f);
+  fclose(f);
+  assert_int_equal(fl_dataset_image_folder(&ds, deep, &io), 0);
+  fl_options_init(&opt);
+  opt.num_workers = 1;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(flt_epoch_error(l, msg, sizeof(msg)), FL_EDATASET);
+  flt_assert_ends_with(msg, "/c/a.jpg: not an image (no JPEG, PNG, WebP, "
+                       "TIFF, BMP or PNM signature)");
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(flt_epoch_error(l, msg, sizeof(msg)), FL_EDATASET);
+  flt_assert_ends_with(msg, "/c/a.jpg: No such file or directory");
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  free(deep);
+  dir_remove(dir);
+  flt_assert_clean(&base);
+}
+
 /* Refused from its header: no pixel of 3.6 gigapixels is allocated or
    decoded, under a random crop as under the center one, whatever the
    format (a WebP says 16383 x 16383, its largest). */
@@ -2009,6 +2055,7 @@ main(void)
       CASE(hflip_mirrors_whole_images_at_its_probability),
       CASE(other_formats_random_crops_are_those_of_pils_pixels),
       CASE(bad_files_are_their_batchs_error_naming_file_and_problem),
+      CASE(errors_quoting_a_4_kib_path_end_with_their_cause),
       CASE(bomb_of_every_format_is_refused_from_its_header_at_once),
       CASE(max_pixels_refuses_larger_images),
       CASE(forced_box_outside_the_image_is_refused),

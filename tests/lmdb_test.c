@@ -392,6 +392,42 @@ missing_path_other_files_and_empty_database_are_refused(void **state)
   flt_assert_clean(&base);
 }
 
+/* A database 4 KiB deep: the builder's error and the worker's end with
+   their cause, the path shortened in its middle. */
+static void
+errors_quoting_a_4_kib_path_end_with_their_cause(void **state)
+{
+  char *deep, path[PATH_MAX], msg[FL__ERRMSG_MAX];
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  FILE *f;
+
+  (void)state;
+  flt_baseline_take(&base);
+  deep = flt_long_dir(dir_make());
+  snprintf(path, sizeof(path), "%s/junk.mdb", deep);
+  assert_non_null(f = fopen(path, "w"));
+  assert_int_equal(fwrite(path, 1, sizeof(path), f), sizeof(path));
+  fclose(f);
+  assert_int_equal(fl_dataset_lmdb(&ds, path, 64), FL_EINVAL);
+  flt_assert_ends_with(fl_loader_error(NULL), "/junk.mdb: not an LMDB "
+                       "environment: MDB_INVALID: File is not an LMDB file");
+  snprintf(path, sizeof(path), "%s/db", deep + strlen(case_dir) + 1);
+  assert_int_equal(fl_dataset_lmdb(&ds, db_write(path, 4, size_100), 64),
+                   0);
+  options(&opt, 1, 2);
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(flt_epoch_error(l, msg, sizeof(msg)), FL_EDATASET);
+  flt_assert_ends_with(msg, " holds 100 bytes, more than max_bytes 64");
+  assert_non_null(strstr(msg, "/db: key '0000000"));
+  fl_loader_destroy(l);
+  fl_dataset_close(&ds);
+  free(deep);
+  flt_assert_clean(&base);
+}
+
 /* One epoch of ds, shuffled, with `workers`. */
 static void
 epoch_with(const fl_dataset *ds, unsigned workers, struct run *r)
@@ -864,6 +900,7 @@ main(void)
       CASE(index_of_100000_keys_takes_under_half_a_byte_a_key),
       CASE(binary_keys_of_1_to_511_bytes_at_1_k_1_k_k1_3k5_keys_read_right),
       CASE(database_changed_after_create_is_its_batchs_error_never_a_crash),
+      CASE(errors_quoting_a_4_kib_path_end_with_their_cause),
   };
 
   flt_warm_up();

@@ -417,6 +417,35 @@ resumed_epoch_gives_exactly_the_remaining_windows(void **state)
 
 /* The header check on every single-byte change of a good header and every
    length around it: it returns, and what it accepts adds up. */
+/* A shard 4 KiB deep: the error ends with its cause, the path shortened
+   in its middle. */
+static void
+a_bad_shard_4_kib_deep_is_refused_ending_with_the_cause(void **state)
+{
+  char dir[] = "/tmp/fl-tokens-long-XXXXXX", *deep, path[4096];
+  const char *paths[1] = {path};
+  unsigned char header[1024] = {0};
+  flt_baseline base;
+  fl_dataset ds;
+  FILE *f;
+
+  (void)state;
+  flt_baseline_take(&base);
+  assert_non_null(mkdtemp(dir));
+  deep = flt_long_dir(dir);
+  snprintf(path, sizeof(path), "%s/train_000.bin", deep);
+  header[0] = 7; /* magic 7 */
+  assert_non_null(f = fopen(path, "wb"));
+  assert_int_equal(fwrite(header, 1, sizeof(header), f), sizeof(header));
+  fclose(f);
+  assert_int_equal(fl_dataset_tokens(&ds, paths, 1, T), FL_EINVAL);
+  flt_assert_ends_with(fl_loader_error(NULL), "/train_000.bin: magic 7, not "
+                       "llm.c's 20240520: not a token shard");
+  free(deep);
+  assert_int_equal(flt_rm_tree(dir), 0);
+  flt_assert_clean(&base);
+}
+
 static void
 header_check_survives_mutations_and_cuts(void **state)
 {
@@ -455,6 +484,8 @@ main(void)
       cmocka_unit_test(
           windows_across_three_shards_are_llm_c_s_each_way_fetched),
       cmocka_unit_test(bad_shards_and_arguments_are_refused_naming_the_file),
+      cmocka_unit_test(
+          a_bad_shard_4_kib_deep_is_refused_ending_with_the_cause),
       cmocka_unit_test(ranks_and_workers_see_every_window_exactly_once),
       cmocka_unit_test(resumed_epoch_gives_exactly_the_remaining_windows),
       cmocka_unit_test(header_check_survives_mutations_and_cuts),

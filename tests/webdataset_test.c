@@ -842,6 +842,76 @@ a_failing_command_is_an_error_naming_it_and_its_status(void **state)
   flt_assert_clean(&base);
 }
 
+/* The first error of an epoch of one shard, through a worker. */
+static void
+shard_error(const char *shard, const char *key_ext, char *msg, size_t len)
+{
+  const char *exts[] = {key_ext, "cls"};
+  const size_t max[] = {8, 8};
+  fl_iterable it;
+  fl_loader *l;
+
+  assert_int_equal(fl_dataset_webdataset(&it, &shard, 1, exts, max, 2), 0);
+  l = loader(&it, 1, 1);
+  assert_int_equal(flt_epoch_error(l, msg, len), FL_EDATASET);
+  fl_loader_destroy(l);
+  fl_iterable_close(&it);
+}
+
+/*
+ * Shards 4 KiB deep, whose members' names are long too, read as files and
+ * through long pipe: commands: each error ends with its cause, its paths
+ * shortened in their middle.
+ */
+static void
+errors_quoting_a_4_kib_path_or_command_end_with_their_cause(void **state)
+{
+  char *deep = flt_long_dir(dir), key[200], names[4][220], tar[4096],
+       cmd[4200], msg[1024];
+  struct member m[4] = {{names[0], "A", 0}, {names[1], "0", 0},
+                        {names[2], "B", 0}, {names[3], "1", 0}};
+  flt_baseline base;
+  size_t i;
+
+  (void)state;
+  flt_baseline_take(&base);
+  for (i = 0; i + 30 < sizeof(key); i += 29)
+    snprintf(key + i, sizeof(key) - i, "a-rather-long-folder-name-%02zu/",
+             i / 29);
+  snprintf(names[0], sizeof(names[0]), "%sa.bin", key);
+  snprintf(names[1], sizeof(names[1]), "%sa.cls", key);
+  snprintf(names[2], sizeof(names[2]), "%sb.bin", key);
+  snprintf(names[3], sizeof(names[3]), "%sb.cls", key);
+  snprintf(tar, sizeof(tar), "%s/gnu.tar", deep);
+  tar_write(tar, m, 4);
+  /* Cut short in b's data, as a download is: libarchive's words, then
+     how far it got. */
+  snprintf(cmd, sizeof(cmd), "pipe:head -c 3584 %s", tar);
+  shard_error(cmd, "bin", msg, sizeof(msg));
+  assert_memory_equal(msg, "batch 1 (worker 0): ", 20);
+  flt_assert_ends_with(msg, "-05/b: Truncated tar archive (sample 2, "
+                       "3584 bytes in)");
+  snprintf(cmd, sizeof(cmd), "pipe:head -c 3584 '%s'; exit 3", tar);
+  shard_error(cmd, "bin", msg, sizeof(msg));
+  flt_assert_ends_with(msg, "bytes in); the command: exit 3");
+  snprintf(cmd, sizeof(cmd), "pipe:cat '%s'; exit 3", tar);
+  shard_error(cmd, "bin", msg, sizeof(msg));
+  flt_assert_ends_with(msg, "b: the tar ends, but the command failed: "
+                       "exit 3 (sample 2, 5120 bytes in)");
+  shard_error(tar, "txt", msg, sizeof(msg));
+  flt_assert_ends_with(msg, "a.txt");
+  if (strstr(msg, ": no member a-rather-") == NULL)
+    fail_msg("%s", msg);
+  snprintf(cmd, sizeof(cmd), "%s/none.tar", deep);
+  shard_error(cmd, "bin", msg, sizeof(msg));
+  /* libarchive's words quote the path again: both are shortened. */
+  if (strstr(msg, "/none.tar: cannot open it: Failed to open '") == NULL)
+    fail_msg("%s", msg);
+  flt_assert_ends_with(msg, "/none.tar' (sample 0)");
+  free(deep);
+  flt_assert_clean(&base);
+}
+
 /* The command's fds, as it lists them, are 0, 1 and 2 alone: not the
    loader's sockets and segments, nor an fd this program left inheritable
    (workers keep it, as any fd their loader does not know). */
@@ -1033,6 +1103,8 @@ main(void)
       cmocka_unit_test(pipe_shards_read_their_commands_output),
       cmocka_unit_test(
           a_failing_command_is_an_error_naming_it_and_its_status),
+      cmocka_unit_test(
+          errors_quoting_a_4_kib_path_or_command_end_with_their_cause),
       cmocka_unit_test(a_command_writing_past_its_tar_is_read_to_its_end),
       cmocka_unit_test(a_command_gets_no_fd_but_its_stdio),
       cmocka_unit_test(a_loader_destroyed_mid_shard_ends_its_command),

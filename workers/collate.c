@@ -94,10 +94,10 @@ skip_stream(const fl_loader *l, struct fl__stream *st, fl__fill_ctx *c,
     rc = l->it.skip(l->it.ctx, st->skip);
     if (rc < 0) {
       st->over = 1;
-      snprintf(err, errlen, "skip(%llu) returned %d%s%s",
-               (unsigned long long)st->skip, rc,
-               fl__worker_error_text()[0] ? ": " : "",
-               fl__worker_error_text());
+      fl__format(err, errlen, "skip(%llu) returned %d%s%s",
+                 (unsigned long long)st->skip, rc,
+                 fl__worker_error_text()[0] ? ": " : "",
+                 fl__worker_error_text());
       return FL_EDATASET;
     }
     st->pos = (size_t)st->skip;
@@ -159,9 +159,9 @@ fl__stream_fill(const fl_loader *l, struct fl__stream *st, fl__fill_ctx *c,
     st->over = rc != 0;
     st->pos = 0;
     if (rc != 0) {
-      snprintf(err, errlen, "open returned %d%s%s", rc,
-               fl__worker_error_text()[0] ? ": " : "",
-               fl__worker_error_text());
+      fl__format(err, errlen, "open returned %d%s%s", rc,
+                 fl__worker_error_text()[0] ? ": " : "",
+                 fl__worker_error_text());
       return FL_EDATASET;
     }
     if (st->skip > 0 && (rc = skip_stream(l, st, c, err, errlen)) != 0)

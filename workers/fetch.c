@@ -17,7 +17,7 @@ failed(char *err, size_t errlen, const char *what, size_t index, int rc)
   const char *why = fl__worker_error_text();
 
   if (why[0] != '\0')
-    snprintf(err, errlen, "%s(index %zu) failed: %s", what, index, why);
+    fl__format(err, errlen, "%s(index %zu) failed: %s", what, index, why);
   else
     snprintf(err, errlen, "%s(index %zu) returned %d", what, index, rc);
   return FL_EDATASET;

@@ -6,7 +6,6 @@
 #include "config.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 
 #include "internal.h"
 
@@ -54,7 +53,7 @@ fl_worker_error(const char *fmt, ...)
   if (fmt == NULL)
     return;
   va_start(ap, fmt);
-  vsnprintf(error_text, sizeof(error_text), fmt, ap);
+  fl__vformat(error_text, sizeof(error_text), fmt, ap);
   va_end(ap);
 }
 

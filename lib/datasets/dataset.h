@@ -40,6 +40,11 @@ int fl__region_dataset(fl_dataset *out, const char *path, void *map,
                        size_t map_bytes, size_t offset, size_t sample_bytes,
                        size_t len);
 
+/* raw.c: a builder of datasets checks the caller's struct (and zeroes it)
+   first, then fills a whole one and copies out what the caller's holds. */
+int fl__dataset_out_check(fl_dataset *out, size_t size, const char *fn);
+int fl__dataset_out(fl_dataset *out, size_t size, const fl_dataset *ds);
+
 /* raw.c: copy the samples `indices` names out of a region of len
    samples of sb bytes, a memcpy per run; FL_EINVAL for an index past it. */
 int fl__copy_runs(const unsigned char *data, size_t len, size_t sb,

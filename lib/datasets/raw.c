@@ -2,8 +2,10 @@
  * A mapped region of fixed-size samples and fl_dataset_raw, built on it (a
  * flat file of records after a header); fl_dataset_npy_array (npy.c) is
  * the same region with an NPY header in front; the reads of whole files
- * that npy.c and image_folder.c share.  And fl_dataset_close and
- * fl_iterable_close, which free any built-in dataset or stream.
+ * that npy.c and image_folder.c share.  And what every builder of a
+ * dataset does first and last (fl__dataset_out_check, fl__dataset_out),
+ * and fl_dataset_close and fl_iterable_close, which free any built-in
+ * dataset or stream.
  */
 #include "config.h"
 
@@ -233,6 +235,26 @@ fl_dataset_raw_sized(fl_dataset *out, size_t out_size, const char *path,
 fail:
   munmap(map, size);
   return rc;
+}
+
+int
+fl__dataset_out_check(fl_dataset *out, size_t size, const char *fn)
+{
+  if (out == NULL)
+    return fl__error_set(FL_EINVAL, "%s: out is NULL", fn);
+  if (size < FL__DATASET_SIZE_0_1)
+    return fl__error_set(FL_EINVAL, "%s: fl_dataset is %zu bytes here: no "
+                         "forkload had one smaller than %zu", fn, size,
+                         FL__DATASET_SIZE_0_1);
+  memset(out, 0, size);
+  return 0;
+}
+
+int
+fl__dataset_out(fl_dataset *out, size_t size, const fl_dataset *ds)
+{
+  fl__struct_out(out, size, ds, sizeof(*ds));
+  return 0;
 }
 
 /* A built-in dataset's or stream's context, freed; only a context this

@@ -232,7 +232,7 @@ shard_failed(struct wds *w, const char *fmt, ...)
   int failed;
 
   va_start(ap, fmt);
-  vsnprintf(what, sizeof(what), fmt, ap);
+  fl__vformat(what, sizeof(what), fmt, ap);
   va_end(ap);
   progress(w, at, sizeof(at));
   failed = command_failed(command_end(w, !w->eof), how, sizeof(how));

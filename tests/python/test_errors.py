@@ -4,12 +4,14 @@ exceptions re-raised at their batch with torch's message and iteration going
 on, workers that die, timeouts, Ctrl-C, loaders dropped mid-epoch, and the GIL
 released while the consumer waits."""
 
+import io
 import multiprocessing
 import os
 import re
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import warnings
@@ -19,6 +21,7 @@ import torch
 import torch.utils.data as tud
 
 import forkload
+import forkload.datasets
 from loader_helpers import (
     IndexDataset, PidDataset, assert_outcomes_same, assert_runs_same,
     end_iterator, forkload_names, is_gone, outcomes, proc_stat, run_both,
@@ -653,3 +656,41 @@ def test_gil_is_released_while_the_consumer_waits(tmp_path, gate):
         del it
     assert counted == [3_000_000]
     assert first.tolist() == [1], "the gate opened only by its time limit"
+
+
+def _deep_dir(root, part):
+    """A folder of about 4 KiB of UTF-8 under root, each folder made."""
+    path = str(root)
+    while len(os.fsencode(path)) + len(os.fsencode(part)) < 4000:
+        path = os.path.join(path, part)
+    os.makedirs(path)
+    return path
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_a_4_kib_path_in_a_native_datasets_error_keeps_its_cause(
+        tmp_path, num_workers):
+    # Multibyte names: a message cut inside a character would not be text.
+    deep = _deep_dir(tmp_path, "dossier-très-long-語")
+    shard = os.path.join(deep, "train_000.bin")
+    with open(shard, "wb") as f:
+        f.write(bytes([7]) + bytes(1023))
+    with pytest.raises(ValueError) as made:
+        forkload.datasets.Tokens([shard], 8)
+    assert str(made.value).endswith(
+        "/train_000.bin: magic 7, not llm.c's 20240520: not a token shard")
+    tar = os.path.join(deep, "shard.tar")
+    with tarfile.open(tar, "w") as t:
+        for name, data in (("a.bin", b"A"), ("b.bin", b"B" * 2000)):
+            info = tarfile.TarInfo("é" * 60 + "/" + name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    ds = forkload.datasets.WebDataset(
+        ["pipe:head -c 2048 '%s'; exit 3" % tar], [("bin", 4096)])
+    with pytest.raises(forkload.Error) as failed:
+        list(forkload.DataLoader(ds, batch_size=1, num_workers=num_workers))
+    message = str(failed.value)
+    assert "..." in message
+    assert message.startswith("forkload: batch 0 (worker 0): ")
+    assert message.endswith("the tar ends, but the command failed: exit 3 "
+                            "(sample 1, 2048 bytes in) (FL_EDATASET)")
