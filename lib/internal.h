@@ -448,8 +448,11 @@ int fl__make_segment(const fl_loader *l, enum fl__make m, fl__segment *seg,
                      uint64_t *serial, size_t size, char *err,
                      size_t errlen);
 
-/* workers/fetch.c, workers/collate.c */
+/* workers/canary.c: a word after a call's room, and whether it is gone */
 void fl__canary_plant(unsigned char *at);
+int fl__canary_trampled(const unsigned char *at);
+
+/* workers/fetch.c, workers/collate.c */
 int fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
               fl__fill_ctx *c, char *err, size_t errlen);
 int fl__fill(const fl_loader *l, fl__fill_ctx *c, unsigned worker,

@@ -34,25 +34,6 @@ oversized(char *err, size_t errlen, const char *what, size_t index,
   return FL_EDATASET;
 }
 
-/*
- * A canary right after the room a call may write: a contiguous overrun
- * starts there, so it cannot go unnoticed (the segment's guard holds the
- * last one).
- */
-static const uint64_t canary = 0x5a17c0ffee0dd5a1ull;
-
-void
-fl__canary_plant(unsigned char *at)
-{
-  memcpy(at, &canary, sizeof(canary));
-}
-
-static int
-trampled(const unsigned char *at)
-{
-  return memcmp(at, &canary, sizeof(canary)) != 0;
-}
-
 static int
 overran(char *err, size_t errlen, const char *what, size_t index,
         size_t room)
@@ -95,7 +76,7 @@ check_sample(unsigned char *const *arr, size_t i, size_t nf,
   size_t f;
 
   for (f = 0; f < nf; f++) {
-    if (trampled(arr[f] + (i + 1) * fb[f]))
+    if (fl__canary_trampled(arr[f] + (i + 1) * fb[f]))
       return fielded ? field_overran(err, errlen, what, index, f, fb[f])
                      : overran(err, errlen, what, index, fb[f]);
     if (sizes[i * nf + f] > fb[f])
@@ -156,7 +137,7 @@ fetch_batch(const fl_dataset *ds, size_t n, fl__fill_ctx *c, size_t nf,
   if (rc != 0)
     return call_failed(c, err, errlen, "get_batch", n ? indices[0] : 0, rc);
   for (f = 0; f < nf; f++) {
-    if (trampled(arr[f] + n * fb[f]))
+    if (fl__canary_trampled(arr[f] + n * fb[f]))
       return ds->nfields > 0 ? field_overran(err, errlen, "get_batch",
                                              indices[n - 1], f, n * fb[f])
                              : overran(err, errlen, "get_batch",
