@@ -437,7 +437,9 @@ class DataLoader(_TorchDataLoader):
             ending the epoch with torch's error. A respawned worker gets the
             seeds and :attr:`worker_init_fn` a fresh one gets, redoes the
             batches its predecessor left unfinished, and the epoch goes on:
-            every batch once, in order. With a map-style dataset the
+            every batch once, in order; each restart is a
+            ``RuntimeWarning`` naming the worker, how it died, the batch and
+            the new pid. With a map-style dataset the
             generators' states (``torch``'s, ``numpy.random``'s,
             ``random``'s) after each batch are kept in shared memory, and a
             redone batch starts from the state its predecessor began it in,
@@ -445,9 +447,11 @@ class DataLoader(_TorchDataLoader):
             the dataset keeps no random state of its own that changes per
             sample (a ``numpy.random.Generator`` or ``torch.Generator`` it
             holds, a counter, a cache it fills). An iterable dataset's
-            worker reads its stream again from the start, skipping what was
-            handed out: the same batches where the stream reads the same
-            again. A batch whose filling kills its worker twice (a poison
+            worker cannot be resumed mid-stream: the new one reads its
+            stream again from the start, skipping what was handed out, which
+            gives the same batches where the stream reads the same again
+            (files, a seeded generator), and other samples where it does not
+            (a socket, a queue). A batch whose filling kills its worker twice (a poison
             sample) is a :class:`forkload.Error` at its position naming its
             samples, and the next batch comes. (default: ``0``: a death is
             the error, as in torch)
