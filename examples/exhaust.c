@@ -8,16 +8,20 @@
  * name in /dev/shm, no open fd and no process.
  * Before it holds anything it reads the loader's budget: where the first
  * limit would take more than half the free memory (or --max-bytes), it
- * stops there instead and says how to reach that limit safely.
+ * stops there instead and says how to reach that limit safely.  With
+ * --fill-fds N, once the loader runs, it takes every fd but N as a program
+ * with many open files would, so that the fd limit meets the loader.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -27,6 +31,8 @@ struct exhaust_args {
   size_t hold;       /* stop after this many batches; 0: never */
   uint64_t fd_limit; /* lower the soft RLIMIT_NOFILE to this; 0: keep it */
   uint64_t max_bytes; /* the memory guard's bound; 0: half the free memory */
+  uint64_t fill_fds;  /* --fill-fds: the fds to leave free */
+  int fill;           /* --fill-fds was given */
   int json;
 };
 
@@ -55,12 +61,18 @@ struct study {
   size_t cap;          /* holding stops there: the guard's, or --hold */
   int by_guard;        /* the holding stopped at the guard's cap */
   char guard[1024];    /* what the guard says, when it stopped it */
+  int *filler;         /* --fill-fds: the fds taken, as another library's */
+  size_t nfiller;
+  size_t filled;       /* fds it took, for the report */
+  size_t fds_free;     /* free fds counted once they were taken */
+  int aborted;         /* --fill-fds could not take the fds */
 };
 
 enum {
   OPT_HOLD = OPT_OWN,
   OPT_FD_LIMIT,
   OPT_MAX_BYTES,
+  OPT_FILL_FDS,
   OPT_JSON
 };
 
@@ -85,12 +97,16 @@ static const char help[] =
   "                        batches and the prefetch window stay within N\n"
   "                        bytes (half of MemAvailable, or of the memory\n"
   "                        cgroup's room)\n"
+  "  --fill-fds N          once the loader runs, take every fd but N below\n"
+  "                        the soft RLIMIT_NOFILE, as a program with many\n"
+  "                        open files would, until the loader is destroyed\n"
   "  --json                print the result as one JSON object\n";
 
 static const struct option options[] = {
   {"hold", required_argument, NULL, OPT_HOLD},
   {"fd-limit", required_argument, NULL, OPT_FD_LIMIT},
   {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
+  {"fill-fds", required_argument, NULL, OPT_FILL_FDS},
   {"json", no_argument, NULL, OPT_JSON},
   {NULL, 0, NULL, 0}
 };
@@ -115,6 +131,11 @@ exhaust_option(int c, const char *arg, void *ctx)
   case OPT_MAX_BYTES:
     rc = cli_uint(c, arg, 1, UINT64_MAX - 1, &v);
     a->max_bytes = v;
+    break;
+  case OPT_FILL_FDS:
+    rc = cli_uint(c, arg, 0, RLIM_INFINITY - 1, &v);
+    a->fill_fds = v;
+    a->fill = 1;
     break;
   case OPT_JSON:
     a->json = 1;
@@ -209,8 +230,102 @@ guard_say(const struct exhaust_args *a, struct study *s)
            how[0] != '\0' ? ". To get there safely: " : "", how);
 }
 
-/* Holds batches until an error, --hold or an interrupt stops it.  Returns
-   0, or 1 when this program, not the loader, failed. */
+/* Takes fds, each a copy of one of /dev/null, until the soft
+   RLIMIT_NOFILE refuses one.  Returns 0, or -1 out of memory. */
+static int
+fill_take(struct study *s)
+{
+  int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+  while (fd >= 0) {
+    if (cli_grow((void **)&s->filler, s->nfiller, sizeof *s->filler) < 0) {
+      close(fd);
+      return -1;
+    }
+    s->filler[s->nfiller++] = fd;
+    fd = fcntl(s->filler[0], F_DUPFD_CLOEXEC, 0);
+  }
+  return 0;
+}
+
+/* The free fds below the soft RLIMIT_NOFILE, counted up to most + 1 by
+   taking them all at once, then given back.  Returns the count, or -1 out
+   of memory. */
+static long long
+fill_count(const struct study *s, size_t most)
+{
+  int *probe = malloc((most + 1) * sizeof *probe), fd;
+  size_t n = 0, i;
+
+  if (probe == NULL)
+    return -1;
+  while (n <= most) {
+    fd = s->nfiller > 0 ? fcntl(s->filler[0], F_DUPFD_CLOEXEC, 0)
+                        : open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      break;
+    probe[n++] = fd;
+  }
+  for (i = 0; i < n; i++)
+    close(probe[i]);
+  free(probe);
+  return (long long)n;
+}
+
+/*
+ * --fill-fds: takes every free fd but a->fill_fds, as a program holding
+ * many files does, once the loader runs: it has made its own, and meets
+ * the limit while it delivers.  Returns 0, or the exit status having said
+ * why.
+ */
+static int
+fill_fds(const struct exhaust_args *a, struct study *s)
+{
+  long long counted;
+  size_t keep, i;
+
+  if (fill_take(s) < 0) {
+    cli_error("exhaust: --fill-fds: out of memory after taking %zu fds",
+              s->nfiller);
+    return 1;
+  }
+  if (errno != EMFILE) {
+    cli_error("exhaust: --fill-fds: cannot take an fd (%s) after %zu: "
+              "only RLIMIT_NOFILE may stop it", strerror(errno),
+              s->nfiller);
+    return 1;
+  }
+  if (s->nfiller < a->fill_fds) {
+    cli_error("exhaust: --fill-fds %" PRIu64 ": only %zu fds were free "
+              "below RLIMIT_NOFILE %llu once the loader ran; lower "
+              "--fill-fds or raise --fd-limit", a->fill_fds, s->nfiller,
+              (unsigned long long)s->limit.rlim_cur);
+    return 2;
+  }
+  /* The last ones taken go back: the free fds are the highest numbers. */
+  keep = s->nfiller - (size_t)a->fill_fds;
+  for (i = keep; i < s->nfiller; i++)
+    close(s->filler[i]);
+  s->nfiller = s->filled = keep;
+  if ((counted = fill_count(s, a->fill_fds)) < 0) {
+    cli_error("exhaust: --fill-fds: out of memory to count the free fds");
+    return 1;
+  }
+  s->fds_free = (size_t)counted;
+  return 0;
+}
+
+static void
+fill_release(struct study *s)
+{
+  while (s->nfiller > 0)
+    close(s->filler[--s->nfiller]);
+}
+
+/* Holds batches until an error, --hold or an interrupt stops it; with
+   --fill-fds, the fds are taken once the first epoch began, its workers
+   running.  Returns 0, or the exit status when this program, not the
+   loader, failed. */
 static int
 hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
 {
@@ -219,6 +334,10 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
 
   rc = fl_loader_begin(l);
   s->epochs += rc == 0;
+  if (rc == 0 && a->fill && (failed = fill_fds(a, s)) != 0) {
+    s->aborted = 1; /* said why: there is no study to report */
+    return failed;
+  }
   while (rc >= 0 && s->nheld < s->cap && !cli_interrupted && !failed) {
     b = NULL;
     rc = fl_loader_next(l, &b);
@@ -259,31 +378,39 @@ hold(fl_loader *l, const struct exhaust_args *a, struct study *s)
 
 /* Short of fds (the process's or the system's) or of /dev/shm, the
    loader keeps the batch it could not deliver (cli_kept): once the
-   batches are released it must fetch it again. */
+   batches are released, and --fill-fds's fds given back, it must fetch it
+   again. */
 static void
 recover(fl_loader *l, const fl_options *opt, struct study *s)
 {
   fl_batch *b = NULL;
+  char what[96];
   size_t i;
   int rc;
 
   for (i = 0; i < s->nheld; i++)
     fl_batch_release(s->held[i]);
+  /* The other library's files closed too: fds free again. */
+  fill_release(s);
+  if (s->filled > 0)
+    snprintf(what, sizeof what, "after releasing %zu batches and the %zu "
+             "fds taken", s->nheld, s->filled);
+  else
+    snprintf(what, sizeof what, "after releasing %zu batches", s->nheld);
   rc = fl_loader_next(l, &b);
   if (cli_pin_warning(&s->pin, l, opt, rc))
     rc = fl_loader_next(l, &b);
   s->recovered = rc > 0;
   if (rc > 0)
     snprintf(s->recovery, sizeof s->recovery,
-             "after releasing %zu batches: fl_loader_next delivered batch "
-             "%" PRIu64, s->nheld, fl_batch_seq(b));
+             "%s: fl_loader_next delivered batch %" PRIu64, what,
+             fl_batch_seq(b));
   else if (rc == 0)
     snprintf(s->recovery, sizeof s->recovery,
-             "after releasing %zu batches: fl_loader_next ended the epoch "
-             "instead of delivering the lost batch", s->nheld);
+             "%s: fl_loader_next ended the epoch instead of delivering the "
+             "lost batch", what);
   else
-    snprintf(s->recovery, sizeof s->recovery,
-             "after releasing %zu batches: %s (%d): %s", s->nheld,
+    snprintf(s->recovery, sizeof s->recovery, "%s: %s (%d): %s", what,
              fl_err_name(rc), rc, cli_loader_error(l, rc));
   fl_batch_release(b);
 }
@@ -350,6 +477,10 @@ print_text(const struct exhaust_args *a, const struct study *s)
   printf("fd limit     %llu (soft RLIMIT_NOFILE), %zu fds open before "
          "create\n", (unsigned long long)s->limit.rlim_cur,
          s->fds_at_start);
+  if (a->fill)
+    printf("filled       %zu fds taken once the loader ran, %zu left free "
+           "(--fill-fds %" PRIu64 ")\n", s->filled, s->fds_free,
+           a->fill_fds);
   if (s->first->max_held == UINT64_MAX)
     printf("budget       no limit binds\n");
   else
@@ -415,6 +546,11 @@ print_json(const struct exhaust_args *a, const struct study *s)
          ",\"guard_message\":", s->bound, s->guard_held,
          s->st.bytes_mapped_peak, truth(s->by_guard));
   cli_json_string(s->by_guard ? s->guard : NULL);
+  printf(",\"fd_limit\":%llu", (unsigned long long)s->limit.rlim_cur);
+  if (a->fill)
+    printf(",\"fds_filled\":%zu,\"fds_free\":%zu", s->filled, s->fds_free);
+  else
+    fputs(",\"fds_filled\":null,\"fds_free\":null", stdout);
   puts("}");
 }
 
@@ -478,9 +614,9 @@ exhaust_main(int argc, char **argv)
     status = 2;
     goto out;
   }
-  if ((status = guard_plan(l, &a, &s)) != 0)
+  if ((status = guard_plan(l, &a, &s)) != 0 ||
+      ((status = hold(l, &a, &s)) != 0 && s.aborted))
     goto out;
-  status = hold(l, &a, &s);
   fl_loader_stats(l, &s.st);
   if (cli_kept(s.rc)) {
     recover(l, &a.load.opt, &s);
@@ -489,6 +625,7 @@ exhaust_main(int argc, char **argv)
   }
   fl_loader_destroy(l);
   l = NULL;
+  fill_release(&s);
   if (check(&before, &s, a.json) < 0)
     status = 1;
   s.interrupted = cli_interrupted; /* once: the report and status agree */
@@ -500,8 +637,10 @@ exhaust_main(int argc, char **argv)
     status = 128 + s.interrupted;
 out:
   fl_loader_destroy(l);
+  fill_release(&s);
   census_free(&before);
   free(s.held);
+  free(s.filler);
   load_args_free(&a.load);
   return status;
 }

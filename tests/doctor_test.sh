@@ -12,7 +12,10 @@
 # limit binds first is read from the budget, never assumed: the fd limit
 # (256 to 1048576) binds no holding, and a memory cgroup or a container's
 # /dev/shm of 64 MB may each come first: the loader must stop where the
-# budget says.
+# budget says.  exhaust --fill-fds N takes every fd but N once the loader
+# runs, as the study's "rest of the process holds the fds" rows do: with
+# one left the fd strategy still holds until its guard, with none either
+# strategy stops at FL_EMFILE naming the limit in force, the batch kept.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 top_builddir=${top_builddir:-$top_srcdir}
 . "$top_srcdir/tests/tap.sh"
@@ -22,7 +25,7 @@ time_limit 120
 # Segments are files: no run here may reserve more than this per segment.
 ulimit -f 4000000
 
-echo "1..16"
+echo "1..20"
 
 # forkload ARGS...: runs the binary, output in $tmp/out and $tmp/err.
 forkload() {
@@ -203,6 +206,54 @@ else
 doctor's max_held"
   done
 fi
+
+# --- the rest of the process holding the fds: --fill-fds --------------------
+
+# The limit in force, whatever it is (256 to 1048576): the expectations
+# are derived from it.
+nofile=$(ulimit -S -n)
+tiny="--batch-size 8 --sample-bytes 1024"
+
+# filled LEFT: exhaust's JSON says it left LEFT fds free below the limit in
+# force, counted by taking them, having taken all the others but its own
+# and the loader's (fewer than 64), and nothing was left behind.
+filled() {
+  [ "$(field fd_limit)" = "$nofile" ] && [ "$(field fds_free)" = "$1" ] &&
+    [ "$(field fds_filled)" -le $((nofile - $1)) ] &&
+    [ "$(field fds_filled)" -ge $((nofile - $1 - 64)) ] &&
+    [ "$(field shm_clean) $(field fds_clean) $(field children_clean)" = \
+      "true true true" ]
+}
+
+# shellcheck disable=SC2086
+forkload exhaust --json --sharing fd --fill-fds 1 $tiny --max-bytes 20000000
+rc=$?
+echo "# --fill-fds 1 under $nofile: took $(field fds_filled), held" \
+  "$(field batches_held) with $(field fds) fds" >>"$tmp/err"
+[ "$rc" = 0 ] && filled 1 && [ "$(field stopped_by_guard)" = true ] &&
+  [ "$(field error_name)" = null ] &&
+  [ "$(field batches_held)" = "$(field guard_max_held)" ] &&
+  [ "$(field batches_held)" -gt 64 ]
+check $? "--sharing fd --fill-fds 1: one fd left, the loader holds until \
+its memory guard"
+
+for sharing in fd fs; do
+  # shellcheck disable=SC2086
+  forkload exhaust --json --sharing $sharing --fill-fds 0 $tiny \
+    --max-bytes 20000000
+  [ $? = 0 ] && filled 0 && [ "$(field batches_held)" = 0 ] &&
+    [ "$(field error_name)" = '"FL_EMFILE"' ] &&
+    grep -q "open-file limit (RLIMIT_NOFILE $nofile)" "$tmp/out" &&
+    grep -q 'close files' "$tmp/out" && [ "$(field recovered)" = true ]
+  check $? "--sharing $sharing --fill-fds 0: the rest of the process holds \
+every fd, FL_EMFILE names the limit, the batch comes once they are closed"
+done
+
+# shellcheck disable=SC2086
+forkload exhaust --sharing fd --fill-fds "$nofile" $tiny --hold 5
+[ $? = 2 ] && grep -q "^forkload: exhaust: --fill-fds $nofile: only [0-9]* \
+fds were free below RLIMIT_NOFILE $nofile" "$tmp/err"
+check $? "--fill-fds above the fds free is bad usage"
 
 # --- the memory guard -----------------------------------------------------
 

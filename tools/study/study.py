@@ -4,13 +4,19 @@ Sweeps both loaders under identical limits, the consumer holding every
 batch until a call fails (`forkload exhaust`; torch_side.py exhaust):
 
   fd      RLIMIT_NOFILE 64..1024, in a private 1 GiB /dev/shm
+  fill    RLIMIT_NOFILE 1024, every fd but 0..256 taken once the workers
+          run (exhaust --fill-fds; a program with many open files)
   shm     a private /dev/shm of 16..128 MB, RLIMIT_NOFILE 1024
   cow     a 1 GB dataset in the parent as many small objects, 1, 2 and 4
           workers, one epoch: USS and PSS from /proc/PID/smaps_rollup
   kill    the parent SIGKILLed mid-epoch, 20 times per configuration:
           processes and /dev/shm names left behind
 
-and writes study.csv, PNG plots (gnuplot) and report.md to --out.  Every
+and runs forkload's own examples of each limit (the transcripts of the
+report), then writes study.csv, PNG plots (gnuplot) and report.md, the
+study's guide with this run's figures, to --out.  forkload's memory guard
+is --max-bytes 2 GiB, where memory alone would stop it: no run here can
+hold more of the machine's memory than that, or 1 GiB of /dev/shm.  Every
 child runs in its own session under RLIMIT_FSIZE (SIGXFSZ ignored: segments
 are files) and a timeout; each /dev/shm it fills is a private tmpfs made
 with `unshare -m` (root), so that no run can fill the machine's memory or
@@ -46,6 +52,10 @@ TORCH_SIDE = os.path.join(HERE, "torch_side.py")
 
 FD_LIMITS = (64, 128, 256, 512, 1024)
 FD_SWEEP_SHM_MB = 1024  # above 1024 held segments: the fd limit binds
+FILL_LEFT = (0, 1, 16, 64, 256)  # fds left free under RLIMIT_NOFILE 1024
+# The memory guard of every forkload row: memfd segments are charged to
+# neither fds nor /dev/shm, so only memory would stop them.
+MAX_BYTES = 2 << 30
 SHM_SIZES_MB = (16, 32, 64, 128)
 SHM_SWEEP_FD_LIMIT = 1024  # the usual soft RLIMIT_NOFILE
 COW_WORKERS = (1, 2, 4)
@@ -69,14 +79,9 @@ TORCH_CONFIGS = (
     ("file_descriptor", "file_descriptor"),
     ("file_system", "file_system"),
 )
-# Configurations whose memory only a /dev/shm bounds, not the fd limit.
-UNBOUNDED_BY_FDS = ("fs", "file_system")
-# Memfd segments are charged neither to /dev/shm nor, once fds run short,
-# an fd each: only memory (or vm.max_map_count) would stop the holding.
-UNBOUNDED = ("fd memfd",)
-UNBOUNDED_WHY = ("skipped: neither limit stops it (no fd is kept per held "
-                 "batch once fds run short, and memfd segments are not "
-                 "charged to /dev/shm): only memory would")
+# Configurations that a /dev/shm bounds, not the fd limit: without a
+# private one they would fill the machine's.
+UNBOUNDED_BY_FDS = ("fs", "file_system", "fd /dev/shm")
 
 COLUMNS = ("experiment", "loader", "strategy", "limit", "held", "fds",
            "bytes", "error_name", "error", "recovered", "recovery",
@@ -84,7 +89,7 @@ COLUMNS = ("experiment", "loader", "strategy", "limit", "held", "fds",
            "uss_parent_mb", "pss_parent_mb", "uss_workers_mb",
            "pss_workers_mb", "uss_tree_mb", "pss_tree_mb", "trial",
            "delay_ms", "names_after", "procs_after", "names_after_cleanup",
-           "seconds", "note")
+           "seconds", "guard", "fds_free", "note")
 
 # Runs "$@" in /dev/shm, a private tmpfs of $1 MB when $1 is set, then
 # names what it left there: what its own cleanup removes within 3 s is not
@@ -324,11 +329,15 @@ def predict(m, options, fd_limit, shm_mb):
     return "", doc.get("binding", "")
 
 
-def forkload_exhaust(m, experiment, label, options, limit, fd_limit, shm_mb):
+def forkload_exhaust(m, experiment, label, options, limit, fd_limit, shm_mb,
+                     extra=()):
     rc, out, err, names, procs, secs = run(
-        [m.forkload, "exhaust"] + options + ["--json"], fd_limit, shm_mb)
+        [m.forkload, "exhaust"] + options + list(extra) +
+        ["--max-bytes", str(MAX_BYTES), "--json"], fd_limit, shm_mb)
     res = last_json(out)
-    predicted, binding = predict(m, options, fd_limit, shm_mb)
+    # doctor cannot see the fds another library will take.
+    predicted, binding = ("", "") if extra else predict(m, options,
+                                                          fd_limit, shm_mb)
     r = row(experiment=experiment, loader="forkload", strategy=label,
             limit=limit, predicted=predicted, binding=binding,
             left_names=" ".join(names), left_procs=" ".join(procs),
@@ -339,7 +348,9 @@ def forkload_exhaust(m, experiment, label, options, limit, fd_limit, shm_mb):
         return r
     r.update(held=res["batches_held"], fds=res["fds"],
              bytes=res["bytes_mapped"], error_name=res["error_name"] or "",
-             error=res["error_message"] or "")
+             error=res["error_message"] or "",
+             fds_free="" if res.get("fds_free") is None else res["fds_free"],
+             guard=res["guard_max_held"] if res["stopped_by_guard"] else "")
     if res.get("recovered") is not None:
         r["recovered"] = "yes" if res["recovered"] else "no"
     if err.strip():
@@ -347,10 +358,11 @@ def forkload_exhaust(m, experiment, label, options, limit, fd_limit, shm_mb):
     return r
 
 
-def torch_exhaust(m, experiment, label, strategy, limit, fd_limit, shm_mb):
+def torch_exhaust(m, experiment, label, strategy, limit, fd_limit, shm_mb,
+                  extra=()):
     rc, out, err, names, procs, secs = run(
-        [m.python, TORCH_SIDE, "exhaust", "--strategy", strategy],
-        fd_limit, shm_mb)
+        [m.python, TORCH_SIDE, "exhaust", "--strategy", strategy] +
+        list(extra), fd_limit, shm_mb)
     res = last_json(out)
     r = row(experiment=experiment, loader="pytorch", strategy=label,
             limit=limit, left_names=" ".join(names),
@@ -365,11 +377,13 @@ def torch_exhaust(m, experiment, label, strategy, limit, fd_limit, shm_mb):
              bytes=res["bytes_held"], error_name=res["error_name"],
              error=res["error_message"],
              recovered="yes" if res["recovered"] else "no",
-             recovery=res["recovery"])
+             recovery=res["recovery"],
+             fds_free="" if res.get("fds_free") is None else res["fds_free"])
     return r
 
 
-def sweep(m, experiment, limits_, fd_limit_of, shm_of, skip):
+def sweep(m, experiment, limits_, fd_limit_of, shm_of, skip,
+          extra=lambda _: ()):
     rows = []
     for limit in limits_:
         fd_limit, shm_mb = fd_limit_of(limit), shm_of(limit)
@@ -380,7 +394,8 @@ def sweep(m, experiment, limits_, fd_limit_of, shm_of, skip):
                                 strategy=label, limit=limit, note=why))
                 continue
             rows.append(forkload_exhaust(m, experiment, label, options,
-                                         limit, fd_limit, shm_mb))
+                                         limit, fd_limit, shm_mb,
+                                         extra(limit)))
             log("%s %s forkload %s: %s held" % (experiment, limit, label,
                                                 rows[-1]["held"]))
         for label, strategy in TORCH_CONFIGS:
@@ -390,28 +405,36 @@ def sweep(m, experiment, limits_, fd_limit_of, shm_of, skip):
                                 strategy=label, limit=limit, note=why))
                 continue
             rows.append(torch_exhaust(m, experiment, label, strategy, limit,
-                                      fd_limit, shm_mb))
+                                      fd_limit, shm_mb, extra(limit)))
             log("%s %s pytorch %s: %s held" % (experiment, limit, label,
                                                rows[-1]["held"]))
     return rows
 
 
-def fd_sweep(m):
+def skip_unbounded(m):
     def skip(label):
-        if label in UNBOUNDED:
-            return UNBOUNDED_WHY
         if label in UNBOUNDED_BY_FDS and not m.private_shm:
             return ("skipped: the fd limit does not bound it, and %s"
                     % m.shm_why)
         return ""
+    return skip
+
+
+def fd_sweep(m):
     return sweep(m, "fd", FD_LIMITS, lambda n: n,
-                 lambda n: FD_SWEEP_SHM_MB if m.private_shm else None, skip)
+                 lambda n: FD_SWEEP_SHM_MB if m.private_shm else None,
+                 skip_unbounded(m))
+
+
+def fill_sweep(m):
+    """The rest of the process holds every fd but N once the workers run."""
+    return sweep(m, "fill", FILL_LEFT, lambda _: SHM_SWEEP_FD_LIMIT,
+                 lambda _: FD_SWEEP_SHM_MB if m.private_shm else None,
+                 skip_unbounded(m), lambda n: ["--fill-fds", str(n)])
 
 
 def shm_sweep(m):
-    def skip(label):
-        if label in UNBOUNDED:
-            return UNBOUNDED_WHY
+    def skip(_):
         return "" if m.private_shm else "skipped: " + m.shm_why
     return sweep(m, "shm", SHM_SIZES_MB, lambda _: SHM_SWEEP_FD_LIMIT,
                  lambda mb: mb, skip)
@@ -619,6 +642,46 @@ def kills(m, trials):
     return rows
 
 
+# ------------------------------------------------------------ transcripts
+
+# forkload's own words at each limit, as a user runs it: (key, the command
+# as shown, argv after the binary, RLIMIT_NOFILE, private /dev/shm MB).
+TRANSCRIPTS = (
+    ("fd", "ulimit -n 128; forkload exhaust --sharing fd --max-bytes %d"
+     % MAX_BYTES, ["exhaust", "--sharing", "fd", "--max-bytes",
+                   str(MAX_BYTES)], 128, None),
+    ("fill", "ulimit -n 1024; forkload exhaust --sharing fd --fill-fds 0",
+     ["exhaust", "--sharing", "fd", "--fill-fds", "0", "--max-bytes",
+      str(MAX_BYTES)], 1024, None),
+    ("maps", "forkload exhaust --sharing fd --samples 200000 "
+     "--sample-bytes 8 --batch-size 1 --max-bytes 1073741824",
+     ["exhaust", "--sharing", "fd", "--samples", "200000", "--sample-bytes",
+      "8", "--batch-size", "1", "--max-bytes", "1073741824"], 1024, None),
+    ("shm-fs", "unshare -m sh -c 'mount -t tmpfs -o size=64m tmpfs "
+     "/dev/shm && forkload exhaust --sharing fs'",
+     ["exhaust", "--sharing", "fs"], 1024, 64),
+    ("shm-fd", "unshare -m sh -c 'mount -t tmpfs -o size=64m tmpfs "
+     "/dev/shm && forkload exhaust --sharing fd --fd-in-dev-shm'",
+     ["exhaust", "--sharing", "fd", "--fd-in-dev-shm"], 1024, 64),
+    ("doctor", "forkload doctor --fd-limit 128", ["doctor", "--fd-limit",
+                                                  "128"], None, None),
+)
+
+
+def transcripts(m):
+    """{key: the command and what it printed, as an indented block}."""
+    out = {}
+    for key, shown, argv, fd_limit, shm_mb in TRANSCRIPTS:
+        if shm_mb is not None and not m.private_shm:
+            out[key] = "    (not run: %s)" % m.shm_why
+            continue
+        rc, text, err, _, _, _ = run([m.forkload] + argv, fd_limit, shm_mb)
+        lines = ["$ " + shown] + (text + err).rstrip().splitlines()
+        out[key] = "\n".join("    " + x for x in lines)
+        log("transcript %s: exit %s" % (key, rc))
+    return out
+
+
 # ------------------------------------------------------------ output
 
 
@@ -660,24 +723,28 @@ def write_dat(path, points):
     return path
 
 
-def plot_held(rows, experiment, path, xlabel, limits_, tmp):
+def plot_held(rows, experiment, path, xlabel, limits_, tmp, log_x=True):
     """Batches held at failure against the limit on log-log axes, where
-    the fd lines are straight: forkload solid, PyTorch dashed, forkload's
-    prediction dotted in its strategy's colour."""
+    the fd lines are straight (or, log_x false, against the limits in
+    order): forkload solid, PyTorch dashed, forkload's prediction dotted in
+    its strategy's colour."""
+    def x_of(x):
+        return x if log_x else limits_.index(x)
     plots = []
     for i, (title, points) in enumerate(series(rows, experiment).items()):
         dat = write_dat(os.path.join(tmp, "%s-%d.dat" % (experiment, i)),
-                        [(x, held) for x, held, _ in points])
+                        [(x_of(x), held) for x, held, _ in points])
         plots.append("'%s' using 1:2 with linespoints lw 2 dt %d pt %d "
                      "lc %d title '%s'" % (dat, 2 if "pytorch" in title
                                            else 1, i + 4, i + 1, title))
-        predicted = [(x, p) for x, _, p in points if p not in ("", "none")]
+        predicted = [(x_of(x), p) for x, _, p in points
+                     if p not in ("", "none")]
         if predicted:
             pdat = write_dat(dat + ".pred", predicted)
             plots.append("'%s' using 1:2 with linespoints lw 1 dt 3 pt 1 "
                          "lc %d title '%s, predicted'" % (pdat, i + 1,
                                                           title))
-    if plots:
+    if plots and log_x:
         gnuplot(path, """set key bottom right
 set logscale xy 2
 set xlabel '%s'
@@ -686,6 +753,16 @@ set xrange [%g:%g]
 set ylabel 'batches held at failure'""" % (
             xlabel, ",".join(map(str, limits_)), limits_[0] * 0.9,
             limits_[-1] * 1.1), plots)
+    elif plots:
+        gnuplot(path, """set key center right
+set xlabel '%s'
+set xtics (%s)
+set xrange [-0.2:%g]
+set yrange [0:*]
+set ylabel 'batches held at failure'""" % (
+            xlabel, ",".join('"%s" %d' % (x, i)
+                             for i, x in enumerate(limits_)),
+            len(limits_) - 0.8), plots)
 
 
 def mean(values):
@@ -725,6 +802,11 @@ def plots(m, rows, out):
         plot_held(rows, "fd", os.path.join(out, "fd-limit.png"),
                   "RLIMIT_NOFILE (private /dev/shm of %d MB)"
                   % FD_SWEEP_SHM_MB, FD_LIMITS, tmp)
+        plot_held(rows, "fill", os.path.join(out, "fill-fds.png"),
+                  "fds left free once the workers run (RLIMIT_NOFILE %d, "
+                  "private /dev/shm of %d MB)" % (SHM_SWEEP_FD_LIMIT,
+                                                  FD_SWEEP_SHM_MB),
+                  FILL_LEFT, tmp, log_x=False)
         plot_held(rows, "shm", os.path.join(out, "dev-shm.png"),
                   "size of the private /dev/shm, MB (RLIMIT_NOFILE %d)"
                   % SHM_SWEEP_FD_LIMIT, SHM_SIZES_MB, tmp)
@@ -745,7 +827,9 @@ def held_table(rows, experiment, unit):
         if r["experiment"] == experiment:
             v = str(r["held"]) if r["held"] != "" else \
                 "skipped" if r["note"].startswith("skipped") else "failed"
-            if r["predicted"] != "":
+            if r["guard"] != "":
+                v += " (guard)"
+            elif r["predicted"] != "":
                 v += " (%s)" % r["predicted"]
             cell[(r["loader"], r["strategy"], r["limit"])] = v
     out = ["| %s | %s |" % (unit, " | ".join("%s %s" % c for c in configs)),
@@ -787,7 +871,10 @@ def error_table(rows, experiment):
         out.append("| %s | %s | %s | %s | %s |" % (
             loader, strategy,
             md(grouped(rs, lambda r: "%s: %s" % (r["error_name"],
-                                                 r["error"]))),
+                                                 r["error"])
+                       if r["error_name"] else
+                       "none: the memory guard stopped it at %s batches, "
+                       "the loader holding %s fds" % (r["held"], r["fds"]))),
             md(grouped(rs, lambda r: r["recovered"] + (
                 ": " + r["recovery"] if r["recovery"] else ""))),
             md(grouped(rs, lambda r: " ".join(
@@ -856,100 +943,84 @@ def kill_table(rows):
     return "\n".join(out)
 
 
-def report(m, rows, out, seconds, plot_note):
+def predictions(rows):
+    """How far forkload's stops lay past doctor's predictions, where a
+    limit (not the guard) stopped it: a sentence."""
+    gaps, off = [], []
+    for r in rows:
+        if r["loader"] != "forkload" or r["guard"] != "" or \
+                not isinstance(r["predicted"], int) or r["held"] == "":
+            continue
+        gap = int(r["held"]) - r["predicted"]
+        gaps.append(gap)
+        if not 0 <= gap <= 2:
+            off.append("%s %s %s: predicted %d, held %s" % (
+                r["experiment"], r["limit"], r["strategy"], r["predicted"],
+                r["held"]))
+    if not gaps:
+        return "No row had a prediction to check."
+    text = ("In this run every one of the %d predictions was at or below "
+            "where forkload stopped, by %d to %d batches" % (
+                len(gaps), min(gaps), max(gaps)) if not off else
+            "%d of the %d predictions missed by more than two batches: %s"
+            % (len(off), len(gaps), "; ".join(off)))
+    return text + "."
+
+
+def guard_held(rows):
+    held = sorted({r["guard"] for r in rows if r["guard"] != ""})
+    return " and ".join(str(h) for h in held) or "(no row)"
+
+
+def recovered(rows, loader):
+    """'M of N': rows of loader with an error whose call after releasing
+    delivered a batch."""
+    rs = [r for r in rows if r["loader"] == loader and r["error_name"]
+          and r["experiment"] in ("fd", "fill", "shm")]
+    return "%d of %d" % (sum(r["recovered"] == "yes" for r in rs), len(rs))
+
+
+def report(m, rows, out, seconds, plot_note, said):
     skipped = sorted({r["note"] for r in rows
                       if r["note"].startswith("skipped")})
     failed = ["%s %s %s %s: %s" % (r["experiment"], r["limit"], r["loader"],
                                    r["strategy"], r["note"]) for r in rows
-              if r["held"] == "" and r["experiment"] in ("fd", "shm")
+              if r["held"] == "" and r["experiment"] in ("fd", "fill", "shm")
               and r["note"].startswith("no result")]
-    text = """# The exhaustion study: forkload beside PyTorch's DataLoader
-
-Generated by `make study` (tools/study/study.py) on %s: Linux %s, %d
-CPUs, %.1f GB of memory; PyTorch %s (Debian's python3-torch), %s.
-The whole sweep took %.0f s.
-
-Both loaders load the same dataset the same way: 50,000 samples of
-12,288 bytes (a float32 3x32x32 image) in batches of 64 (786,432 bytes,
-790,528 with forkload's segment header), 2 forked workers, prefetch 2,
-persistent workers. The consumer holds every batch, epoch after epoch,
-until a call fails; then it releases them all and asks for one more
-batch ("after releasing"). PyTorch's DataLoader is given `timeout=5`,
-so that a batch lost with its fd, which the in-order iterator would
-wait for forever, ends that attempt ("timed out"); no batch takes
-near that long otherwise. forkload's rows are `forkload exhaust --json`;
-PyTorch's are `tools/study/torch_side.py exhaust`, under the same limits:
-the same soft `RLIMIT_NOFILE`, the same private tmpfs as `/dev/shm`
-(`unshare -m`), `RLIMIT_FSIZE` of 64 MiB. The number in brackets is
-forkload's prediction, `max_held` of the binding limit from
-`forkload doctor --json` with the same options and limits (empty where
-this build has no `doctor`).%s
-
-## Batches held at failure under an fd limit
-
-A private `/dev/shm` of %d MB, so that strategies which hold no fd per
-batch stop there rather than fill the machine's memory.
-
-![batches held at failure against RLIMIT_NOFILE](fd-limit.png)
-
-%s
-
-%s
-
-## Batches held at failure in a small /dev/shm
-
-`RLIMIT_NOFILE` %d throughout.  Memfd segments, forkload's default, are
-not charged to `/dev/shm`, and under an fd limit the loader lets go of
-the held batches' fds: neither sweep stops it, and its rows are
-skipped.
-
-![batches held at failure against the size of /dev/shm](dev-shm.png)
-
-%s
-
-%s
-
-## Copy-on-write: a 1 GB dataset of small objects in the parent
-
-%d samples of 12,288 bytes (1.0 GB) held by the parent before the
-workers fork: for PyTorch, a Python list of numpy arrays (the pattern
-of [pytorch#13246](https://github.com/pytorch/pytorch/issues/13246));
-for forkload (tools/study/cow.c), one malloc'd array whose `get()`
-copies the sample into the batch. One epoch reads every sample; then,
-with the persistent workers still alive, USS (private pages) and PSS
-(proportional share) are read from `/proc/PID/smaps_rollup` of the
-parent and of each worker.
-
-![memory per worker against the number of workers](cow.png)
-
-%s
-
-## A parent killed mid-epoch
-
-Each trial starts a training loop (`forkload run`, or a PyTorch loop
-with workers forked each epoch) in a private `/dev/shm`, SIGKILLs the
-parent %d to %d ms after its first worker starts, and counts the
-processes still running and the new names in `/dev/shm` (`forkload.*`,
-`torch_*`) %.0f s later. Then it kills the job's process group, as
-`kill -9 -PGID` or a container teardown does, gives whatever left the
-group (PyTorch's `torch_shm_manager`) %.0f s to clean up, and counts the
-names and processes again ("after teardown"). For forkload it then runs
-`forkload cleanup`, which removes the names of parents that are gone.
-
-%s
-%s
-""" % (time.strftime("%Y-%m-%d"), platform.release(), os.cpu_count(),
-       os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9,
-       m.torch or "(not installed)", forkload_version(m), seconds,
-       "" if m.private_shm else "\n\nThis run had no private `/dev/shm` "
-       "(%s): the rows it needs were skipped, and the others used the "
-       "machine's `/dev/shm`." % m.shm_why, FD_SWEEP_SHM_MB,
-       held_table(rows, "fd", "fd limit"),
-       error_table(rows, "fd"), SHM_SWEEP_FD_LIMIT,
-       held_table(rows, "shm", "/dev/shm MB"), error_table(rows, "shm"),
-       COW_SAMPLES, cow_table(rows), KILL_DELAY_S[0] * 1000,
-       KILL_DELAY_S[1] * 1000, KILL_GRACE_S, TEARDOWN_S, kill_table(rows),
-       ("\n" + plot_note + "\n") if plot_note else "")
+    with open(os.path.join(HERE, "report.md.in")) as f:
+        template = f.read()
+    values = {
+        "date": time.strftime("%Y-%m-%d"), "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "memory_gb": "%.1f" % (os.sysconf("SC_PAGE_SIZE") *
+                               os.sysconf("SC_PHYS_PAGES") / 1e9),
+        "torch": m.torch or "(not installed)",
+        "forkload": forkload_version(m), "seconds": "%.0f" % seconds,
+        "no_private_shm": "" if m.private_shm else (
+            "\n\nThis run had no private `/dev/shm` (%s): the rows it needs "
+            "were skipped, and the others used the machine's `/dev/shm`."
+            % m.shm_why),
+        "max_bytes_gib": MAX_BYTES >> 30, "guard_held": guard_held(rows),
+        "fd_shm_mb": FD_SWEEP_SHM_MB, "fd_limit": SHM_SWEEP_FD_LIMIT,
+        "fd_table": held_table(rows, "fd", "fd limit"),
+        "fd_errors": error_table(rows, "fd"),
+        "fill_table": held_table(rows, "fill", "fds left free"),
+        "fill_errors": error_table(rows, "fill"),
+        "shm_table": held_table(rows, "shm", "/dev/shm MB"),
+        "shm_errors": error_table(rows, "shm"),
+        "predictions": predictions(rows),
+        "forkload_recovered": recovered(rows, "forkload"),
+        "torch_recovered": recovered(rows, "pytorch"),
+        "cow_samples": COW_SAMPLES, "cow_table": cow_table(rows),
+        "kill_from_ms": "%.0f" % (KILL_DELAY_S[0] * 1000),
+        "kill_to_ms": "%.0f" % (KILL_DELAY_S[1] * 1000),
+        "kill_grace_s": "%.0f" % KILL_GRACE_S,
+        "teardown_s": "%.0f" % TEARDOWN_S, "kill_table": kill_table(rows),
+        "plot_note": ("\n" + plot_note + "\n") if plot_note else "",
+    }
+    values.update(("said_" + k.replace("-", "_"), v)
+                  for k, v in said.items())
+    text = template.format(**values)
     if skipped:
         text += "\nRows skipped: %s.\n" % "; ".join(
             n[len("skipped: "):] for n in skipped)
@@ -986,17 +1057,18 @@ def main(argv):
         if why:
             log("note: " + why)
     rows = []
-    for part in (fd_sweep, shm_sweep, cow):
+    for part in (fd_sweep, fill_sweep, shm_sweep, cow):
         t0 = time.monotonic()
         rows += part(m)
         log("%s: %.0f s" % (part.__name__, time.monotonic() - t0))
     t0 = time.monotonic()
     rows += kills(m, args.trials)
     log("kills: %.0f s" % (time.monotonic() - t0))
+    said = transcripts(m)
     seconds = time.monotonic() - start
     write_csv(os.path.join(args.out, "study.csv"), rows)
     note = plots(m, rows, args.out)
-    report(m, rows, args.out, seconds, note)
+    report(m, rows, args.out, seconds, note, said)
     log("wrote %s/study.csv, report.md and plots in %.0f s" % (args.out,
                                                                seconds))
     return 0

@@ -4,7 +4,7 @@ tools/study/study.py runs this with Debian's /usr/bin/python3 (python3-torch)
 as a child process, under the limits of the row it measures (RLIMIT_NOFILE,
 RLIMIT_FSIZE, a private /dev/shm), once per row:
 
-    torch_side.py exhaust --strategy file_descriptor|file_system
+    torch_side.py exhaust --strategy file_descriptor|file_system [--fill-fds N]
     torch_side.py cow --workers N --samples S
 
 and imports it for the parents it kills mid-epoch (kill_child).  The loader
@@ -13,13 +13,17 @@ mirrors forkload's defaults: 50,000 samples of 12,288 bytes (a float32
 
 exhaust holds every batch, epoch after epoch, until the DataLoader fails,
 then releases them and asks for one more; it prints one JSON line with
-what forkload exhaust --json reports.  cow reads one epoch of a dataset held
-as a Python list of numpy arrays (the pattern of pytorch#13246), prints one
-JSON line with its pid and keeps its persistent workers alive until
-standard input closes, so that the driver can read their memory.
+what forkload exhaust --json reports.  With --fill-fds N it takes every fd
+but N once the workers run, as forkload exhaust --fill-fds does (a program
+with many open files), and gives them back before asking for one more.
+cow reads one epoch of a dataset held as a Python list of numpy arrays
+(the pattern of pytorch#13246), prints one JSON line with its pid and
+keeps its persistent workers alive until standard input closes, so that
+the driver can read their memory.
 """
 
 import argparse
+import errno
 import gc
 import json
 import os
@@ -102,13 +106,45 @@ def open_fds():
         return None
 
 
-def exhaust(strategy):
+def fill_fds(left):
+    """Takes every fd but left below the soft RLIMIT_NOFILE, each a copy
+    of one of /dev/null; returns them and the free ones counted after."""
+    taken = []
+    try:
+        taken.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        while True:
+            taken.append(os.dup(taken[0]))
+    except OSError as exc:
+        if exc.errno != errno.EMFILE:
+            raise
+    if len(taken) < left:
+        raise SystemExit("--fill-fds %d: only %d fds were free" %
+                         (left, len(taken)))
+    for fd in taken[len(taken) - left:]:
+        os.close(fd)
+    del taken[len(taken) - left:]
+    probe = []
+    try:
+        while len(probe) <= left:
+            probe.append(os.dup(taken[0]) if taken else
+                         os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    except OSError:
+        pass
+    for fd in probe:
+        os.close(fd)
+    return taken, len(probe)
+
+
+def exhaust(strategy, fill):
     torch.multiprocessing.set_sharing_strategy(strategy)
     held = []
+    taken, free = [], None
     it = None
     try:
         data = loader(Synthetic(SAMPLES), timeout=RECOVERY_TIMEOUT_S)
-        it = iter(data)
+        it = iter(data)  # its workers run: forked, their pipes made
+        if fill is not None:
+            taken, free = fill_fds(fill)
         while True:
             try:
                 held.append(next(it))
@@ -122,8 +158,12 @@ def exhaust(strategy):
         torch_handler = signal.signal(signal.SIGCHLD,
                                       lambda *_: late.append(1))
         error = exc
+    filled = len(taken)
+    for fd in taken:  # the other library's files closed: fds free again
+        os.close(fd)
     result = {"strategy": strategy, "batches_held": len(held),
-              "fds": open_fds(),
+              "fds": open_fds(), "fds_filled": filled if fill is not None
+              else None, "fds_free": free,
               "bytes_held": sum(b.storage().nbytes() for b in held),
               "error_name": type(error).__name__,
               "error_message": message(error)}
@@ -180,13 +220,15 @@ def main(argv):
     p = sub.add_parser("exhaust")
     p.add_argument("--strategy", required=True,
                    choices=("file_descriptor", "file_system"))
+    p.add_argument("--fill-fds", type=int, metavar="N",
+                   help="once the workers run, take every fd but N")
     p = sub.add_parser("cow")
     p.add_argument("--workers", type=int, required=True)
     p.add_argument("--samples", type=int, required=True)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.command == "exhaust":
-        print(json.dumps(exhaust(args.strategy)), flush=True)
+        print(json.dumps(exhaust(args.strategy, args.fill_fds)), flush=True)
     else:
         cow(args.workers, args.samples)
     return 0
