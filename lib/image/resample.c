@@ -3,6 +3,9 @@
  * rows a decoder hands over: PIL's coefficients (a triangle filter widened
  * by the reduction, which is its antialiasing), in its fixed point (22
  * bits), horizontal pass first into 8-bit rows, then the vertical one.
+ * The horizontal pass runs on blocks of rows stored column by column, so
+ * that one vector holds a source column of every row of the block and an
+ * output column is a sum of whole vectors, each times one weight.
  * Only the output's own columns and rows are computed, so a resize
  * followed by a crop costs only the crop, and the results are PIL's to the
  * bit.  The flip and torchvision's ToTensor and Normalize are folded into
@@ -20,9 +23,14 @@
 
 #define PRECISION_BITS (32 - 8 - 2)
 /* Bytes a vector kernel may read or write past the pixels it uses, in
-   its own buffers (tmp, line, edge); rows a decoder hands over are never
+   its own buffers (tmp, line, blk); rows a decoder hands over are never
    read past the plan's columns. */
 #define FL__ROW_SLACK 32
+/* Rows in a block of the horizontal pass (the most any kernel takes), and
+   the bytes a column of them takes in blk: a row's RGB at 3 x its place,
+   and room for a 4-byte store of the last row's. */
+#define FL__BLOCK_MAX 8
+#define FL__COL(rows) ((rows) * 3 + 4)
 
 /* One axis: for output position k, count taps from source position
    first[k], weights at w[k * ksize]. */
@@ -45,9 +53,9 @@ struct fl__resample {
   int32_t *acc;        /* a row's sums, width x 3 */
   unsigned char *line; /* and the row they make */
   int flip;
-  unsigned xhi;        /* the horizontal pass reads columns below it */
-  unsigned char *edge; /* a copy of the taps of an output near xhi */
-  size_t edge_cap;
+  unsigned x0, x1;    /* the columns the horizontal pass reads */
+  unsigned char *blk; /* a block of rows, column by column, from x0 */
+  size_t blk_cap;
   const struct kernels *k;
 };
 
@@ -215,7 +223,7 @@ fl__resample_free(struct fl__resample *r)
   free(r->tmp);
   free(r->acc);
   free(r->line);
-  free(r->edge);
+  free(r->blk);
   free(r);
 }
 
@@ -245,13 +253,17 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
     return rc;
   r->ylo = p->y0;
   r->yhi = p->y1;
-  r->xhi = p->x1;
-  need = (size_t)r->h.ksize * 3 + FL__ROW_SLACK;
-  if (need > r->edge_cap) {
-    if ((t = realloc(r->edge, need)) == NULL)
+  r->x0 = p->x0;
+  r->x1 = p->x1;
+  need = (size_t)(r->x1 - r->x0) * FL__COL(FL__BLOCK_MAX) + FL__ROW_SLACK;
+  if (need > r->blk_cap) {
+    /* Zeroed once: a block's rows past the image's last are summed (and
+       the sums dropped), never left uninitialised. */
+    if ((t = realloc(r->blk, need)) == NULL)
       return FL_ENOMEM;
-    r->edge = t;
-    r->edge_cap = need;
+    memset(t, 0, need);
+    r->blk = t;
+    r->blk_cap = need;
   }
   need = (size_t)(r->yhi - r->ylo) * r->width * 3 + FL__ROW_SLACK;
   if (need > r->tmp_cap) {
@@ -265,51 +277,59 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
 }
 
 /*
- * The kernels: the horizontal pass over one source row, the vertical pass
- * over one output row, and the float write (ToTensor and Normalize, with
- * the flip), each in portable C and, on x86, in SSE4.1 and AVX2, chosen at
- * run time (FL_IMAGE_SIMD=c, sse4.1 or avx2 asks for at most that one).
- * All are integer sums of the same products (exact, in any order: no sum
- * leaves int32, as PIL's weights are positive and sum to 2^22) and the
- * float write is torch's float32 steps lane by lane (IEEE division and
- * subtraction, correctly rounded in any width): every path gives the same
- * bytes.
+ * The kernels: the horizontal pass over a block of source rows, the
+ * vertical pass over one output row, and the float write (ToTensor and
+ * Normalize, with the flip), each in portable C and, on x86, in SSE4.1 and
+ * AVX2, chosen at run time (FL_IMAGE_SIMD=c, sse4.1 or avx2 asks for at
+ * most that one).  All are integer sums of the same products (exact, in
+ * any order: no sum leaves int32, as PIL's weights are positive and sum to
+ * 2^22) and the float write is torch's float32 steps lane by lane (IEEE
+ * division and subtraction, correctly rounded in any width): every path
+ * gives the same bytes.
  */
 struct kernels {
   const char *name;
-  void (*hrow)(struct fl__resample *r, unsigned char *out,
-               const unsigned char *rgb, unsigned x0);
+  unsigned rows; /* of a block of the horizontal pass */
+  /* n rows of the block in r->blk (column x at x - x0) into n 8-bit rows
+     from out, row bytes apart. */
+  void (*hblock)(const struct fl__resample *r, unsigned char *out,
+                 size_t row, unsigned n);
   void (*vrow)(unsigned char *line, const unsigned char *tmp, size_t row,
                const int32_t *w, unsigned count);
   void (*frow)(const struct fl__resample *r, float *out, size_t plane,
                const unsigned char *line);
 };
 
+/* The taps of output k in the block: its first column's bytes (none
+   for CenterCrop's padding, whose sum is PIL's half alone: 0). */
+static inline const unsigned char *
+taps(const struct fl__resample *r, unsigned k)
+{
+  if (r->h.count[k] == 0)
+    return r->blk;
+  return r->blk + (size_t)(r->h.first[k] - r->x0) * FL__COL(r->k->rows);
+}
+
 static void
-hrow_c(struct fl__resample *r, unsigned char *out, const unsigned char *rgb,
-       unsigned x0)
+hblock_c(const struct fl__resample *r, unsigned char *out, size_t row,
+         unsigned n)
 {
   const struct axis *a = &r->h;
-  unsigned k, x;
+  const size_t col = FL__COL(r->k->rows);
+  unsigned k, i, c, x;
 
   for (k = 0; k < r->width; k++) {
     const int32_t *w = a->w + (size_t)k * a->ksize;
-    const unsigned char *in;
-    int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+    const unsigned char *in = taps(r, k);
 
-    if (a->count[k] == 0) { /* CenterCrop's padding */
-      memset(out + k * 3, 0, 3);
-      continue;
-    }
-    in = rgb + (size_t)(a->first[k] - x0) * 3;
-    for (x = 0; x < a->count[k]; x++) {
-      s0 += in[x * 3] * w[x];
-      s1 += in[x * 3 + 1] * w[x];
-      s2 += in[x * 3 + 2] * w[x];
-    }
-    out[k * 3] = clip8(s0);
-    out[k * 3 + 1] = clip8(s1);
-    out[k * 3 + 2] = clip8(s2);
+    for (i = 0; i < n; i++)
+      for (c = 0; c < 3; c++) {
+        int32_t s = 1 << (PRECISION_BITS - 1);
+
+        for (x = 0; x < a->count[k]; x++)
+          s += in[x * col + i * 3 + c] * w[x];
+        out[i * row + k * 3 + c] = clip8(s);
+      }
   }
 }
 
@@ -358,25 +378,11 @@ frow_c(const struct fl__resample *r, float *f32, size_t plane,
   }
 }
 
-static const struct kernels k_c = {"c", hrow_c, vrow_c, frow_c};
+static const struct kernels k_c = {"c", 1, hblock_c, vrow_c, frow_c};
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 #define FL__X86 1
-
-/* The taps of output k: in place where the vector loads (up to 2 bytes
-   past the last tap) stay below column xhi, else from a copy. */
-static inline const unsigned char *
-taps(struct fl__resample *r, const unsigned char *rgb, unsigned x0,
-     unsigned k)
-{
-  const unsigned char *in = rgb + (size_t)(r->h.first[k] - x0) * 3;
-
-  if (r->h.first[k] + r->h.count[k] < r->xhi)
-    return in;
-  memcpy(r->edge, in, (size_t)r->h.count[k] * 3);
-  return r->edge;
-}
 
 static inline uint32_t
 load32(const unsigned char *p)
@@ -396,41 +402,57 @@ load64(const unsigned char *p)
   return v;
 }
 
+/* Output column k of n rows, their R G B at b + 3 x the row, to its
+   place in each row: 4-byte stores, the fourth byte being output k + 1's
+   (written after), but at the row's last output. */
+static inline void
+hstore(unsigned char *out, size_t row, unsigned k, unsigned width,
+       const unsigned char *b, unsigned n)
+{
+  unsigned i;
+
+  if (k + 1 < width)
+    for (i = 0; i < n; i++)
+      memcpy(out + i * row + k * 3, b + i * 3, 4);
+  else
+    for (i = 0; i < n; i++)
+      memcpy(out + i * row + k * 3, b + i * 3, 3);
+}
+
+/* Eight rows a block: a column's 24 bytes in six vectors of 4 lanes. */
 __attribute__((target("sse4.1"))) static void
-hrow_sse41(struct fl__resample *r, unsigned char *out,
-           const unsigned char *rgb, unsigned x0)
+hblock_sse41(const struct fl__resample *r, unsigned char *out, size_t row,
+             unsigned n)
 {
   const struct axis *a = &r->h;
   const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-  unsigned k, x;
+  const size_t col = FL__COL(8);
+  unsigned char b[32];
+  unsigned k, x, j;
 
   for (k = 0; k < r->width; k++) {
     const int32_t *w = a->w + (size_t)k * a->ksize;
-    const unsigned char *in;
-    __m128i s0 = half, s1 = _mm_setzero_si128();
-    uint32_t v;
+    const unsigned char *in = taps(r, k);
+    __m128i s[6];
 
-    if (a->count[k] == 0) {
-      memset(out + k * 3, 0, 3);
-      continue;
+    for (j = 0; j < 6; j++)
+      s[j] = half;
+    for (x = 0; x < a->count[k]; x++) {
+      const __m128i wt = _mm_set1_epi32(w[x]);
+
+      for (j = 0; j < 6; j++)
+        s[j] = _mm_add_epi32(s[j], _mm_mullo_epi32(_mm_cvtepu8_epi32(
+                   _mm_cvtsi32_si128((int)load32(in + x * col + j * 4))),
+                   wt));
     }
-    in = taps(r, rgb, x0, k);
-    for (x = 0; x + 2 <= a->count[k]; x += 2) {
-      s0 = _mm_add_epi32(s0, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-               _mm_cvtsi32_si128((int)load32(in + x * 3))),
-               _mm_set1_epi32(w[x])));
-      s1 = _mm_add_epi32(s1, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-               _mm_cvtsi32_si128((int)load32(in + x * 3 + 3))),
-               _mm_set1_epi32(w[x + 1])));
-    }
-    if (x < a->count[k])
-      s0 = _mm_add_epi32(s0, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-               _mm_cvtsi32_si128((int)load32(in + x * 3))),
-               _mm_set1_epi32(w[x])));
-    s0 = _mm_srai_epi32(_mm_add_epi32(s0, s1), PRECISION_BITS);
-    s0 = _mm_packus_epi16(_mm_packs_epi32(s0, s0), s0);
-    v = (uint32_t)_mm_cvtsi128_si32(s0);
-    memcpy(out + k * 3, &v, 3);
+    for (j = 0; j < 6; j++)
+      s[j] = _mm_srai_epi32(s[j], PRECISION_BITS);
+    s[0] = _mm_packs_epi32(s[0], s[1]);
+    s[2] = _mm_packs_epi32(s[2], s[3]);
+    s[4] = _mm_packs_epi32(s[4], s[5]);
+    _mm_storeu_si128((__m128i *)b, _mm_packus_epi16(s[0], s[2]));
+    _mm_storeu_si128((__m128i *)(b + 16), _mm_packus_epi16(s[4], s[4]));
+    hstore(out, row, k, r->width, b, n);
   }
 }
 
@@ -488,78 +510,46 @@ frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
   }
 }
 
-static const struct kernels k_sse41 = {"sse4.1", hrow_sse41, vrow_sse41,
+static const struct kernels k_sse41 = {"sse4.1", 8, hblock_sse41, vrow_sse41,
                                        frow_sse41};
 
-/* The sum of one output's taps and PIL's half, R G B in lanes 0-2; 0
-   for CenterCrop's padding. */
-static inline __attribute__((target("avx2"))) __m128i
-hsum_avx2(struct fl__resample *r, const unsigned char *rgb, unsigned x0,
-          unsigned k)
-{
-  /* Two pixels' bytes, R G B of each, to 32-bit lanes 0-2 and 4-6. */
-  const __m128i pick = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, -1, -1, -1,
-                                     -1, -1, -1, -1, -1);
-  const __m256i dup = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  const struct axis *a = &r->h;
-  const int32_t *w = a->w + (size_t)k * a->ksize;
-  unsigned x, n = a->count[k];
-  const unsigned char *in;
-  __m256i s = _mm256_setzero_si256();
-  __m128i t;
-
-  if (n == 0)
-    return _mm_setzero_si128();
-  in = taps(r, rgb, x0, k);
-  for (x = 0; x + 2 <= n; x += 2) {
-    __m128i p = _mm_shuffle_epi8(
-        _mm_cvtsi64_si128((long long)load64(in + x * 3)), pick);
-    __m256i wt = _mm256_permutevar8x32_epi32(
-        _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(w + x))),
-        dup);
-
-    s = _mm256_add_epi32(s, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(p), wt));
-  }
-  t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  t = _mm_add_epi32(t, _mm_set1_epi32(1 << (PRECISION_BITS - 1)));
-  if (x < n)
-    t = _mm_add_epi32(t, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-            _mm_cvtsi32_si128((int)load32(in + x * 3))),
-            _mm_set1_epi32(w[x])));
-  return t;
-}
-
-/* Four outputs a step, shifted, clipped and packed together: 12 bytes,
-   stored as 16 (the 4 past them are the next outputs', written after, or
-   tmp's slack). */
+/* Eight rows a block: a column's 24 bytes in three vectors of 8 lanes,
+   packed back in their order (the packs work within 128-bit halves). */
 __attribute__((target("avx2"))) static void
-hrow_avx2(struct fl__resample *r, unsigned char *out,
-          const unsigned char *rgb, unsigned x0)
+hblock_avx2(const struct fl__resample *r, unsigned char *out, size_t row,
+            unsigned n)
 {
-  const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14,
-                                     -1, -1, -1, -1);
-  unsigned k = 0;
-  uint32_t v;
+  const struct axis *a = &r->h;
+  const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const size_t col = FL__COL(8);
+  unsigned char b[32];
+  unsigned k, x;
 
-  for (; k + 4 <= r->width; k += 4) {
-    __m128i t0 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k), PRECISION_BITS);
-    __m128i t1 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 1),
-                                PRECISION_BITS);
-    __m128i t2 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 2),
-                                PRECISION_BITS);
-    __m128i t3 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 3),
-                                PRECISION_BITS);
-    __m128i q = _mm_packus_epi16(_mm_packs_epi32(t0, t1),
-                                 _mm_packs_epi32(t2, t3));
+  for (k = 0; k < r->width; k++) {
+    const int32_t *w = a->w + (size_t)k * a->ksize;
+    const unsigned char *in = taps(r, k);
+    __m256i s0 = half, s1 = half, s2 = half;
 
-    _mm_storeu_si128((__m128i *)(out + k * 3), _mm_shuffle_epi8(q, pack));
-  }
-  for (; k < r->width; k++) {
-    __m128i t = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k), PRECISION_BITS);
+    for (x = 0; x < a->count[k]; x++) {
+      const unsigned char *p = in + x * col;
+      const __m256i wt = _mm256_set1_epi32(w[x]);
 
-    t = _mm_packus_epi16(_mm_packs_epi32(t, t), t);
-    v = (uint32_t)_mm_cvtsi128_si32(t);
-    memcpy(out + k * 3, &v, 3);
+      s0 = _mm256_add_epi32(s0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+               _mm_loadl_epi64((const __m128i *)p)), wt));
+      s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+               _mm_loadl_epi64((const __m128i *)(p + 8))), wt));
+      s2 = _mm256_add_epi32(s2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+               _mm_loadl_epi64((const __m128i *)(p + 16))), wt));
+    }
+    s0 = _mm256_srai_epi32(s0, PRECISION_BITS);
+    s1 = _mm256_srai_epi32(s1, PRECISION_BITS);
+    s2 = _mm256_srai_epi32(s2, PRECISION_BITS);
+    s0 = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1),
+                             _mm256_packs_epi32(s2, s2));
+    _mm256_storeu_si256((__m256i *)b,
+                        _mm256_permutevar8x32_epi32(s0, order));
+    hstore(out, row, k, r->width, b, n);
   }
 }
 
@@ -649,7 +639,7 @@ frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
   }
 }
 
-static const struct kernels k_avx2 = {"avx2", hrow_avx2, vrow_avx2,
+static const struct kernels k_avx2 = {"avx2", 8, hblock_avx2, vrow_avx2,
                                       frow_avx2};
 #endif
 
@@ -682,14 +672,31 @@ fl__resample_kernels(const struct fl__resample *r)
   return r->k->name;
 }
 
-/* The horizontal pass of one source row into its 8-bit row. */
+/* One source row into its place in the block, and the horizontal pass
+   of the block into its 8-bit rows once it is whole or the last. */
 void
 fl__resample_row(struct fl__resample *r, unsigned y, const unsigned char *rgb,
                  unsigned x0)
 {
+  const unsigned rows = r->k->rows, i = (y - r->ylo) % rows;
+  const size_t col = FL__COL(rows);
+  const unsigned char *in;
+  unsigned char *to;
+  unsigned x, n;
+
   if (y < r->ylo || y >= r->yhi)
     return;
-  r->k->hrow(r, r->tmp + (size_t)(y - r->ylo) * r->width * 3, rgb, x0);
+  in = rgb + (size_t)(r->x0 - x0) * 3;
+  to = r->blk + i * 3;
+  n = r->x1 - r->x0;
+  /* 4 bytes a pixel, the fourth the next row's (or slack), but at the
+     row's last pixel, which may be the decoder's last byte. */
+  for (x = 0; x + 1 < n; x++)
+    memcpy(to + x * col, in + x * 3, 4);
+  memcpy(to + x * col, in + x * 3, 3);
+  if (i + 1 == rows || y + 1 == r->yhi)
+    r->k->hblock(r, r->tmp + (size_t)(y - i - r->ylo) * r->width * 3,
+                 (size_t)r->width * 3, i + 1);
 }
 
 /* The vertical pass, one output row at a time into an 8-bit row, then
