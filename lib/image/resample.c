@@ -5,7 +5,10 @@
  * bits), horizontal pass first into 8-bit rows, then the vertical one.
  * The horizontal pass runs on blocks of rows stored column by column, so
  * that one vector holds a source column of every row of the block and an
- * output column is a sum of whole vectors, each times one weight.
+ * output column is a sum of whole vectors, each times one weight.  Its
+ * rows are planar (the row's R, then its G, then its B), so that the
+ * vertical pass makes rows of each channel, which the float write takes
+ * as they are.
  * Only the output's own columns and rows are computed, so a resize
  * followed by a crop costs only the crop, and the results are PIL's to the
  * bit.  The flip and torchvision's ToTensor and Normalize are folded into
@@ -48,11 +51,12 @@ struct fl__resample {
   float mean[3], std[3];
   struct axis h, v;
   unsigned ylo, yhi; /* source rows the vertical pass reads */
-  unsigned char *tmp; /* (yhi - ylo) rows of width x 3 */
+  unsigned char *tmp; /* (yhi - ylo) planar rows of width x 3 */
   size_t tmp_cap;
   int32_t *acc;        /* a row's sums, width x 3 */
-  unsigned char *line; /* and the row they make */
+  unsigned char *line; /* and the (planar) row they make */
   int flip;
+  int stream; /* the float write goes past the cache (frow_avx2) */
   unsigned x0, x1;    /* the columns the horizontal pass reads */
   unsigned char *blk; /* a block of rows, column by column, from x0 */
   size_t blk_cap;
@@ -203,6 +207,10 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io)
     r->std[c] = io->std[c];
   }
   r->k = kernels_pick();
+  /* A float image past 256 KiB (3 x 224 x 224 is 588 KiB) comes in
+     batches far larger than any cache: reading each line before writing
+     it, as a plain store does, would double the memory traffic. */
+  r->stream = io->chw_float && (size_t)io->width * io->height * 12 >= 262144;
   r->acc = malloc((size_t)io->width * 3 * sizeof(*r->acc));
   r->line = malloc((size_t)io->width * 3 + FL__ROW_SLACK);
   if (r->acc == NULL || r->line == NULL) {
@@ -278,8 +286,8 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
 
 /*
  * The kernels: the horizontal pass over a block of source rows, the
- * vertical pass over one output row, and the float write (ToTensor and
- * Normalize, with the flip), each in portable C and, on x86, in SSE4.1 and
+ * vertical pass over one output row, and the float write of a planar row
+ * (ToTensor and Normalize, with the flip), each in portable C and, on x86, in SSE4.1 and
  * AVX2, chosen at run time (FL_IMAGE_SIMD=c, sse4.1 or avx2 asks for at
  * most that one).  All are integer sums of the same products (exact, in
  * any order: no sum leaves int32, as PIL's weights are positive and sum to
@@ -290,8 +298,8 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
 struct kernels {
   const char *name;
   unsigned rows; /* of a block of the horizontal pass */
-  /* n rows of the block in r->blk (column x at x - x0) into n 8-bit rows
-     from out, row bytes apart. */
+  /* n rows of the block in r->blk (column x at x - x0) into n planar
+     8-bit rows from out, row bytes apart. */
   void (*hblock)(const struct fl__resample *r, unsigned char *out,
                  size_t row, unsigned n);
   void (*vrow)(unsigned char *line, const unsigned char *tmp, size_t row,
@@ -328,7 +336,7 @@ hblock_c(const struct fl__resample *r, unsigned char *out, size_t row,
 
         for (x = 0; x < a->count[k]; x++)
           s += in[x * col + i * 3 + c] * w[x];
-        out[i * row + k * 3 + c] = clip8(s);
+        out[i * row + c * r->width + k] = clip8(s);
       }
   }
 }
@@ -364,17 +372,17 @@ frow_c(const struct fl__resample *r, float *f32, size_t plane,
 {
   unsigned c, x;
 
-  /* A plane at a time: three streams of stores, each in order. */
   for (c = 0; c < 3; c++) {
     const float *lut = r->lut[c];
+    const unsigned char *in = line + c * r->width;
     float *out = f32 + c * plane;
 
     if (r->flip)
       for (x = 0; x < r->width; x++)
-        out[r->width - 1 - x] = lut[line[x * 3 + c]];
+        out[r->width - 1 - x] = lut[in[x]];
     else
       for (x = 0; x < r->width; x++)
-        out[x] = lut[line[x * 3 + c]];
+        out[x] = lut[in[x]];
   }
 }
 
@@ -403,57 +411,103 @@ load64(const unsigned char *p)
 }
 
 /* Output column k of n rows, their R G B at b + 3 x the row, to its
-   place in each row: 4-byte stores, the fourth byte being output k + 1's
-   (written after), but at the row's last output. */
+   place in each planar row. */
 static inline void
 hstore(unsigned char *out, size_t row, unsigned k, unsigned width,
        const unsigned char *b, unsigned n)
 {
-  unsigned i;
+  unsigned i, c;
 
-  if (k + 1 < width)
-    for (i = 0; i < n; i++)
-      memcpy(out + i * row + k * 3, b + i * 3, 4);
-  else
-    for (i = 0; i < n; i++)
-      memcpy(out + i * row + k * 3, b + i * 3, 3);
+  for (i = 0; i < n; i++)
+    for (c = 0; c < 3; c++)
+      out[i * row + c * width + k] = b[i * 3 + c];
 }
 
+/* Output columns k to k + 3 the same way, a 4-byte store a row and
+   channel: the four columns' bytes transposed (SSE2, which every x86-64
+   has). */
+static inline void
+hstore4(unsigned char *out, size_t row, unsigned k, unsigned width,
+        unsigned char b[4][32], unsigned n)
+{
+  __m128i t0, t1, t2, t3, q[6];
+  uint32_t d[24];
+  unsigned i, c;
+
+  t0 = _mm_loadu_si128((const __m128i *)b[0]);
+  t1 = _mm_loadu_si128((const __m128i *)b[1]);
+  t2 = _mm_loadu_si128((const __m128i *)b[2]);
+  t3 = _mm_loadu_si128((const __m128i *)b[3]);
+  q[0] = _mm_unpacklo_epi8(t0, t1);
+  q[1] = _mm_unpackhi_epi8(t0, t1);
+  q[2] = _mm_unpacklo_epi8(t2, t3);
+  q[3] = _mm_unpackhi_epi8(t2, t3);
+  _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(q[0], q[2]));
+  _mm_storeu_si128((__m128i *)(d + 4), _mm_unpackhi_epi16(q[0], q[2]));
+  _mm_storeu_si128((__m128i *)(d + 8), _mm_unpacklo_epi16(q[1], q[3]));
+  _mm_storeu_si128((__m128i *)(d + 12), _mm_unpackhi_epi16(q[1], q[3]));
+  q[4] = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(b[0] + 16)),
+                           _mm_loadl_epi64((const __m128i *)(b[1] + 16)));
+  q[5] = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(b[2] + 16)),
+                           _mm_loadl_epi64((const __m128i *)(b[3] + 16)));
+  _mm_storeu_si128((__m128i *)(d + 16), _mm_unpacklo_epi16(q[4], q[5]));
+  _mm_storeu_si128((__m128i *)(d + 20), _mm_unpackhi_epi16(q[4], q[5]));
+  for (i = 0; i < n; i++)
+    for (c = 0; c < 3; c++)
+      memcpy(out + i * row + c * width + k, d + i * 3 + c, 4);
+}
+
+/* Output columns into b[k % 4], stored four at a time, then the last
+   ones. */
+#define HBLOCK(r, out, row, n, hcol)                                           \
+  do {                                                                         \
+    unsigned char b_[4][32];                                                   \
+    unsigned k_;                                                               \
+                                                                               \
+    for (k_ = 0; k_ < (r)->width; k_++) {                                      \
+      hcol((r), k_, b_[k_ & 3]);                                               \
+      if ((k_ & 3) == 3)                                                       \
+        hstore4((out), (row), k_ - 3, (r)->width, b_, (n));                    \
+    }                                                                          \
+    for (k_ = (r)->width & ~3u; k_ < (r)->width; k_++)                         \
+      hstore((out), (row), k_, (r)->width, b_[k_ & 3], (n));                   \
+  } while (0)
+
 /* Eight rows a block: a column's 24 bytes in six vectors of 4 lanes. */
-__attribute__((target("sse4.1"))) static void
-hblock_sse41(const struct fl__resample *r, unsigned char *out, size_t row,
-             unsigned n)
+static inline __attribute__((target("sse4.1"))) void
+hcol_sse41(const struct fl__resample *r, unsigned k, unsigned char *b)
 {
   const struct axis *a = &r->h;
   const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
   const size_t col = FL__COL(8);
-  unsigned char b[32];
-  unsigned k, x, j;
+  const int32_t *w = a->w + (size_t)k * a->ksize;
+  const unsigned char *in = taps(r, k);
+  __m128i s[6];
+  unsigned x, j;
 
-  for (k = 0; k < r->width; k++) {
-    const int32_t *w = a->w + (size_t)k * a->ksize;
-    const unsigned char *in = taps(r, k);
-    __m128i s[6];
+  for (j = 0; j < 6; j++)
+    s[j] = half;
+  for (x = 0; x < a->count[k]; x++) {
+    const __m128i wt = _mm_set1_epi32(w[x]);
 
     for (j = 0; j < 6; j++)
-      s[j] = half;
-    for (x = 0; x < a->count[k]; x++) {
-      const __m128i wt = _mm_set1_epi32(w[x]);
-
-      for (j = 0; j < 6; j++)
-        s[j] = _mm_add_epi32(s[j], _mm_mullo_epi32(_mm_cvtepu8_epi32(
-                   _mm_cvtsi32_si128((int)load32(in + x * col + j * 4))),
-                   wt));
-    }
-    for (j = 0; j < 6; j++)
-      s[j] = _mm_srai_epi32(s[j], PRECISION_BITS);
-    s[0] = _mm_packs_epi32(s[0], s[1]);
-    s[2] = _mm_packs_epi32(s[2], s[3]);
-    s[4] = _mm_packs_epi32(s[4], s[5]);
-    _mm_storeu_si128((__m128i *)b, _mm_packus_epi16(s[0], s[2]));
-    _mm_storeu_si128((__m128i *)(b + 16), _mm_packus_epi16(s[4], s[4]));
-    hstore(out, row, k, r->width, b, n);
+      s[j] = _mm_add_epi32(s[j], _mm_mullo_epi32(_mm_cvtepu8_epi32(
+                 _mm_cvtsi32_si128((int)load32(in + x * col + j * 4))), wt));
   }
+  for (j = 0; j < 6; j++)
+    s[j] = _mm_srai_epi32(s[j], PRECISION_BITS);
+  s[0] = _mm_packs_epi32(s[0], s[1]);
+  s[2] = _mm_packs_epi32(s[2], s[3]);
+  s[4] = _mm_packs_epi32(s[4], s[5]);
+  _mm_storeu_si128((__m128i *)b, _mm_packus_epi16(s[0], s[2]));
+  _mm_storeu_si128((__m128i *)(b + 16), _mm_packus_epi16(s[4], s[4]));
+}
+
+__attribute__((target("sse4.1"))) static void
+hblock_sse41(const struct fl__resample *r, unsigned char *out, size_t row,
+             unsigned n)
+{
+  HBLOCK(r, out, row, n, hcol_sse41);
 }
 
 __attribute__((target("sse4.1"))) static void
@@ -495,8 +549,8 @@ frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
     float *out = f32 + c * plane;
 
     for (x = 0; x + 4 <= n; x += 4) {
-      const unsigned char *p = line + x * 3 + c;
-      __m128 v = _mm_cvtepi32_ps(_mm_setr_epi32(p[0], p[3], p[6], p[9]));
+      __m128 v = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(
+          _mm_cvtsi32_si128((int)load32(line + c * n + x))));
 
       v = _mm_div_ps(_mm_sub_ps(_mm_div_ps(v, k255), mean), sd);
       if (r->flip)
@@ -506,7 +560,7 @@ frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
         _mm_storeu_ps(out + x, v);
     }
     for (; x < n; x++)
-      out[r->flip ? n - 1 - x : x] = r->lut[c][line[x * 3 + c]];
+      out[r->flip ? n - 1 - x : x] = r->lut[c][line[c * n + x]];
   }
 }
 
@@ -515,42 +569,42 @@ static const struct kernels k_sse41 = {"sse4.1", 8, hblock_sse41, vrow_sse41,
 
 /* Eight rows a block: a column's 24 bytes in three vectors of 8 lanes,
    packed back in their order (the packs work within 128-bit halves). */
-__attribute__((target("avx2"))) static void
-hblock_avx2(const struct fl__resample *r, unsigned char *out, size_t row,
-            unsigned n)
+static inline __attribute__((target("avx2"))) void
+hcol_avx2(const struct fl__resample *r, unsigned k, unsigned char *b)
 {
   const struct axis *a = &r->h;
   const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const size_t col = FL__COL(8);
-  unsigned char b[32];
-  unsigned k, x;
+  const int32_t *w = a->w + (size_t)k * a->ksize;
+  const unsigned char *in = taps(r, k);
+  __m256i s0 = half, s1 = half, s2 = half;
+  unsigned x;
 
-  for (k = 0; k < r->width; k++) {
-    const int32_t *w = a->w + (size_t)k * a->ksize;
-    const unsigned char *in = taps(r, k);
-    __m256i s0 = half, s1 = half, s2 = half;
+  for (x = 0; x < a->count[k]; x++) {
+    const unsigned char *p = in + x * col;
+    const __m256i wt = _mm256_set1_epi32(w[x]);
 
-    for (x = 0; x < a->count[k]; x++) {
-      const unsigned char *p = in + x * col;
-      const __m256i wt = _mm256_set1_epi32(w[x]);
-
-      s0 = _mm256_add_epi32(s0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
-               _mm_loadl_epi64((const __m128i *)p)), wt));
-      s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
-               _mm_loadl_epi64((const __m128i *)(p + 8))), wt));
-      s2 = _mm256_add_epi32(s2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
-               _mm_loadl_epi64((const __m128i *)(p + 16))), wt));
-    }
-    s0 = _mm256_srai_epi32(s0, PRECISION_BITS);
-    s1 = _mm256_srai_epi32(s1, PRECISION_BITS);
-    s2 = _mm256_srai_epi32(s2, PRECISION_BITS);
-    s0 = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1),
-                             _mm256_packs_epi32(s2, s2));
-    _mm256_storeu_si256((__m256i *)b,
-                        _mm256_permutevar8x32_epi32(s0, order));
-    hstore(out, row, k, r->width, b, n);
+    s0 = _mm256_add_epi32(s0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+             _mm_loadl_epi64((const __m128i *)p)), wt));
+    s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+             _mm_loadl_epi64((const __m128i *)(p + 8))), wt));
+    s2 = _mm256_add_epi32(s2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+             _mm_loadl_epi64((const __m128i *)(p + 16))), wt));
   }
+  s0 = _mm256_srai_epi32(s0, PRECISION_BITS);
+  s1 = _mm256_srai_epi32(s1, PRECISION_BITS);
+  s2 = _mm256_srai_epi32(s2, PRECISION_BITS);
+  s0 = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1),
+                           _mm256_packs_epi32(s2, s2));
+  _mm256_storeu_si256((__m256i *)b, _mm256_permutevar8x32_epi32(s0, order));
+}
+
+__attribute__((target("avx2"))) static void
+hblock_avx2(const struct fl__resample *r, unsigned char *out, size_t row,
+            unsigned n)
+{
+  HBLOCK(r, out, row, n, hcol_avx2);
 }
 
 static inline __attribute__((target("avx2"))) __m128i
@@ -588,55 +642,40 @@ vrow_avx2(unsigned char *line, const unsigned char *tmp, size_t row,
   vcols_c(line, tmp, row, i, w, count);
 }
 
-/* Byte j of a pshufb of 16 bytes from pixel x (lo) and from x's byte 8
-   (hi): channel c of pixel x + j, for j < 8; -1 gives 0. */
-static signed char deint[3][2][16];
-
-static void
-deint_init(void)
-{
-  unsigned c, j;
-
-  memset(deint, -1, sizeof(deint));
-  for (c = 0; c < 3; c++)
-    for (j = 0; j < 8; j++) {
-      unsigned at = 3 * j + c;
-
-      if (at < 16)
-        deint[c][0][j] = (signed char)at;
-      else
-        deint[c][1][j] = (signed char)(at - 8);
-    }
-}
-
-/* The lookup table's values (torch's steps, exact), gathered. */
+/* The lookup table's values (torch's steps, exact), gathered; written
+   past the cache where the stage says so and the rows are aligned. */
 __attribute__((target("avx2"))) static void
 frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
           const unsigned char *line)
 {
   const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
   unsigned c, x, n = r->width;
+  int nt = r->stream && n % 8 == 0 && (uintptr_t)f32 % 32 == 0 &&
+           plane % 8 == 0;
 
   for (c = 0; c < 3; c++) {
-    const __m128i mlo = _mm_loadu_si128((const __m128i *)deint[c][0]);
-    const __m128i mhi = _mm_loadu_si128((const __m128i *)deint[c][1]);
     const float *lut = r->lut[c];
+    const unsigned char *in = line + c * n;
     float *out = f32 + c * plane;
 
     for (x = 0; x + 8 <= n; x += 8) {
-      const unsigned char *p = line + x * 3;
-      __m128i b = _mm_or_si128(
-          _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), mlo),
-          _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 8)), mhi));
-      __m256 v = _mm256_i32gather_ps(lut, _mm256_cvtepu8_epi32(b), 4);
+      __m256 v = _mm256_i32gather_ps(
+          lut, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(in + x))),
+          4);
+      float *to = out + (r->flip ? n - 8 - x : x);
 
       if (r->flip)
         v = _mm256_permutevar8x32_ps(v, rev);
-      _mm256_storeu_ps(out + (r->flip ? n - 8 - x : x), v);
+      if (nt)
+        _mm256_stream_ps(to, v);
+      else
+        _mm256_storeu_ps(to, v);
     }
     for (; x < n; x++)
-      out[r->flip ? n - 1 - x : x] = lut[line[x * 3 + c]];
+      out[r->flip ? n - 1 - x : x] = lut[in[x]];
   }
+  if (nt) /* ordered before the batch is handed over */
+    _mm_sfence();
 }
 
 static const struct kernels k_avx2 = {"avx2", 8, hblock_avx2, vrow_avx2,
@@ -655,7 +694,6 @@ kernels_pick(void)
                               : strcmp(want, "sse4.1") == 0 ? 1 : 0;
 
   __builtin_cpu_init();
-  deint_init();
   if (most >= 2 && __builtin_cpu_supports("avx2"))
     k = &k_avx2;
   else if (most >= 1 && __builtin_cpu_supports("sse4.1"))
@@ -707,7 +745,7 @@ fl__resample_end(struct fl__resample *r, void *dst)
   const struct axis *a = &r->v;
   size_t row = (size_t)r->width * 3, plane = (size_t)r->width * r->height;
   unsigned char *line = r->line;
-  unsigned k, x;
+  unsigned k, x, c;
 
   for (k = 0; k < r->height; k++) {
     unsigned char *u8 = (unsigned char *)dst + (size_t)k * row;
@@ -718,13 +756,11 @@ fl__resample_end(struct fl__resample *r, void *dst)
     else
       r->k->vrow(line, r->tmp + (size_t)(a->first[k] - r->ylo) * row, row,
                  a->w + (size_t)k * a->ksize, a->count[k]);
-    if (!r->chw_float && !r->flip) {
-      memcpy(u8, line, row);
-      continue;
-    }
-    if (!r->chw_float) {
+    if (!r->chw_float) { /* interleaved again, flipped or not */
       for (x = 0; x < r->width; x++)
-        memcpy(u8 + (size_t)(r->width - 1 - x) * 3, line + (size_t)x * 3, 3);
+        for (c = 0; c < 3; c++)
+          u8[(size_t)(r->flip ? r->width - 1 - x : x) * 3 + c] =
+              line[(size_t)c * r->width + x];
       continue;
     }
     r->k->frow(r, f32, plane, line);
