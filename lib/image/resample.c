@@ -57,6 +57,7 @@ struct fl__resample {
   unsigned char *line; /* and the (planar) row they make */
   int flip;
   int stream; /* the float write goes past the cache (frow_avx2) */
+  int fma;    /* and computes torch's steps with FMA (norm_fma) */
   unsigned x0, x1;    /* the columns the horizontal pass reads */
   unsigned char *blk; /* a block of rows, column by column, from x0 */
   size_t blk_cap;
@@ -65,6 +66,7 @@ struct fl__resample {
 
 struct kernels;
 static const struct kernels *kernels_pick(void);
+static int float_fma(const struct fl__resample *r);
 
 static double
 triangle(double x)
@@ -211,6 +213,7 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io)
      batches far larger than any cache: reading each line before writing
      it, as a plain store does, would double the memory traffic. */
   r->stream = io->chw_float && (size_t)io->width * io->height * 12 >= 262144;
+  r->fma = float_fma(r);
   r->acc = malloc((size_t)io->width * 3 * sizeof(*r->acc));
   r->line = malloc((size_t)io->width * 3 + FL__ROW_SLACK);
   if (r->acc == NULL || r->line == NULL) {
@@ -642,9 +645,51 @@ vrow_avx2(unsigned char *line, const unsigned char *tmp, size_t row,
   vcols_c(line, tmp, row, i, w, count);
 }
 
-/* The lookup table's values (torch's steps, exact), gathered; written
-   past the cache where the stage says so and the rows are aligned. */
-__attribute__((target("avx2"))) static void
+/*
+ * Torch's steps for channel c, eight bytes at once, without a division:
+ * each quotient as the product by the divisor's reciprocal, corrected by
+ * its remainder (an FMA gives it exactly).  That is the correctly rounded
+ * quotient for most divisors, not all, so a stage uses it only where it
+ * gives every one of the 256 values of each channel's table (norm_fma_ok).
+ */
+static inline __attribute__((target("avx2,fma"))) __m256
+norm_fma(const struct fl__resample *r, unsigned c, __m128i bytes)
+{
+  const __m256 d0 = _mm256_set1_ps(255.0f), i0 = _mm256_set1_ps(1 / 255.0f);
+  const __m256 d1 = _mm256_set1_ps(r->std[c]);
+  const __m256 i1 = _mm256_set1_ps(1 / r->std[c]);
+  __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), q;
+
+  q = _mm256_mul_ps(x, i0);
+  q = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, d0, x), i0, q);
+  x = _mm256_sub_ps(q, _mm256_set1_ps(r->mean[c]));
+  q = _mm256_mul_ps(x, i1);
+  return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, d1, x), i1, q);
+}
+
+__attribute__((target("avx2,fma"))) static int
+norm_fma_ok(const struct fl__resample *r)
+{
+  unsigned c, v, j;
+  float got[8];
+
+  for (c = 0; c < 3; c++)
+    for (v = 0; v < 256; v += 8) {
+      _mm256_storeu_ps(got, norm_fma(r, c, _mm_setr_epi8(
+          (char)v, (char)(v + 1), (char)(v + 2), (char)(v + 3),
+          (char)(v + 4), (char)(v + 5), (char)(v + 6), (char)(v + 7), 0, 0,
+          0, 0, 0, 0, 0, 0)));
+      for (j = 0; j < 8; j++)
+        if (memcmp(&got[j], &r->lut[c][v + j], sizeof(float)) != 0)
+          return 0;
+    }
+  return 1;
+}
+
+/* The table's values (torch's steps, exact): computed with FMA where that
+   gives them all, else gathered; written past the cache where the stage
+   says so and the rows are aligned. */
+__attribute__((target("avx2,fma"))) static void
 frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
           const unsigned char *line)
 {
@@ -659,9 +704,9 @@ frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
     float *out = f32 + c * plane;
 
     for (x = 0; x + 8 <= n; x += 8) {
-      __m256 v = _mm256_i32gather_ps(
-          lut, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(in + x))),
-          4);
+      __m128i b = _mm_loadl_epi64((const __m128i *)(in + x));
+      __m256 v = r->fma ? norm_fma(r, c, b)
+                        : _mm256_i32gather_ps(lut, _mm256_cvtepu8_epi32(b), 4);
       float *to = out + (r->flip ? n - 8 - x : x);
 
       if (r->flip)
@@ -702,6 +747,18 @@ kernels_pick(void)
   (void)want;
 #endif
   return k;
+}
+
+/* Whether r's float write may compute with FMA (norm_fma). */
+static int
+float_fma(const struct fl__resample *r)
+{
+#ifdef FL__X86
+  return r->k == &k_avx2 && __builtin_cpu_supports("fma") && norm_fma_ok(r);
+#else
+  (void)r;
+  return 0;
+#endif
 }
 
 const char *
