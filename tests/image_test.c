@@ -909,8 +909,8 @@ every_simd_path_gives_the_same_bytes(void **state)
       "formats/wide.png"};
   static const unsigned sizes[][2] = {{224, 224}, {37, 100}, {7, 5},
                                       {64, 17}, {300, 301}};
-  static const char *const paths[3] = {"c", "sse4.1", "avx2"};
-  struct fl__image_stage *st[3];
+  static const char *const paths[4] = {"c", "sse4.1", "avx2", "avx512"};
+  struct fl__image_stage *st[4];
   uint64_t seed;
   const char *old = getenv("FL_IMAGE_SIMD");
   char saved[32] = "", what[160];
@@ -943,7 +943,7 @@ every_simd_path_gives_the_same_bytes(void **state)
         got = malloc(bytes);
         assert_non_null(want);
         assert_non_null(got);
-        for (p = 0; p < 3; p++) {
+        for (p = 0; p < 4; p++) {
           setenv("FL_IMAGE_SIMD", paths[p], 1);
           st[p] = stage_of(&io);
           tried++;
@@ -954,7 +954,7 @@ every_simd_path_gives_the_same_bytes(void **state)
         }
         assert_non_null(st[0]);
         for (seed = 0; seed < 4; seed++)
-          for (p = 0; p < 3; p++) {
+          for (p = 0; p < 4; p++) {
             if (st[p] == NULL)
               continue;
             if (fl__image_stage_run(st[p], img, len, seed, p ? got : want,
@@ -965,7 +965,7 @@ every_simd_path_gives_the_same_bytes(void **state)
                        files[f], io.height, io.width, m,
                        (unsigned long long)seed, paths[p]);
           }
-        for (p = 0; p < 3; p++) {
+        for (p = 0; p < 4; p++) {
           ran += st[p] != NULL;
           fl__image_stage_free(st[p]);
         }
