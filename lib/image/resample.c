@@ -427,54 +427,68 @@ hstore(unsigned char *out, size_t row, unsigned k, unsigned width,
       out[i * row + c * width + k] = b[i * 3 + c];
 }
 
-/* Output columns k to k + 3 the same way, a 4-byte store a row and
-   channel: the four columns' bytes transposed (SSE2, which every x86-64
-   has). */
+/* Output columns k to k + 7 the same way, an 8-byte store a row and
+   channel: the eight columns' bytes transposed (SSE2, which every x86-64
+   has).  Byte j of a column is row j / 3's channel j % 3. */
 static inline void
-hstore4(unsigned char *out, size_t row, unsigned k, unsigned width,
-        unsigned char b[4][32], unsigned n)
+hstore8(unsigned char *out, size_t row, unsigned k, unsigned width,
+        unsigned char b[8][32], unsigned n)
 {
-  __m128i t0, t1, t2, t3, q[6];
-  uint32_t d[24];
-  unsigned i, c;
+  __m128i p[12], q[6], t[6], o;
+  unsigned j, m, h;
 
-  t0 = _mm_loadu_si128((const __m128i *)b[0]);
-  t1 = _mm_loadu_si128((const __m128i *)b[1]);
-  t2 = _mm_loadu_si128((const __m128i *)b[2]);
-  t3 = _mm_loadu_si128((const __m128i *)b[3]);
-  q[0] = _mm_unpacklo_epi8(t0, t1);
-  q[1] = _mm_unpackhi_epi8(t0, t1);
-  q[2] = _mm_unpacklo_epi8(t2, t3);
-  q[3] = _mm_unpackhi_epi8(t2, t3);
-  _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(q[0], q[2]));
-  _mm_storeu_si128((__m128i *)(d + 4), _mm_unpackhi_epi16(q[0], q[2]));
-  _mm_storeu_si128((__m128i *)(d + 8), _mm_unpacklo_epi16(q[1], q[3]));
-  _mm_storeu_si128((__m128i *)(d + 12), _mm_unpackhi_epi16(q[1], q[3]));
-  q[4] = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(b[0] + 16)),
-                           _mm_loadl_epi64((const __m128i *)(b[1] + 16)));
-  q[5] = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(b[2] + 16)),
-                           _mm_loadl_epi64((const __m128i *)(b[3] + 16)));
-  _mm_storeu_si128((__m128i *)(d + 16), _mm_unpacklo_epi16(q[4], q[5]));
-  _mm_storeu_si128((__m128i *)(d + 20), _mm_unpackhi_epi16(q[4], q[5]));
-  for (i = 0; i < n; i++)
-    for (c = 0; c < 3; c++)
-      memcpy(out + i * row + c * width + k, d + i * 3 + c, 4);
+  for (j = 0; j < 8; j += 2) {
+    __m128i x = _mm_loadu_si128((const __m128i *)b[j]);
+    __m128i y = _mm_loadu_si128((const __m128i *)b[j + 1]);
+
+    p[j] = _mm_unpacklo_epi8(x, y);     /* bytes 0-7 of columns j, j + 1 */
+    p[j + 1] = _mm_unpackhi_epi8(x, y); /* 8-15 */
+    p[8 + j / 2] = _mm_unpacklo_epi8(   /* 16-23 */
+        _mm_loadl_epi64((const __m128i *)(b[j] + 16)),
+        _mm_loadl_epi64((const __m128i *)(b[j + 1] + 16)));
+  }
+  /* Bytes 4m to 4m + 3 of columns 0-3 (q) and 4-7 (t). */
+  q[0] = _mm_unpacklo_epi16(p[0], p[2]);
+  q[1] = _mm_unpackhi_epi16(p[0], p[2]);
+  q[2] = _mm_unpacklo_epi16(p[1], p[3]);
+  q[3] = _mm_unpackhi_epi16(p[1], p[3]);
+  q[4] = _mm_unpacklo_epi16(p[8], p[9]);
+  q[5] = _mm_unpackhi_epi16(p[8], p[9]);
+  t[0] = _mm_unpacklo_epi16(p[4], p[6]);
+  t[1] = _mm_unpackhi_epi16(p[4], p[6]);
+  t[2] = _mm_unpacklo_epi16(p[5], p[7]);
+  t[3] = _mm_unpackhi_epi16(p[5], p[7]);
+  t[4] = _mm_unpacklo_epi16(p[10], p[11]);
+  t[5] = _mm_unpackhi_epi16(p[10], p[11]);
+  for (m = 0; m < 6; m++)
+    for (h = 0; h < 2; h++) {
+      /* Bytes j and j + 1 of the eight columns, 8 bytes each. */
+      o = h ? _mm_unpackhi_epi32(q[m], t[m]) : _mm_unpacklo_epi32(q[m], t[m]);
+      j = 4 * m + 2 * h;
+      if (j < 3 * n)
+        _mm_storel_epi64(
+            (__m128i *)(out + j / 3 * row + j % 3 * width + k), o);
+      if (j + 1 < 3 * n)
+        _mm_storeh_pd((double *)(out + (j + 1) / 3 * row +
+                                 (j + 1) % 3 * width + k),
+                      _mm_castsi128_pd(o));
+    }
 }
 
-/* Output columns into b[k % 4], stored four at a time, then the last
+/* Output columns into b[k % 8], stored eight at a time, then the last
    ones. */
 #define HBLOCK(r, out, row, n, hcol)                                           \
   do {                                                                         \
-    unsigned char b_[4][32];                                                   \
+    unsigned char b_[8][32];                                                   \
     unsigned k_;                                                               \
                                                                                \
     for (k_ = 0; k_ < (r)->width; k_++) {                                      \
-      hcol((r), k_, b_[k_ & 3]);                                               \
-      if ((k_ & 3) == 3)                                                       \
-        hstore4((out), (row), k_ - 3, (r)->width, b_, (n));                    \
+      hcol((r), k_, b_[k_ & 7]);                                               \
+      if ((k_ & 7) == 7)                                                       \
+        hstore8((out), (row), k_ - 7, (r)->width, b_, (n));                    \
     }                                                                          \
-    for (k_ = (r)->width & ~3u; k_ < (r)->width; k_++)                         \
-      hstore((out), (row), k_, (r)->width, b_[k_ & 3], (n));                   \
+    for (k_ = (r)->width & ~7u; k_ < (r)->width; k_++)                         \
+      hstore((out), (row), k_, (r)->width, b_[k_ & 7], (n));                   \
   } while (0)
 
 /* Eight rows a block: a column's 24 bytes in six vectors of 4 lanes. */
