@@ -429,13 +429,14 @@ hstore(unsigned char *out, size_t row, unsigned k, unsigned width,
 
 /* Output columns k to k + 7 the same way, an 8-byte store a row and
    channel: the eight columns' bytes transposed (SSE2, which every x86-64
-   has).  Byte j of a column is row j / 3's channel j % 3. */
-static inline void
-hstore8(unsigned char *out, size_t row, unsigned k, unsigned width,
+   has).  Byte j of a column is row j / 3's channel j % 3, at at[j] (its
+   row's and plane's offset; 24 of them, the last past n rows unused). */
+static inline __attribute__((always_inline)) void
+hstore8(unsigned char *out, const size_t *at, unsigned k,
         unsigned char b[8][32], unsigned n)
 {
-  __m128i p[12], q[6], t[6], o;
-  unsigned j, m, h;
+  __m128i p[12], q[6], t[6], o[12];
+  unsigned j, m;
 
   for (j = 0; j < 8; j += 2) {
     __m128i x = _mm_loadu_si128((const __m128i *)b[j]);
@@ -460,19 +461,17 @@ hstore8(unsigned char *out, size_t row, unsigned k, unsigned width,
   t[3] = _mm_unpackhi_epi16(p[5], p[7]);
   t[4] = _mm_unpacklo_epi16(p[10], p[11]);
   t[5] = _mm_unpackhi_epi16(p[10], p[11]);
-  for (m = 0; m < 6; m++)
-    for (h = 0; h < 2; h++) {
-      /* Bytes j and j + 1 of the eight columns, 8 bytes each. */
-      o = h ? _mm_unpackhi_epi32(q[m], t[m]) : _mm_unpacklo_epi32(q[m], t[m]);
-      j = 4 * m + 2 * h;
-      if (j < 3 * n)
-        _mm_storel_epi64(
-            (__m128i *)(out + j / 3 * row + j % 3 * width + k), o);
-      if (j + 1 < 3 * n)
-        _mm_storeh_pd((double *)(out + (j + 1) / 3 * row +
-                                 (j + 1) % 3 * width + k),
-                      _mm_castsi128_pd(o));
-    }
+  /* Bytes 2m and 2m + 1 of the eight columns, 8 bytes each. */
+  for (m = 0; m < 6; m++) {
+    o[2 * m] = _mm_unpacklo_epi32(q[m], t[m]);
+    o[2 * m + 1] = _mm_unpackhi_epi32(q[m], t[m]);
+  }
+  for (j = 0; j < 3 * n; j += 2) {
+    _mm_storel_epi64((__m128i *)(out + at[j] + k), o[j / 2]);
+    if (j + 1 < 3 * n)
+      _mm_storeh_pd((double *)(out + at[j + 1] + k),
+                    _mm_castsi128_pd(o[j / 2]));
+  }
 }
 
 /* Output columns into b[k % 8], stored eight at a time, then the last
@@ -480,12 +479,15 @@ hstore8(unsigned char *out, size_t row, unsigned k, unsigned width,
 #define HBLOCK(r, out, row, n, hcol)                                           \
   do {                                                                         \
     unsigned char b_[8][32];                                                   \
+    size_t at_[24];                                                            \
     unsigned k_;                                                               \
                                                                                \
+    for (k_ = 0; k_ < 24; k_++)                                                \
+      at_[k_] = k_ / 3 * (row) + k_ % 3 * (r)->width;                          \
     for (k_ = 0; k_ < (r)->width; k_++) {                                      \
       hcol((r), k_, b_[k_ & 7]);                                               \
       if ((k_ & 7) == 7)                                                       \
-        hstore8((out), (row), k_ - 7, (r)->width, b_, (n));                    \
+        hstore8((out), at_, k_ - 7, b_, (n));                                  \
     }                                                                          \
     for (k_ = (r)->width & ~7u; k_ < (r)->width; k_++)                         \
       hstore((out), (row), k_, (r)->width, b_[k_ & 7], (n));                   \
