@@ -66,7 +66,7 @@ struct fl__resample {
 
 struct kernels;
 static const struct kernels *kernels_pick(void);
-static int float_fma(const struct fl__resample *r);
+static int float_fma(struct fl__resample *r);
 
 static double
 triangle(double x)
@@ -310,6 +310,10 @@ struct kernels {
                const int32_t *w, unsigned count);
   void (*frow)(const struct fl__resample *r, float *out, size_t plane,
                const unsigned char *line);
+  /* Or both at once, for a float image (NULL: vrow, then frow). */
+  void (*vfrow)(const struct fl__resample *r, float *out, size_t plane,
+                const unsigned char *tmp, size_t row, const int32_t *w,
+                unsigned count);
 };
 
 /* The taps of output k in the block: its first column's bytes (none
@@ -390,7 +394,7 @@ frow_c(const struct fl__resample *r, float *f32, size_t plane,
   }
 }
 
-static const struct kernels k_c = {"c", 1, hblock_c, vrow_c, frow_c};
+static const struct kernels k_c = {"c", 1, hblock_c, vrow_c, frow_c, NULL};
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
@@ -585,7 +589,7 @@ frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
 }
 
 static const struct kernels k_sse41 = {"sse4.1", 8, hblock_sse41, vrow_sse41,
-                                       frow_sse41};
+                                       frow_sse41, NULL};
 
 /* Eight rows a block: a column's 24 bytes in three vectors of 8 lanes,
    packed back in their order (the packs work within 128-bit halves). */
@@ -741,18 +745,20 @@ frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
 }
 
 static const struct kernels k_avx2 = {"avx2", 8, hblock_avx2, vrow_avx2,
-                                      frow_avx2};
+                                      frow_avx2, NULL};
 
-/* The float write as frow_avx2 does it, 16 lanes at once: whole cache
-   lines a store. */
+/* The float write as frow_avx2 does it, 16 lanes at once, from the
+   vertical pass's sums (clipped as clip8 does). */
 static inline __attribute__((target("avx512f"))) __m512
-norm_avx512(const struct fl__resample *r, unsigned c, __m128i bytes)
+norm_avx512(const struct fl__resample *r, unsigned c, __m512i v)
 {
   const __m512 d0 = _mm512_set1_ps(255.0f), i0 = _mm512_set1_ps(1 / 255.0f);
   const __m512 d1 = _mm512_set1_ps(r->std[c]);
   const __m512 i1 = _mm512_set1_ps(1 / r->std[c]);
-  __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), q;
+  __m512 x = _mm512_cvtepi32_ps(v), q;
 
+  if (!r->fma)
+    return _mm512_i32gather_ps(v, r->lut[c], 4);
   q = _mm512_mul_ps(x, i0);
   q = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, d0, x), i0, q);
   x = _mm512_sub_ps(q, _mm512_set1_ps(r->mean[c]));
@@ -760,19 +766,21 @@ norm_avx512(const struct fl__resample *r, unsigned c, __m128i bytes)
   return _mm512_fmadd_ps(_mm512_fnmadd_ps(q, d1, x), i1, q);
 }
 
+/* Whether norm_avx512 computes every value of the tables with FMA (it
+   sets r->fma to try; the caller sets it to the answer). */
 __attribute__((target("avx512f"))) static int
-norm_avx512_ok(const struct fl__resample *r)
+norm_avx512_ok(struct fl__resample *r)
 {
   unsigned c, v, j;
   float got[16];
 
+  r->fma = 1;
   for (c = 0; c < 3; c++)
     for (v = 0; v < 256; v += 16) {
-      __m128i b = _mm_add_epi8(_mm_set1_epi8((char)v),
-                               _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                             11, 12, 13, 14, 15));
-
-      _mm512_storeu_ps(got, norm_avx512(r, c, b));
+      _mm512_storeu_ps(got, norm_avx512(r, c, _mm512_add_epi32(
+          _mm512_set1_epi32((int)v), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7,
+                                                   8, 9, 10, 11, 12, 13,
+                                                   14, 15))));
       for (j = 0; j < 16; j++)
         if (memcmp(&got[j], &r->lut[c][v + j], sizeof(float)) != 0)
           return 0;
@@ -780,27 +788,38 @@ norm_avx512_ok(const struct fl__resample *r)
   return 1;
 }
 
+/* The vertical pass and the float write of one output row at once, 16
+   columns of a channel a step, written past the cache where the stage
+   says so and the rows are aligned: the row's bytes are never stored. */
 __attribute__((target("avx512f"))) static void
-frow_avx512(const struct fl__resample *r, float *f32, size_t plane,
-            const unsigned char *line)
+vfrow_avx512(const struct fl__resample *r, float *f32, size_t plane,
+             const unsigned char *tmp, size_t row, const int32_t *w,
+             unsigned count)
 {
+  const __m512i half = _mm512_set1_epi32(1 << (PRECISION_BITS - 1));
+  const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(255);
   const __m512i rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
                                         5, 4, 3, 2, 1, 0);
-  unsigned c, x, n = r->width;
+  unsigned c, x, t, n = r->width;
   int nt = r->stream && n % 16 == 0 && (uintptr_t)f32 % 64 == 0 &&
            plane % 16 == 0;
 
   for (c = 0; c < 3; c++) {
-    const float *lut = r->lut[c];
-    const unsigned char *in = line + c * n;
+    const unsigned char *in = tmp + c * n;
     float *out = f32 + c * plane;
 
     for (x = 0; x + 16 <= n; x += 16) {
-      __m128i b = _mm_loadu_si128((const __m128i *)(in + x));
-      __m512 v = r->fma ? norm_avx512(r, c, b)
-                        : _mm512_i32gather_ps(_mm512_cvtepu8_epi32(b), lut, 4);
+      __m512i s = half;
+      __m512 v;
       float *to = out + (r->flip ? n - 16 - x : x);
 
+      for (t = 0; t < count; t++)
+        s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(in + t * row + x))),
+                _mm512_set1_epi32(w[t])));
+      s = _mm512_min_epi32(_mm512_max_epi32(
+              _mm512_srai_epi32(s, PRECISION_BITS), zero), top);
+      v = norm_avx512(r, c, s);
       if (r->flip)
         v = _mm512_permutexvar_ps(rev, v);
       if (nt)
@@ -808,15 +827,20 @@ frow_avx512(const struct fl__resample *r, float *f32, size_t plane,
       else
         _mm512_storeu_ps(to, v);
     }
-    for (; x < n; x++)
-      out[r->flip ? n - 1 - x : x] = lut[in[x]];
+    for (; x < n; x++) {
+      int32_t s = 1 << (PRECISION_BITS - 1);
+
+      for (t = 0; t < count; t++)
+        s += in[t * row + x] * w[t];
+      out[r->flip ? n - 1 - x : x] = r->lut[c][clip8(s)];
+    }
   }
   if (nt)
     _mm_sfence();
 }
 
 static const struct kernels k_avx512 = {"avx512", 8, hblock_avx2, vrow_avx2,
-                                        frow_avx512};
+                                        NULL, vfrow_avx512};
 #endif
 
 /* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names. */
@@ -847,7 +871,7 @@ kernels_pick(void)
 
 /* Whether r's float write may compute with FMA (norm_fma). */
 static int
-float_fma(const struct fl__resample *r)
+float_fma(struct fl__resample *r)
 {
 #ifdef FL__X86
   if (r->k == &k_avx512)
@@ -906,6 +930,13 @@ fl__resample_end(struct fl__resample *r, void *dst)
     unsigned char *u8 = (unsigned char *)dst + (size_t)k * row;
     float *f32 = (float *)dst + (size_t)k * r->width;
 
+    if (r->chw_float && r->k->vfrow != NULL) { /* no taps: padding, 0 */
+      r->k->vfrow(r, f32, plane,
+                  a->count[k] ? r->tmp + (size_t)(a->first[k] - r->ylo) * row
+                              : r->tmp,
+                  row, a->w + (size_t)k * a->ksize, a->count[k]);
+      continue;
+    }
     if (a->count[k] == 0) /* CenterCrop's padding */
       memset(line, 0, row);
     else
