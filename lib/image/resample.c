@@ -32,7 +32,7 @@
 /* Rows in a block of the horizontal pass (the most any kernel takes), and
    the bytes a column of them takes in blk: a row's RGB at 3 x its place,
    and room for a 4-byte store of the last row's. */
-#define FL__BLOCK_MAX 8
+#define FL__BLOCK_MAX 16
 #define FL__COL(rows) ((rows) * 3 + 4)
 
 /* One axis: for output position k, count taps from source position
@@ -437,20 +437,20 @@ hstore(unsigned char *out, size_t row, unsigned k, unsigned width,
    row's and plane's offset; 24 of them, the last past n rows unused). */
 static inline __attribute__((always_inline)) void
 hstore8(unsigned char *out, const size_t *at, unsigned k,
-        unsigned char b[8][32], unsigned n)
+        unsigned char b[8][64], unsigned from, unsigned n)
 {
   __m128i p[12], q[6], t[6], o[12];
   unsigned j, m;
 
   for (j = 0; j < 8; j += 2) {
-    __m128i x = _mm_loadu_si128((const __m128i *)b[j]);
-    __m128i y = _mm_loadu_si128((const __m128i *)b[j + 1]);
+    __m128i x = _mm_loadu_si128((const __m128i *)(b[j] + from));
+    __m128i y = _mm_loadu_si128((const __m128i *)(b[j + 1] + from));
 
     p[j] = _mm_unpacklo_epi8(x, y);     /* bytes 0-7 of columns j, j + 1 */
     p[j + 1] = _mm_unpackhi_epi8(x, y); /* 8-15 */
     p[8 + j / 2] = _mm_unpacklo_epi8(   /* 16-23 */
-        _mm_loadl_epi64((const __m128i *)(b[j] + 16)),
-        _mm_loadl_epi64((const __m128i *)(b[j + 1] + 16)));
+        _mm_loadl_epi64((const __m128i *)(b[j] + from + 16)),
+        _mm_loadl_epi64((const __m128i *)(b[j + 1] + from + 16)));
   }
   /* Bytes 4m to 4m + 3 of columns 0-3 (q) and 4-7 (t). */
   q[0] = _mm_unpacklo_epi16(p[0], p[2]);
@@ -482,7 +482,7 @@ hstore8(unsigned char *out, const size_t *at, unsigned k,
    ones. */
 #define HBLOCK(r, out, row, n, hcol)                                           \
   do {                                                                         \
-    unsigned char b_[8][32];                                                   \
+    unsigned char b_[8][64];                                                   \
     size_t at_[24];                                                            \
     unsigned k_;                                                               \
                                                                                \
@@ -490,8 +490,11 @@ hstore8(unsigned char *out, const size_t *at, unsigned k,
       at_[k_] = k_ / 3 * (row) + k_ % 3 * (r)->width;                          \
     for (k_ = 0; k_ < (r)->width; k_++) {                                      \
       hcol((r), k_, b_[k_ & 7]);                                               \
-      if ((k_ & 7) == 7)                                                       \
-        hstore8((out), at_, k_ - 7, b_, (n));                                  \
+      if ((k_ & 7) == 7) { /* rows 8-15 where the block has them */         \
+        hstore8((out), at_, k_ - 7, b_, 0, (n) < 8 ? (n) : 8);                 \
+        if ((n) > 8)                                                           \
+          hstore8((out) + 8 * (row), at_, k_ - 7, b_, 24, (n) - 8);            \
+      }                                                                        \
     }                                                                          \
     for (k_ = (r)->width & ~7u; k_ < (r)->width; k_++)                         \
       hstore((out), (row), k_, (r)->width, b_[k_ & 7], (n));                   \
@@ -747,6 +750,48 @@ frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
 static const struct kernels k_avx2 = {"avx2", 8, hblock_avx2, vrow_avx2,
                                       frow_avx2, NULL};
 
+/* Sixteen rows a block: a column's 48 bytes in three vectors of 16
+   lanes, each saturated to bytes in its order (the sums are never
+   negative: PIL's weights are not). */
+static inline __attribute__((target("avx512f"))) void
+hcol_avx512(const struct fl__resample *r, unsigned k, unsigned char *b)
+{
+  const struct axis *a = &r->h;
+  const __m512i half = _mm512_set1_epi32(1 << (PRECISION_BITS - 1));
+  const size_t col = FL__COL(16);
+  const int32_t *w = a->w + (size_t)k * a->ksize;
+  const unsigned char *in = taps(r, k);
+  __m512i s0 = half, s1 = half, s2 = half;
+  unsigned x;
+
+  for (x = 0; x < a->count[k]; x++) {
+    const unsigned char *p = in + x * col;
+    const __m512i wt = _mm512_set1_epi32(w[x]);
+
+    s0 = _mm512_add_epi32(s0, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+             _mm_loadu_si128((const __m128i *)p)), wt));
+    s1 = _mm512_add_epi32(s1, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+             _mm_loadu_si128((const __m128i *)(p + 16))), wt));
+    s2 = _mm512_add_epi32(s2, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+             _mm_loadu_si128((const __m128i *)(p + 32))), wt));
+  }
+  _mm_storeu_si128((__m128i *)b, _mm512_cvtusepi32_epi8(
+                                     _mm512_srai_epi32(s0, PRECISION_BITS)));
+  _mm_storeu_si128((__m128i *)(b + 16), _mm512_cvtusepi32_epi8(
+                                            _mm512_srai_epi32(s1,
+                                                              PRECISION_BITS)));
+  _mm_storeu_si128((__m128i *)(b + 32), _mm512_cvtusepi32_epi8(
+                                            _mm512_srai_epi32(s2,
+                                                              PRECISION_BITS)));
+}
+
+__attribute__((target("avx512f"))) static void
+hblock_avx512(const struct fl__resample *r, unsigned char *out, size_t row,
+              unsigned n)
+{
+  HBLOCK(r, out, row, n, hcol_avx512);
+}
+
 /* The float write as frow_avx2 does it, 16 lanes at once, from the
    vertical pass's sums (clipped as clip8 does). */
 static inline __attribute__((target("avx512f"))) __m512
@@ -839,8 +884,8 @@ vfrow_avx512(const struct fl__resample *r, float *f32, size_t plane,
     _mm_sfence();
 }
 
-static const struct kernels k_avx512 = {"avx512", 8, hblock_avx2, vrow_avx2,
-                                        NULL, vfrow_avx512};
+static const struct kernels k_avx512 = {"avx512", 16, hblock_avx512,
+                                        vrow_avx2, NULL, vfrow_avx512};
 #endif
 
 /* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names. */
