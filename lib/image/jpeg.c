@@ -73,7 +73,8 @@ room(struct fl__jpeg *j, size_t bytes)
     return 0;
   /* libjpeg-turbo writes a row that starts 16-byte aligned with
      non-temporal stores, past the cache, and the row is read at once: one
-     byte off, it stays in the cache (13 cycles a pixel less measured). */
+     byte off, it stays in the cache (reading it into the resampler took
+     13 cycles a pixel aligned, 1.7 unaligned, on an AMD EPYC). */
   if ((p = realloc(j->row_mem, bytes + 1)) == NULL)
     return FL_ENOMEM;
   j->row_mem = p;
