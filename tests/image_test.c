@@ -894,7 +894,8 @@ transforms_are_torchvisions_pixels(void **state)
 /* Each kernel path this CPU has (FL_IMAGE_SIMD) gives the portable C
    path's bytes: random crops of every decode fixture and of the crop
    images, flipped and not, uint8 and float, at output widths that leave
-   each vector loop a tail, and CenterCrop's padding; at one size a std
+   each vector loop a tail, and CenterCrop's padding, into aligned
+   memory as a batch's; at one size a std
    (subnormal) whose quotients the AVX2 float write cannot compute with
    FMA, so that it gathers them from the table instead. */
 static void
@@ -916,6 +917,7 @@ every_simd_path_gives_the_same_bytes(void **state)
   char saved[32] = "", what[160];
   size_t f, z, m, p, len, bytes, ran = 0, tried = 0;
   unsigned char *img, *want, *got;
+  void *mem[2] = {NULL, NULL};
 
   (void)state;
   if (old != NULL)
@@ -939,10 +941,12 @@ every_simd_path_gives_the_same_bytes(void **state)
         }
         bytes = (size_t)io.height * io.width * 3 *
                 (io.chw_float ? sizeof(float) : 1);
-        want = malloc(bytes);
-        got = malloc(bytes);
-        assert_non_null(want);
-        assert_non_null(got);
+        /* Aligned as a batch's samples are, so that the float write
+           takes its non-temporal stores where it has them (224 x 224). */
+        assert_int_equal(posix_memalign(&mem[0], 4096, bytes), 0);
+        assert_int_equal(posix_memalign(&mem[1], 4096, bytes), 0);
+        want = mem[0];
+        got = mem[1];
         for (p = 0; p < 4; p++) {
           setenv("FL_IMAGE_SIMD", paths[p], 1);
           st[p] = stage_of(&io);
