@@ -41,9 +41,10 @@ void fl__image_stage_force(struct fl__image_stage *st, unsigned top,
                            unsigned left, unsigned height, unsigned width,
                            int flip);
 
-/* The resize kernels the stage runs: "c", "sse4.1" or "avx2", the best
-   this CPU has, or at most the one FL_IMAGE_SIMD names when the stage is
-   made (how a test checks that every path gives the same bytes). */
+/* The resize kernels the stage runs: "c", "sse4.1", "avx2" or "avx512",
+   the best this CPU has, or at most the one FL_IMAGE_SIMD names when the
+   stage is made (how a test checks that every path gives the same
+   bytes). */
 const char *fl__image_stage_kernels(const struct fl__image_stage *st);
 
 /* Whether name ends with one of torchvision's image extensions

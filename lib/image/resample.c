@@ -3,6 +3,12 @@
  * rows a decoder hands over: PIL's coefficients (a triangle filter widened
  * by the reduction, which is its antialiasing), in its fixed point (22
  * bits), horizontal pass first into 8-bit rows, then the vertical one.
+ * The horizontal pass runs on blocks of rows stored column by column, so
+ * that one vector holds a source column of every row of the block and an
+ * output column is a sum of whole vectors, each times one weight.  Its
+ * rows are planar (the row's R, then its G, then its B), so that the
+ * vertical pass makes rows of each channel, which the float write takes
+ * as they are.
  * Only the output's own columns and rows are computed, so a resize
  * followed by a crop costs only the crop, and the results are PIL's to the
  * bit.  The flip and torchvision's ToTensor and Normalize are folded into
@@ -20,9 +26,14 @@
 
 #define PRECISION_BITS (32 - 8 - 2)
 /* Bytes a vector kernel may read or write past the pixels it uses, in
-   its own buffers (tmp, line, edge); rows a decoder hands over are never
+   its own buffers (tmp, line, blk); rows a decoder hands over are never
    read past the plan's columns. */
 #define FL__ROW_SLACK 32
+/* Rows in a block of the horizontal pass (the most any kernel takes), and
+   the bytes a column of them takes in blk: a row's RGB at 3 x its place,
+   and room for a 4-byte store of the last row's. */
+#define FL__BLOCK_MAX 16
+#define FL__COL(rows) ((rows) * 3 + 4)
 
 /* One axis: for output position k, count taps from source position
    first[k], weights at w[k * ksize]. */
@@ -40,19 +51,22 @@ struct fl__resample {
   float mean[3], std[3];
   struct axis h, v;
   unsigned ylo, yhi; /* source rows the vertical pass reads */
-  unsigned char *tmp; /* (yhi - ylo) rows of width x 3 */
+  unsigned char *tmp; /* (yhi - ylo) planar rows of width x 3 */
   size_t tmp_cap;
   int32_t *acc;        /* a row's sums, width x 3 */
-  unsigned char *line; /* and the row they make */
+  unsigned char *line; /* and the (planar) row they make */
   int flip;
-  unsigned xhi;        /* the horizontal pass reads columns below it */
-  unsigned char *edge; /* a copy of the taps of an output near xhi */
-  size_t edge_cap;
+  int stream; /* the float write goes past the cache (frow_avx2) */
+  int fma;    /* and computes torch's steps with FMA (norm_fma) */
+  unsigned x0, x1;    /* the columns the horizontal pass reads */
+  unsigned char *blk; /* a block of rows, column by column, from x0 */
+  size_t blk_cap;
   const struct kernels *k;
 };
 
 struct kernels;
 static const struct kernels *kernels_pick(void);
+static int float_fma(struct fl__resample *r);
 
 static double
 triangle(double x)
@@ -195,6 +209,11 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io)
     r->std[c] = io->std[c];
   }
   r->k = kernels_pick();
+  /* A float image past 256 KiB (3 x 224 x 224 is 588 KiB) comes in
+     batches far larger than any cache: reading each line before writing
+     it, as a plain store does, would double the memory traffic. */
+  r->stream = io->chw_float && (size_t)io->width * io->height * 12 >= 262144;
+  r->fma = float_fma(r);
   r->acc = malloc((size_t)io->width * 3 * sizeof(*r->acc));
   r->line = malloc((size_t)io->width * 3 + FL__ROW_SLACK);
   if (r->acc == NULL || r->line == NULL) {
@@ -215,7 +234,7 @@ fl__resample_free(struct fl__resample *r)
   free(r->tmp);
   free(r->acc);
   free(r->line);
-  free(r->edge);
+  free(r->blk);
   free(r);
 }
 
@@ -245,13 +264,17 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
     return rc;
   r->ylo = p->y0;
   r->yhi = p->y1;
-  r->xhi = p->x1;
-  need = (size_t)r->h.ksize * 3 + FL__ROW_SLACK;
-  if (need > r->edge_cap) {
-    if ((t = realloc(r->edge, need)) == NULL)
+  r->x0 = p->x0;
+  r->x1 = p->x1;
+  need = (size_t)(r->x1 - r->x0) * FL__COL(FL__BLOCK_MAX) + FL__ROW_SLACK;
+  if (need > r->blk_cap) {
+    /* Zeroed once: a block's rows past the image's last are summed (and
+       the sums dropped), never left uninitialised. */
+    if ((t = realloc(r->blk, need)) == NULL)
       return FL_ENOMEM;
-    r->edge = t;
-    r->edge_cap = need;
+    memset(t, 0, need);
+    r->blk = t;
+    r->blk_cap = need;
   }
   need = (size_t)(r->yhi - r->ylo) * r->width * 3 + FL__ROW_SLACK;
   if (need > r->tmp_cap) {
@@ -265,51 +288,64 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
 }
 
 /*
- * The kernels: the horizontal pass over one source row, the vertical pass
- * over one output row, and the float write (ToTensor and Normalize, with
- * the flip), each in portable C and, on x86, in SSE4.1 and AVX2, chosen at
- * run time (FL_IMAGE_SIMD=c, sse4.1 or avx2 asks for at most that one).
- * All are integer sums of the same products (exact, in any order: no sum
- * leaves int32, as PIL's weights are positive and sum to 2^22) and the
- * float write is torch's float32 steps lane by lane (IEEE division and
- * subtraction, correctly rounded in any width): every path gives the same
- * bytes.
+ * The kernels: the horizontal pass over a block of source rows, the
+ * vertical pass over one output row, and the float write of a planar row
+ * (ToTensor and Normalize, with the flip), each in portable C and, on
+ * x86, in SSE4.1 and AVX2, and the float write in AVX-512 too, chosen at
+ * run time (FL_IMAGE_SIMD=c, sse4.1, avx2 or avx512 asks for at most that
+ * one).  All are integer sums of the same products (exact, in any order:
+ * no sum leaves int32, as PIL's weights are positive and sum to 2^22) and
+ * the float write is torch's float32 steps lane by lane (IEEE division
+ * and subtraction, correctly rounded in any width) or values checked
+ * against them: every path gives the same bytes.
  */
 struct kernels {
   const char *name;
-  void (*hrow)(struct fl__resample *r, unsigned char *out,
-               const unsigned char *rgb, unsigned x0);
+  unsigned rows; /* of a block of the horizontal pass */
+  /* n rows of the block in r->blk (column x at x - x0) into n planar
+     8-bit rows from out, row bytes apart. */
+  void (*hblock)(const struct fl__resample *r, unsigned char *out,
+                 size_t row, unsigned n);
   void (*vrow)(unsigned char *line, const unsigned char *tmp, size_t row,
                const int32_t *w, unsigned count);
   void (*frow)(const struct fl__resample *r, float *out, size_t plane,
                const unsigned char *line);
+  /* Or both at once, for a float image (NULL: vrow, then frow). */
+  void (*vfrow)(const struct fl__resample *r, float *out, size_t plane,
+                const unsigned char *tmp, size_t row, const int32_t *w,
+                unsigned count);
 };
 
+/* The taps of output k in the block: its first column's bytes (none
+   for CenterCrop's padding, whose sum is PIL's half alone: 0). */
+static inline const unsigned char *
+taps(const struct fl__resample *r, unsigned k)
+{
+  if (r->h.count[k] == 0)
+    return r->blk;
+  return r->blk + (size_t)(r->h.first[k] - r->x0) * FL__COL(r->k->rows);
+}
+
 static void
-hrow_c(struct fl__resample *r, unsigned char *out, const unsigned char *rgb,
-       unsigned x0)
+hblock_c(const struct fl__resample *r, unsigned char *out, size_t row,
+         unsigned n)
 {
   const struct axis *a = &r->h;
-  unsigned k, x;
+  const size_t col = FL__COL(r->k->rows);
+  unsigned k, i, c, x;
 
   for (k = 0; k < r->width; k++) {
     const int32_t *w = a->w + (size_t)k * a->ksize;
-    const unsigned char *in;
-    int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+    const unsigned char *in = taps(r, k);
 
-    if (a->count[k] == 0) { /* CenterCrop's padding */
-      memset(out + k * 3, 0, 3);
-      continue;
-    }
-    in = rgb + (size_t)(a->first[k] - x0) * 3;
-    for (x = 0; x < a->count[k]; x++) {
-      s0 += in[x * 3] * w[x];
-      s1 += in[x * 3 + 1] * w[x];
-      s2 += in[x * 3 + 2] * w[x];
-    }
-    out[k * 3] = clip8(s0);
-    out[k * 3 + 1] = clip8(s1);
-    out[k * 3 + 2] = clip8(s2);
+    for (i = 0; i < n; i++)
+      for (c = 0; c < 3; c++) {
+        int32_t s = 1 << (PRECISION_BITS - 1);
+
+        for (x = 0; x < a->count[k]; x++)
+          s += in[x * col + i * 3 + c] * w[x];
+        out[i * row + c * r->width + k] = clip8(s);
+      }
   }
 }
 
@@ -344,39 +380,25 @@ frow_c(const struct fl__resample *r, float *f32, size_t plane,
 {
   unsigned c, x;
 
-  /* A plane at a time: three streams of stores, each in order. */
   for (c = 0; c < 3; c++) {
     const float *lut = r->lut[c];
+    const unsigned char *in = line + c * r->width;
     float *out = f32 + c * plane;
 
     if (r->flip)
       for (x = 0; x < r->width; x++)
-        out[r->width - 1 - x] = lut[line[x * 3 + c]];
+        out[r->width - 1 - x] = lut[in[x]];
     else
       for (x = 0; x < r->width; x++)
-        out[x] = lut[line[x * 3 + c]];
+        out[x] = lut[in[x]];
   }
 }
 
-static const struct kernels k_c = {"c", hrow_c, vrow_c, frow_c};
+static const struct kernels k_c = {"c", 1, hblock_c, vrow_c, frow_c, NULL};
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 #define FL__X86 1
-
-/* The taps of output k: in place where the vector loads (up to 2 bytes
-   past the last tap) stay below column xhi, else from a copy. */
-static inline const unsigned char *
-taps(struct fl__resample *r, const unsigned char *rgb, unsigned x0,
-     unsigned k)
-{
-  const unsigned char *in = rgb + (size_t)(r->h.first[k] - x0) * 3;
-
-  if (r->h.first[k] + r->h.count[k] < r->xhi)
-    return in;
-  memcpy(r->edge, in, (size_t)r->h.count[k] * 3);
-  return r->edge;
-}
 
 static inline uint32_t
 load32(const unsigned char *p)
@@ -396,42 +418,123 @@ load64(const unsigned char *p)
   return v;
 }
 
-__attribute__((target("sse4.1"))) static void
-hrow_sse41(struct fl__resample *r, unsigned char *out,
-           const unsigned char *rgb, unsigned x0)
+/* Output column k of n rows, their R G B at b + 3 x the row, to its
+   place in each planar row. */
+static inline void
+hstore(unsigned char *out, size_t row, unsigned k, unsigned width,
+       const unsigned char *b, unsigned n)
+{
+  unsigned i, c;
+
+  for (i = 0; i < n; i++)
+    for (c = 0; c < 3; c++)
+      out[i * row + c * width + k] = b[i * 3 + c];
+}
+
+/* Output columns k to k + 7 the same way, an 8-byte store a row and
+   channel: the eight columns' bytes transposed (SSE2, which every x86-64
+   has).  Byte j of a column is row j / 3's channel j % 3, at at[j] (its
+   row's and plane's offset; 24 of them, the last past n rows unused). */
+static inline __attribute__((always_inline)) void
+hstore8(unsigned char *out, const size_t *at, unsigned k,
+        unsigned char b[8][64], unsigned from, unsigned n)
+{
+  __m128i p[12], q[6], t[6], o[12];
+  unsigned j, m;
+
+  for (j = 0; j < 8; j += 2) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(b[j] + from));
+    __m128i y = _mm_loadu_si128((const __m128i *)(b[j + 1] + from));
+
+    p[j] = _mm_unpacklo_epi8(x, y);     /* bytes 0-7 of columns j, j + 1 */
+    p[j + 1] = _mm_unpackhi_epi8(x, y); /* 8-15 */
+    p[8 + j / 2] = _mm_unpacklo_epi8(   /* 16-23 */
+        _mm_loadl_epi64((const __m128i *)(b[j] + from + 16)),
+        _mm_loadl_epi64((const __m128i *)(b[j + 1] + from + 16)));
+  }
+  /* Bytes 4m to 4m + 3 of columns 0-3 (q) and 4-7 (t). */
+  q[0] = _mm_unpacklo_epi16(p[0], p[2]);
+  q[1] = _mm_unpackhi_epi16(p[0], p[2]);
+  q[2] = _mm_unpacklo_epi16(p[1], p[3]);
+  q[3] = _mm_unpackhi_epi16(p[1], p[3]);
+  q[4] = _mm_unpacklo_epi16(p[8], p[9]);
+  q[5] = _mm_unpackhi_epi16(p[8], p[9]);
+  t[0] = _mm_unpacklo_epi16(p[4], p[6]);
+  t[1] = _mm_unpackhi_epi16(p[4], p[6]);
+  t[2] = _mm_unpacklo_epi16(p[5], p[7]);
+  t[3] = _mm_unpackhi_epi16(p[5], p[7]);
+  t[4] = _mm_unpacklo_epi16(p[10], p[11]);
+  t[5] = _mm_unpackhi_epi16(p[10], p[11]);
+  /* Bytes 2m and 2m + 1 of the eight columns, 8 bytes each. */
+  for (m = 0; m < 6; m++) {
+    o[2 * m] = _mm_unpacklo_epi32(q[m], t[m]);
+    o[2 * m + 1] = _mm_unpackhi_epi32(q[m], t[m]);
+  }
+  for (j = 0; j < 3 * n; j += 2) {
+    _mm_storel_epi64((__m128i *)(out + at[j] + k), o[j / 2]);
+    if (j + 1 < 3 * n)
+      _mm_storeh_pd((double *)(out + at[j + 1] + k),
+                    _mm_castsi128_pd(o[j / 2]));
+  }
+}
+
+/* Output columns into b[k % 8], stored eight at a time, then the last
+   ones. */
+#define HBLOCK(r, out, row, n, hcol)                                           \
+  do {                                                                         \
+    unsigned char b_[8][64];                                                   \
+    size_t at_[24];                                                            \
+    unsigned k_;                                                               \
+                                                                               \
+    for (k_ = 0; k_ < 24; k_++)                                                \
+      at_[k_] = k_ / 3 * (row) + k_ % 3 * (r)->width;                          \
+    for (k_ = 0; k_ < (r)->width; k_++) {                                      \
+      hcol((r), k_, b_[k_ & 7]);                                               \
+      if ((k_ & 7) == 7) { /* rows 8-15 where the block has them */         \
+        hstore8((out), at_, k_ - 7, b_, 0, (n) < 8 ? (n) : 8);                 \
+        if ((n) > 8)                                                           \
+          hstore8((out) + 8 * (row), at_, k_ - 7, b_, 24, (n) - 8);            \
+      }                                                                        \
+    }                                                                          \
+    for (k_ = (r)->width & ~7u; k_ < (r)->width; k_++)                         \
+      hstore((out), (row), k_, (r)->width, b_[k_ & 7], (n));                   \
+  } while (0)
+
+/* Eight rows a block: a column's 24 bytes in six vectors of 4 lanes. */
+static inline __attribute__((target("sse4.1"))) void
+hcol_sse41(const struct fl__resample *r, unsigned k, unsigned char *b)
 {
   const struct axis *a = &r->h;
   const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-  unsigned k, x;
+  const size_t col = FL__COL(8);
+  const int32_t *w = a->w + (size_t)k * a->ksize;
+  const unsigned char *in = taps(r, k);
+  __m128i s[6];
+  unsigned x, j;
 
-  for (k = 0; k < r->width; k++) {
-    const int32_t *w = a->w + (size_t)k * a->ksize;
-    const unsigned char *in;
-    __m128i s0 = half, s1 = _mm_setzero_si128();
-    uint32_t v;
+  for (j = 0; j < 6; j++)
+    s[j] = half;
+  for (x = 0; x < a->count[k]; x++) {
+    const __m128i wt = _mm_set1_epi32(w[x]);
 
-    if (a->count[k] == 0) {
-      memset(out + k * 3, 0, 3);
-      continue;
-    }
-    in = taps(r, rgb, x0, k);
-    for (x = 0; x + 2 <= a->count[k]; x += 2) {
-      s0 = _mm_add_epi32(s0, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-               _mm_cvtsi32_si128((int)load32(in + x * 3))),
-               _mm_set1_epi32(w[x])));
-      s1 = _mm_add_epi32(s1, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-               _mm_cvtsi32_si128((int)load32(in + x * 3 + 3))),
-               _mm_set1_epi32(w[x + 1])));
-    }
-    if (x < a->count[k])
-      s0 = _mm_add_epi32(s0, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-               _mm_cvtsi32_si128((int)load32(in + x * 3))),
-               _mm_set1_epi32(w[x])));
-    s0 = _mm_srai_epi32(_mm_add_epi32(s0, s1), PRECISION_BITS);
-    s0 = _mm_packus_epi16(_mm_packs_epi32(s0, s0), s0);
-    v = (uint32_t)_mm_cvtsi128_si32(s0);
-    memcpy(out + k * 3, &v, 3);
+    for (j = 0; j < 6; j++)
+      s[j] = _mm_add_epi32(s[j], _mm_mullo_epi32(_mm_cvtepu8_epi32(
+                 _mm_cvtsi32_si128((int)load32(in + x * col + j * 4))), wt));
   }
+  for (j = 0; j < 6; j++)
+    s[j] = _mm_srai_epi32(s[j], PRECISION_BITS);
+  s[0] = _mm_packs_epi32(s[0], s[1]);
+  s[2] = _mm_packs_epi32(s[2], s[3]);
+  s[4] = _mm_packs_epi32(s[4], s[5]);
+  _mm_storeu_si128((__m128i *)b, _mm_packus_epi16(s[0], s[2]));
+  _mm_storeu_si128((__m128i *)(b + 16), _mm_packus_epi16(s[4], s[4]));
+}
+
+__attribute__((target("sse4.1"))) static void
+hblock_sse41(const struct fl__resample *r, unsigned char *out, size_t row,
+             unsigned n)
+{
+  HBLOCK(r, out, row, n, hcol_sse41);
 }
 
 __attribute__((target("sse4.1"))) static void
@@ -473,8 +576,8 @@ frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
     float *out = f32 + c * plane;
 
     for (x = 0; x + 4 <= n; x += 4) {
-      const unsigned char *p = line + x * 3 + c;
-      __m128 v = _mm_cvtepi32_ps(_mm_setr_epi32(p[0], p[3], p[6], p[9]));
+      __m128 v = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(
+          _mm_cvtsi32_si128((int)load32(line + c * n + x))));
 
       v = _mm_div_ps(_mm_sub_ps(_mm_div_ps(v, k255), mean), sd);
       if (r->flip)
@@ -484,83 +587,51 @@ frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
         _mm_storeu_ps(out + x, v);
     }
     for (; x < n; x++)
-      out[r->flip ? n - 1 - x : x] = r->lut[c][line[x * 3 + c]];
+      out[r->flip ? n - 1 - x : x] = r->lut[c][line[c * n + x]];
   }
 }
 
-static const struct kernels k_sse41 = {"sse4.1", hrow_sse41, vrow_sse41,
-                                       frow_sse41};
+static const struct kernels k_sse41 = {"sse4.1", 8, hblock_sse41, vrow_sse41,
+                                       frow_sse41, NULL};
 
-/* The sum of one output's taps and PIL's half, R G B in lanes 0-2; 0
-   for CenterCrop's padding. */
-static inline __attribute__((target("avx2"))) __m128i
-hsum_avx2(struct fl__resample *r, const unsigned char *rgb, unsigned x0,
-          unsigned k)
+/* Eight rows a block: a column's 24 bytes in three vectors of 8 lanes,
+   packed back in their order (the packs work within 128-bit halves). */
+static inline __attribute__((target("avx2"))) void
+hcol_avx2(const struct fl__resample *r, unsigned k, unsigned char *b)
 {
-  /* Two pixels' bytes, R G B of each, to 32-bit lanes 0-2 and 4-6. */
-  const __m128i pick = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, -1, -1, -1,
-                                     -1, -1, -1, -1, -1);
-  const __m256i dup = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   const struct axis *a = &r->h;
+  const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const size_t col = FL__COL(8);
   const int32_t *w = a->w + (size_t)k * a->ksize;
-  unsigned x, n = a->count[k];
-  const unsigned char *in;
-  __m256i s = _mm256_setzero_si256();
-  __m128i t;
+  const unsigned char *in = taps(r, k);
+  __m256i s0 = half, s1 = half, s2 = half;
+  unsigned x;
 
-  if (n == 0)
-    return _mm_setzero_si128();
-  in = taps(r, rgb, x0, k);
-  for (x = 0; x + 2 <= n; x += 2) {
-    __m128i p = _mm_shuffle_epi8(
-        _mm_cvtsi64_si128((long long)load64(in + x * 3)), pick);
-    __m256i wt = _mm256_permutevar8x32_epi32(
-        _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(w + x))),
-        dup);
+  for (x = 0; x < a->count[k]; x++) {
+    const unsigned char *p = in + x * col;
+    const __m256i wt = _mm256_set1_epi32(w[x]);
 
-    s = _mm256_add_epi32(s, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(p), wt));
+    s0 = _mm256_add_epi32(s0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+             _mm_loadl_epi64((const __m128i *)p)), wt));
+    s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+             _mm_loadl_epi64((const __m128i *)(p + 8))), wt));
+    s2 = _mm256_add_epi32(s2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(
+             _mm_loadl_epi64((const __m128i *)(p + 16))), wt));
   }
-  t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  t = _mm_add_epi32(t, _mm_set1_epi32(1 << (PRECISION_BITS - 1)));
-  if (x < n)
-    t = _mm_add_epi32(t, _mm_mullo_epi32(_mm_cvtepu8_epi32(
-            _mm_cvtsi32_si128((int)load32(in + x * 3))),
-            _mm_set1_epi32(w[x])));
-  return t;
+  s0 = _mm256_srai_epi32(s0, PRECISION_BITS);
+  s1 = _mm256_srai_epi32(s1, PRECISION_BITS);
+  s2 = _mm256_srai_epi32(s2, PRECISION_BITS);
+  s0 = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1),
+                           _mm256_packs_epi32(s2, s2));
+  _mm256_storeu_si256((__m256i *)b, _mm256_permutevar8x32_epi32(s0, order));
 }
 
-/* Four outputs a step, shifted, clipped and packed together: 12 bytes,
-   stored as 16 (the 4 past them are the next outputs', written after, or
-   tmp's slack). */
 __attribute__((target("avx2"))) static void
-hrow_avx2(struct fl__resample *r, unsigned char *out,
-          const unsigned char *rgb, unsigned x0)
+hblock_avx2(const struct fl__resample *r, unsigned char *out, size_t row,
+            unsigned n)
 {
-  const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14,
-                                     -1, -1, -1, -1);
-  unsigned k = 0;
-  uint32_t v;
-
-  for (; k + 4 <= r->width; k += 4) {
-    __m128i t0 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k), PRECISION_BITS);
-    __m128i t1 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 1),
-                                PRECISION_BITS);
-    __m128i t2 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 2),
-                                PRECISION_BITS);
-    __m128i t3 = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k + 3),
-                                PRECISION_BITS);
-    __m128i q = _mm_packus_epi16(_mm_packs_epi32(t0, t1),
-                                 _mm_packs_epi32(t2, t3));
-
-    _mm_storeu_si128((__m128i *)(out + k * 3), _mm_shuffle_epi8(q, pack));
-  }
-  for (; k < r->width; k++) {
-    __m128i t = _mm_srai_epi32(hsum_avx2(r, rgb, x0, k), PRECISION_BITS);
-
-    t = _mm_packus_epi16(_mm_packs_epi32(t, t), t);
-    v = (uint32_t)_mm_cvtsi128_si32(t);
-    memcpy(out + k * 3, &v, 3);
-  }
+  HBLOCK(r, out, row, n, hcol_avx2);
 }
 
 static inline __attribute__((target("avx2"))) __m128i
@@ -598,59 +669,223 @@ vrow_avx2(unsigned char *line, const unsigned char *tmp, size_t row,
   vcols_c(line, tmp, row, i, w, count);
 }
 
-/* Byte j of a pshufb of 16 bytes from pixel x (lo) and from x's byte 8
-   (hi): channel c of pixel x + j, for j < 8; -1 gives 0. */
-static signed char deint[3][2][16];
-
-static void
-deint_init(void)
+/*
+ * Torch's steps for channel c, eight bytes at once, without a division:
+ * each quotient as the product by the divisor's reciprocal, corrected by
+ * its remainder (an FMA gives it exactly).  That is the correctly rounded
+ * quotient for most divisors, not all, so a stage uses it only where it
+ * gives every one of the 256 values of each channel's table (norm_fma_ok).
+ */
+static inline __attribute__((target("avx2,fma"))) __m256
+norm_fma(const struct fl__resample *r, unsigned c, __m128i bytes)
 {
-  unsigned c, j;
+  const __m256 d0 = _mm256_set1_ps(255.0f), i0 = _mm256_set1_ps(1 / 255.0f);
+  const __m256 d1 = _mm256_set1_ps(r->std[c]);
+  const __m256 i1 = _mm256_set1_ps(1 / r->std[c]);
+  __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), q;
 
-  memset(deint, -1, sizeof(deint));
-  for (c = 0; c < 3; c++)
-    for (j = 0; j < 8; j++) {
-      unsigned at = 3 * j + c;
-
-      if (at < 16)
-        deint[c][0][j] = (signed char)at;
-      else
-        deint[c][1][j] = (signed char)(at - 8);
-    }
+  q = _mm256_mul_ps(x, i0);
+  q = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, d0, x), i0, q);
+  x = _mm256_sub_ps(q, _mm256_set1_ps(r->mean[c]));
+  q = _mm256_mul_ps(x, i1);
+  return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, d1, x), i1, q);
 }
 
-/* The lookup table's values (torch's steps, exact), gathered. */
-__attribute__((target("avx2"))) static void
+__attribute__((target("avx2,fma"))) static int
+norm_fma_ok(const struct fl__resample *r)
+{
+  unsigned c, v, j;
+  float got[8];
+
+  for (c = 0; c < 3; c++)
+    for (v = 0; v < 256; v += 8) {
+      _mm256_storeu_ps(got, norm_fma(r, c, _mm_setr_epi8(
+          (char)v, (char)(v + 1), (char)(v + 2), (char)(v + 3),
+          (char)(v + 4), (char)(v + 5), (char)(v + 6), (char)(v + 7), 0, 0,
+          0, 0, 0, 0, 0, 0)));
+      for (j = 0; j < 8; j++)
+        if (memcmp(&got[j], &r->lut[c][v + j], sizeof(float)) != 0)
+          return 0;
+    }
+  return 1;
+}
+
+/* The table's values (torch's steps, exact): computed with FMA where that
+   gives them all, else gathered; written past the cache where the stage
+   says so and the rows are aligned. */
+__attribute__((target("avx2,fma"))) static void
 frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
           const unsigned char *line)
 {
   const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
   unsigned c, x, n = r->width;
+  int nt = r->stream && n % 8 == 0 && (uintptr_t)f32 % 32 == 0 &&
+           plane % 8 == 0;
 
   for (c = 0; c < 3; c++) {
-    const __m128i mlo = _mm_loadu_si128((const __m128i *)deint[c][0]);
-    const __m128i mhi = _mm_loadu_si128((const __m128i *)deint[c][1]);
     const float *lut = r->lut[c];
+    const unsigned char *in = line + c * n;
     float *out = f32 + c * plane;
 
     for (x = 0; x + 8 <= n; x += 8) {
-      const unsigned char *p = line + x * 3;
-      __m128i b = _mm_or_si128(
-          _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), mlo),
-          _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 8)), mhi));
-      __m256 v = _mm256_i32gather_ps(lut, _mm256_cvtepu8_epi32(b), 4);
+      __m128i b = _mm_loadl_epi64((const __m128i *)(in + x));
+      __m256 v = r->fma ? norm_fma(r, c, b)
+                        : _mm256_i32gather_ps(lut, _mm256_cvtepu8_epi32(b), 4);
+      float *to = out + (r->flip ? n - 8 - x : x);
 
       if (r->flip)
         v = _mm256_permutevar8x32_ps(v, rev);
-      _mm256_storeu_ps(out + (r->flip ? n - 8 - x : x), v);
+      if (nt)
+        _mm256_stream_ps(to, v);
+      else
+        _mm256_storeu_ps(to, v);
     }
     for (; x < n; x++)
-      out[r->flip ? n - 1 - x : x] = lut[line[x * 3 + c]];
+      out[r->flip ? n - 1 - x : x] = lut[in[x]];
   }
+  if (nt) /* ordered before the batch is handed over */
+    _mm_sfence();
 }
 
-static const struct kernels k_avx2 = {"avx2", hrow_avx2, vrow_avx2,
-                                      frow_avx2};
+static const struct kernels k_avx2 = {"avx2", 8, hblock_avx2, vrow_avx2,
+                                      frow_avx2, NULL};
+
+/* Sixteen rows a block: a column's 48 bytes in three vectors of 16
+   lanes, each saturated to bytes in its order (the sums are never
+   negative: PIL's weights are not). */
+static inline __attribute__((target("avx512f"))) void
+hcol_avx512(const struct fl__resample *r, unsigned k, unsigned char *b)
+{
+  const struct axis *a = &r->h;
+  const __m512i half = _mm512_set1_epi32(1 << (PRECISION_BITS - 1));
+  const size_t col = FL__COL(16);
+  const int32_t *w = a->w + (size_t)k * a->ksize;
+  const unsigned char *in = taps(r, k);
+  __m512i s0 = half, s1 = half, s2 = half;
+  unsigned x;
+
+  for (x = 0; x < a->count[k]; x++) {
+    const unsigned char *p = in + x * col;
+    const __m512i wt = _mm512_set1_epi32(w[x]);
+
+    s0 = _mm512_add_epi32(s0, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+             _mm_loadu_si128((const __m128i *)p)), wt));
+    s1 = _mm512_add_epi32(s1, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+             _mm_loadu_si128((const __m128i *)(p + 16))), wt));
+    s2 = _mm512_add_epi32(s2, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+             _mm_loadu_si128((const __m128i *)(p + 32))), wt));
+  }
+  _mm_storeu_si128((__m128i *)b, _mm512_cvtusepi32_epi8(
+                                     _mm512_srai_epi32(s0, PRECISION_BITS)));
+  _mm_storeu_si128((__m128i *)(b + 16), _mm512_cvtusepi32_epi8(
+                                            _mm512_srai_epi32(s1,
+                                                              PRECISION_BITS)));
+  _mm_storeu_si128((__m128i *)(b + 32), _mm512_cvtusepi32_epi8(
+                                            _mm512_srai_epi32(s2,
+                                                              PRECISION_BITS)));
+}
+
+__attribute__((target("avx512f"))) static void
+hblock_avx512(const struct fl__resample *r, unsigned char *out, size_t row,
+              unsigned n)
+{
+  HBLOCK(r, out, row, n, hcol_avx512);
+}
+
+/* The float write as frow_avx2 does it, 16 lanes at once, from the
+   vertical pass's sums (clipped as clip8 does). */
+static inline __attribute__((target("avx512f"))) __m512
+norm_avx512(const struct fl__resample *r, unsigned c, __m512i v)
+{
+  const __m512 d0 = _mm512_set1_ps(255.0f), i0 = _mm512_set1_ps(1 / 255.0f);
+  const __m512 d1 = _mm512_set1_ps(r->std[c]);
+  const __m512 i1 = _mm512_set1_ps(1 / r->std[c]);
+  __m512 x = _mm512_cvtepi32_ps(v), q;
+
+  if (!r->fma)
+    return _mm512_i32gather_ps(v, r->lut[c], 4);
+  q = _mm512_mul_ps(x, i0);
+  q = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, d0, x), i0, q);
+  x = _mm512_sub_ps(q, _mm512_set1_ps(r->mean[c]));
+  q = _mm512_mul_ps(x, i1);
+  return _mm512_fmadd_ps(_mm512_fnmadd_ps(q, d1, x), i1, q);
+}
+
+/* Whether norm_avx512 computes every value of the tables with FMA (it
+   sets r->fma to try; the caller sets it to the answer). */
+__attribute__((target("avx512f"))) static int
+norm_avx512_ok(struct fl__resample *r)
+{
+  unsigned c, v, j;
+  float got[16];
+
+  r->fma = 1;
+  for (c = 0; c < 3; c++)
+    for (v = 0; v < 256; v += 16) {
+      _mm512_storeu_ps(got, norm_avx512(r, c, _mm512_add_epi32(
+          _mm512_set1_epi32((int)v), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7,
+                                                   8, 9, 10, 11, 12, 13,
+                                                   14, 15))));
+      for (j = 0; j < 16; j++)
+        if (memcmp(&got[j], &r->lut[c][v + j], sizeof(float)) != 0)
+          return 0;
+    }
+  return 1;
+}
+
+/* The vertical pass and the float write of one output row at once, 16
+   columns of a channel a step, written past the cache where the stage
+   says so and the rows are aligned: the row's bytes are never stored. */
+__attribute__((target("avx512f"))) static void
+vfrow_avx512(const struct fl__resample *r, float *f32, size_t plane,
+             const unsigned char *tmp, size_t row, const int32_t *w,
+             unsigned count)
+{
+  const __m512i half = _mm512_set1_epi32(1 << (PRECISION_BITS - 1));
+  const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(255);
+  const __m512i rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
+                                        5, 4, 3, 2, 1, 0);
+  unsigned c, x, t, n = r->width;
+  int nt = r->stream && n % 16 == 0 && (uintptr_t)f32 % 64 == 0 &&
+           plane % 16 == 0;
+
+  for (c = 0; c < 3; c++) {
+    const unsigned char *in = tmp + c * n;
+    float *out = f32 + c * plane;
+
+    for (x = 0; x + 16 <= n; x += 16) {
+      __m512i s = half;
+      __m512 v;
+      float *to = out + (r->flip ? n - 16 - x : x);
+
+      for (t = 0; t < count; t++)
+        s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(in + t * row + x))),
+                _mm512_set1_epi32(w[t])));
+      s = _mm512_min_epi32(_mm512_max_epi32(
+              _mm512_srai_epi32(s, PRECISION_BITS), zero), top);
+      v = norm_avx512(r, c, s);
+      if (r->flip)
+        v = _mm512_permutexvar_ps(rev, v);
+      if (nt)
+        _mm512_stream_ps(to, v);
+      else
+        _mm512_storeu_ps(to, v);
+    }
+    for (; x < n; x++) {
+      int32_t s = 1 << (PRECISION_BITS - 1);
+
+      for (t = 0; t < count; t++)
+        s += in[t * row + x] * w[t];
+      out[r->flip ? n - 1 - x : x] = r->lut[c][clip8(s)];
+    }
+  }
+  if (nt)
+    _mm_sfence();
+}
+
+static const struct kernels k_avx512 = {"avx512", 16, hblock_avx512,
+                                        vrow_avx2, NULL, vfrow_avx512};
 #endif
 
 /* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names. */
@@ -661,12 +896,15 @@ kernels_pick(void)
   const struct kernels *k = &k_c;
 
 #ifdef FL__X86
-  int most = want == NULL ? 2 : strcmp(want, "avx2") == 0 ? 2
+  int most = want == NULL ? 3 : strcmp(want, "avx512") == 0 ? 3
+                              : strcmp(want, "avx2") == 0 ? 2
                               : strcmp(want, "sse4.1") == 0 ? 1 : 0;
 
   __builtin_cpu_init();
-  deint_init();
-  if (most >= 2 && __builtin_cpu_supports("avx2"))
+  if (most >= 3 && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx2"))
+    k = &k_avx512;
+  else if (most >= 2 && __builtin_cpu_supports("avx2"))
     k = &k_avx2;
   else if (most >= 1 && __builtin_cpu_supports("sse4.1"))
     k = &k_sse41;
@@ -676,20 +914,51 @@ kernels_pick(void)
   return k;
 }
 
+/* Whether r's float write may compute with FMA (norm_fma). */
+static int
+float_fma(struct fl__resample *r)
+{
+#ifdef FL__X86
+  if (r->k == &k_avx512)
+    return norm_avx512_ok(r);
+  return r->k == &k_avx2 && __builtin_cpu_supports("fma") && norm_fma_ok(r);
+#else
+  (void)r;
+  return 0;
+#endif
+}
+
 const char *
 fl__resample_kernels(const struct fl__resample *r)
 {
   return r->k->name;
 }
 
-/* The horizontal pass of one source row into its 8-bit row. */
+/* One source row into its place in the block, and the horizontal pass
+   of the block into its 8-bit rows once it is whole or the last. */
 void
 fl__resample_row(struct fl__resample *r, unsigned y, const unsigned char *rgb,
                  unsigned x0)
 {
+  const unsigned rows = r->k->rows, i = (y - r->ylo) % rows;
+  const size_t col = FL__COL(rows);
+  const unsigned char *in;
+  unsigned char *to;
+  unsigned x, n;
+
   if (y < r->ylo || y >= r->yhi)
     return;
-  r->k->hrow(r, r->tmp + (size_t)(y - r->ylo) * r->width * 3, rgb, x0);
+  in = rgb + (size_t)(r->x0 - x0) * 3;
+  to = r->blk + i * 3;
+  n = r->x1 - r->x0;
+  /* 4 bytes a pixel, the fourth the next row's (or slack), but at the
+     row's last pixel, which may be the decoder's last byte. */
+  for (x = 0; x + 1 < n; x++)
+    memcpy(to + x * col, in + x * 3, 4);
+  memcpy(to + x * col, in + x * 3, 3);
+  if (i + 1 == rows || y + 1 == r->yhi)
+    r->k->hblock(r, r->tmp + (size_t)(y - i - r->ylo) * r->width * 3,
+                 (size_t)r->width * 3, i + 1);
 }
 
 /* The vertical pass, one output row at a time into an 8-bit row, then
@@ -700,24 +969,29 @@ fl__resample_end(struct fl__resample *r, void *dst)
   const struct axis *a = &r->v;
   size_t row = (size_t)r->width * 3, plane = (size_t)r->width * r->height;
   unsigned char *line = r->line;
-  unsigned k, x;
+  unsigned k, x, c;
 
   for (k = 0; k < r->height; k++) {
     unsigned char *u8 = (unsigned char *)dst + (size_t)k * row;
     float *f32 = (float *)dst + (size_t)k * r->width;
 
+    if (r->chw_float && r->k->vfrow != NULL) { /* no taps: padding, 0 */
+      r->k->vfrow(r, f32, plane,
+                  a->count[k] ? r->tmp + (size_t)(a->first[k] - r->ylo) * row
+                              : r->tmp,
+                  row, a->w + (size_t)k * a->ksize, a->count[k]);
+      continue;
+    }
     if (a->count[k] == 0) /* CenterCrop's padding */
       memset(line, 0, row);
     else
       r->k->vrow(line, r->tmp + (size_t)(a->first[k] - r->ylo) * row, row,
                  a->w + (size_t)k * a->ksize, a->count[k]);
-    if (!r->chw_float && !r->flip) {
-      memcpy(u8, line, row);
-      continue;
-    }
-    if (!r->chw_float) {
+    if (!r->chw_float) { /* interleaved again, flipped or not */
       for (x = 0; x < r->width; x++)
-        memcpy(u8 + (size_t)(r->width - 1 - x) * 3, line + (size_t)x * 3, 3);
+        for (c = 0; c < 3; c++)
+          u8[(size_t)(r->flip ? r->width - 1 - x : x) * 3 + c] =
+              line[(size_t)c * r->width + x];
       continue;
     }
     r->k->frow(r, f32, plane, line);
