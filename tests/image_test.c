@@ -33,6 +33,7 @@
 
 #include "common.h"
 #include "internal.h"
+#include "image/decode.h"
 #include "image/image.h"
 
 #if defined(HAVE_LIBJPEG) && defined(HAVE_SPNG)
@@ -889,6 +890,107 @@ transforms_are_torchvisions_pixels(void **state)
   assert_true(exact >= 45);
   assert_true(near >= 6);
   free(blob);
+}
+
+/* A JPEG decode of the region asked for (x1 0: the whole image) into a
+   buffer of the scaled image's size, made by the plan. */
+struct crop_sink {
+  struct fl__region want, got;
+  unsigned w, h; /* the scaled image's */
+  unsigned char *px;
+};
+
+static int
+crop_plan(void *arg, unsigned w, unsigned h, int may_scale,
+          struct fl__region *p, char *err)
+{
+  struct crop_sink *c = arg;
+
+  (void)may_scale;
+  (void)err;
+  c->w = (w * c->want.scale_num + 7) / 8;
+  c->h = (h * c->want.scale_num + 7) / 8;
+  c->got = c->want;
+  if (c->got.x1 == 0) {
+    c->got.x1 = c->w;
+    c->got.y1 = c->h;
+  }
+  *p = c->got;
+  c->px = calloc((size_t)c->w * c->h, 3);
+  assert_non_null(c->px);
+  return 0;
+}
+
+static void
+crop_row(void *arg, unsigned y, const unsigned char *rgb, unsigned x0)
+{
+  struct crop_sink *c = arg;
+
+  memcpy(c->px + ((size_t)y * c->w + x0) * 3, rgb,
+         (size_t)(c->got.x1 - x0) * 3);
+}
+
+/*
+ * The columns a crop decodes are widened only where the edge of what is
+ * decoded would upsample its chroma otherwise than a whole decode does:
+ * random crops of every JPEG fixture (4:2:0, of odd size too, 4:2:2,
+ * 4:4:4, progressive, the crop images, colour noise whose every chroma
+ * sample differs from its neighbours) at DCT scales 8/8, 4/8, 2/8 and 1/8
+ * are the whole decode's pixels.
+ */
+static void
+jpeg_crops_decode_as_the_whole_image_does(void **state)
+{
+  static const char *const files[] = {
+      "crop/a.jpg", "crop/b.jpg", "crop/d.jpg", "decode/jpeg_420.jpg",
+      "decode/jpeg_420_odd.jpg", "decode/jpeg_422.jpg",
+      "decode/jpeg_444.jpg", "decode/jpeg_progressive.jpg"};
+  static const unsigned scales[] = {8, 4, 2, 1};
+  struct fl__jpeg *j = NULL;
+  struct crop_sink whole, crop;
+  struct fl__sink ws = {&whole, crop_plan, crop_row};
+  struct fl__sink cs = {&crop, crop_plan, crop_row};
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  char rel[64], err[256];
+  unsigned char *img;
+  size_t f, len, y, row;
+  unsigned sc, k, a, b;
+
+  (void)state;
+  for (f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+    snprintf(rel, sizeof(rel), "images/%s", files[f]);
+    img = read_src(rel, &len);
+    for (sc = 0; sc < 4; sc++) {
+      memset(&whole, 0, sizeof(whole));
+      whole.want.scale_num = scales[sc];
+      assert_int_equal(fl__jpeg_decode(&j, img, len, &ws, err), 0);
+      for (k = 0; k < 150; k++) {
+        memset(&crop, 0, sizeof(crop));
+        crop.want.scale_num = scales[sc];
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        a = (unsigned)(x >> 33) % whole.w;
+        b = (unsigned)(x >> 45) % whole.w;
+        crop.want.x0 = a < b ? a : b;
+        crop.want.x1 = (a < b ? b : a) + 1;
+        a = (unsigned)(x >> 17) % whole.h;
+        b = (unsigned)(x >> 5) % whole.h;
+        crop.want.y0 = a < b ? a : b;
+        crop.want.y1 = (a < b ? b : a) + 1;
+        assert_int_equal(fl__jpeg_decode(&j, img, len, &cs, err), 0);
+        row = (size_t)(crop.want.x1 - crop.want.x0) * 3;
+        for (y = crop.want.y0; y < crop.want.y1; y++)
+          if (memcmp(crop.px + (y * crop.w + crop.want.x0) * 3,
+                     whole.px + (y * whole.w + crop.want.x0) * 3, row) != 0)
+            fail_msg("%s at %u/8: crop x %u-%u y %u-%u differs at row %zu",
+                     files[f], scales[sc], crop.want.x0, crop.want.x1,
+                     crop.want.y0, crop.want.y1, y);
+        free(crop.px);
+      }
+      free(whole.px);
+    }
+    free(img);
+  }
+  fl__jpeg_free(j);
 }
 
 /* Each kernel path this CPU has (FL_IMAGE_SIMD) gives the portable C
@@ -2059,6 +2161,7 @@ main(void)
       CASE(transforms_are_torchvisions_pixels),
       CASE(float_chw_is_torchvisions_normalized_tensor),
       CASE(every_simd_path_gives_the_same_bytes),
+      CASE(jpeg_crops_decode_as_the_whole_image_does),
       CASE(random_crops_follow_seed_epoch_and_index),
       CASE(hflip_mirrors_whole_images_at_its_probability),
       CASE(other_formats_random_crops_are_those_of_pils_pixels),

@@ -19,7 +19,8 @@ before.)  The output is deterministic.
   tests/images/decode/    small JPEGs and PNGs of every kind PIL reads, and
                           WebP, TIFF, BMP, PPM and PGM of the kinds forkload
                           decodes
-  tests/images/crop/      larger JPEGs and a PNG to crop and resize
+  tests/images/crop/      larger JPEGs and a PNG to crop and resize, and
+                          a JPEG of colour noise
   tests/images/formats/   tiny images in formats forkload refuses, variants
                           of the others it refuses, and bombs: headers of
                           60000 x 60000 pixels (16383 x 16383 for WebP)
@@ -447,6 +448,13 @@ def transforms():
     }
     for name, data in sources.items():
         put(os.path.join(root, name), data)
+    # Colour noise, 4:2:0, of odd size: every chroma sample differs from
+    # its neighbours, so a crop whose decoded columns upsample their edge
+    # otherwise than a whole decode shows it (image_test's own check).
+    put(os.path.join(root, "d.jpg"), encoded(Image.fromarray(
+        np.random.default_rng(10).integers(0, 256, (157, 203, 3),
+                                           dtype=np.uint8)),
+        "JPEG", quality=95, subsampling=2))
     # Per source: the output (H, W) and the boxes (top, left, h, w): one
     # the output's size, smaller ones (upscaled), under 2x (downscaled from
     # full resolution), at 2.25x (still full resolution), several times
