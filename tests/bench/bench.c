@@ -2252,17 +2252,18 @@ main(int argc, char **argv)
     snprintf(target, sizeof(target), "of 2 x decode: %.0f/s", p);
     print_cells("  train / 2 x decode", "%", 1, f / p * 100, "-", "-",
                 target, -1);
-    /* One core against the floor (issue 27): the transform should cost
-       little beyond the entropy decoding of the rows it reads. */
+    /* One core against issue 27's floor, the whole image at 1/8 DCT
+       scale: shown, not judged, since issue 36 found it the wrong
+       yardstick (PIL's pixels force the crop's inverse DCT). */
     for (k = 0; k < 2; k++)
       print_row(&one[k], "", -1);
     print_row(&flo, "", -1);
     p = median(flo.fl, flo.nfl);
     for (k = 0; k < 2; k++) {
       f = median(one[k].fl, one[k].nfl);
-      snprintf(target, sizeof(target), ">= 75%% of 1/8: %.0f/s", p);
+      snprintf(target, sizeof(target), "of 1/8: %.0f/s", p);
       print_cells(k == 0 ? "  train 1 core / 1/8" : "  eval 1 core / 1/8",
-                  "%", 1, f / p * 100, "-", "-", target, f >= 0.75 * p);
+                  "%", 1, f / p * 100, "-", "-", target, -1);
     }
     /* Issue 36: forkload's own stages (the resize, the float write, the
        rest) at most a third of the decoding its crops force. */
