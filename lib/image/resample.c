@@ -473,8 +473,9 @@ hstore8(unsigned char *out, const size_t *at, unsigned k,
   for (j = 0; j < 3 * n; j += 2) {
     _mm_storel_epi64((__m128i *)(out + at[j] + k), o[j / 2]);
     if (j + 1 < 3 * n)
-      _mm_storeh_pd((double *)(out + at[j + 1] + k),
-                    _mm_castsi128_pd(o[j / 2]));
+      /* Not _mm_storeh_pd: its double store is undefined unaligned. */
+      _mm_storel_epi64((__m128i *)(out + at[j + 1] + k),
+                       _mm_unpackhi_epi64(o[j / 2], o[j / 2]));
   }
 }
 
