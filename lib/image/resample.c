@@ -5,7 +5,8 @@
  * bits), horizontal pass first into 8-bit rows, then the vertical one.
  * The horizontal pass runs on blocks of rows stored column by column, so
  * that one vector holds a source column of every row of the block and an
- * output column is a sum of whole vectors, each times one weight.  Its
+ * output column is a sum of whole vectors, each times one weight (with
+ * AVX-512, the block's rows are staged as they come, then transposed).  Its
  * rows are planar (the row's R, then its G, then its B), so that the
  * vertical pass makes rows of each channel, which the float write takes
  * as they are.
@@ -49,6 +50,7 @@ struct fl__resample {
   int chw_float;
   float lut[3][256];
   float mean[3], std[3];
+  float inv[3]; /* 1 / std, once: not a division every 8 or 16 values */
   struct axis h, v;
   unsigned ylo, yhi; /* source rows the vertical pass reads */
   unsigned char *tmp; /* (yhi - ylo) planar rows of width x 3 */
@@ -61,6 +63,8 @@ struct fl__resample {
   unsigned x0, x1;    /* the columns the horizontal pass reads */
   unsigned char *blk; /* a block of rows, column by column, from x0 */
   size_t blk_cap;
+  unsigned char *stage; /* or its rows as they came, where kernels->fill */
+  size_t stage_row, stage_cap;
   const struct kernels *k;
 };
 
@@ -207,6 +211,7 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io)
   for (c = 0; c < 3; c++) {
     r->mean[c] = io->mean[c];
     r->std[c] = io->std[c];
+    r->inv[c] = 1 / io->std[c];
   }
   r->k = kernels_pick();
   /* A float image past 256 KiB (3 x 224 x 224 is 588 KiB) comes in
@@ -235,6 +240,7 @@ fl__resample_free(struct fl__resample *r)
   free(r->acc);
   free(r->line);
   free(r->blk);
+  free(r->stage);
   free(r);
 }
 
@@ -276,6 +282,18 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
     r->blk = t;
     r->blk_cap = need;
   }
+  /* A staged row has room for a 64-byte load at its last 16 pixels (the
+     stage is unused where the kernels have no fill: a row's bytes). */
+  r->stage_row = (size_t)(r->x1 - r->x0) * 3 + 16;
+  need = r->stage_row * FL__BLOCK_MAX;
+  if (need > r->stage_cap) {
+    /* Zeroed as blk is: rows past the image's last are read. */
+    if ((t = realloc(r->stage, need)) == NULL)
+      return FL_ENOMEM;
+    memset(t, 0, need);
+    r->stage = t;
+    r->stage_cap = need;
+  }
   need = (size_t)(r->yhi - r->ylo) * r->width * 3 + FL__ROW_SLACK;
   if (need > r->tmp_cap) {
     if ((t = realloc(r->tmp, need)) == NULL)
@@ -314,6 +332,9 @@ struct kernels {
   void (*vfrow)(const struct fl__resample *r, float *out, size_t plane,
                 const unsigned char *tmp, size_t row, const int32_t *w,
                 unsigned count);
+  /* The block from a whole block of rows in r->stage, transposed (NULL:
+     each row goes into the block as it comes). */
+  void (*fill)(const struct fl__resample *r);
 };
 
 /* The taps of output k in the block: its first column's bytes (none
@@ -394,7 +415,8 @@ frow_c(const struct fl__resample *r, float *f32, size_t plane,
   }
 }
 
-static const struct kernels k_c = {"c", 1, hblock_c, vrow_c, frow_c, NULL};
+static const struct kernels k_c = {"c", 1, hblock_c, vrow_c, frow_c, NULL,
+                                   NULL};
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
@@ -593,7 +615,7 @@ frow_sse41(const struct fl__resample *r, float *f32, size_t plane,
 }
 
 static const struct kernels k_sse41 = {"sse4.1", 8, hblock_sse41, vrow_sse41,
-                                       frow_sse41, NULL};
+                                       frow_sse41, NULL, NULL};
 
 /* Eight rows a block: a column's 24 bytes in three vectors of 8 lanes,
    packed back in their order (the packs work within 128-bit halves). */
@@ -682,7 +704,7 @@ norm_fma(const struct fl__resample *r, unsigned c, __m128i bytes)
 {
   const __m256 d0 = _mm256_set1_ps(255.0f), i0 = _mm256_set1_ps(1 / 255.0f);
   const __m256 d1 = _mm256_set1_ps(r->std[c]);
-  const __m256 i1 = _mm256_set1_ps(1 / r->std[c]);
+  const __m256 i1 = _mm256_set1_ps(r->inv[c]);
   __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), q;
 
   q = _mm256_mul_ps(x, i0);
@@ -749,7 +771,7 @@ frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
 }
 
 static const struct kernels k_avx2 = {"avx2", 8, hblock_avx2, vrow_avx2,
-                                      frow_avx2, NULL};
+                                      frow_avx2, NULL, NULL};
 
 /* Sixteen rows a block: a column's 48 bytes in three vectors of 16
    lanes, each saturated to bytes in its order (the sums are never
@@ -800,7 +822,7 @@ norm_avx512(const struct fl__resample *r, unsigned c, __m512i v)
 {
   const __m512 d0 = _mm512_set1_ps(255.0f), i0 = _mm512_set1_ps(1 / 255.0f);
   const __m512 d1 = _mm512_set1_ps(r->std[c]);
-  const __m512 i1 = _mm512_set1_ps(1 / r->std[c]);
+  const __m512 i1 = _mm512_set1_ps(r->inv[c]);
   __m512 x = _mm512_cvtepi32_ps(v), q;
 
   if (!r->fma)
@@ -885,8 +907,71 @@ vfrow_avx512(const struct fl__resample *r, float *f32, size_t plane,
     _mm_sfence();
 }
 
+/*
+ * The block from 16 staged rows, 16 columns at a time: each row's 16
+ * pixels widened to 32-bit lanes (RGB and a zero), the 16 x 16 lanes
+ * transposed, each column's lanes narrowed to its 48 bytes; far fewer
+ * stores than a 4-byte store a pixel.  The last columns pixel by pixel.
+ */
+__attribute__((target("avx512f,avx512bw"))) static void
+fill_avx512(const struct fl__resample *r)
+{
+  const __m512i spread = _mm512_setr_epi32(0, 1, 2, 3, 3, 4, 5, 6, 6, 7, 8,
+                                           9, 9, 10, 11, 12);
+  const __m512i widen = _mm512_broadcast_i32x4(_mm_setr_epi8(
+      0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1));
+  const __m512i narrow = _mm512_broadcast_i32x4(_mm_setr_epi8(
+      0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+  const __m512i gather = _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12,
+                                           13, 14, 0, 0, 0, 0);
+  const size_t col = FL__COL(16);
+  const unsigned n = r->x1 - r->x0;
+  unsigned x, i;
+
+  for (x = 0; x + 16 <= n; x += 16) {
+    __m512i a[16], b[16];
+
+    for (i = 0; i < 16; i++)
+      a[i] = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(spread,
+                 _mm512_loadu_si512(r->stage + i * r->stage_row + x * 3)),
+                 widen);
+    for (i = 0; i < 16; i += 2) { /* pairs of lanes, then quads */
+      b[i] = _mm512_unpacklo_epi32(a[i], a[i + 1]);
+      b[i + 1] = _mm512_unpackhi_epi32(a[i], a[i + 1]);
+    }
+    for (i = 0; i < 16; i += 4) {
+      a[i] = _mm512_unpacklo_epi64(b[i], b[i + 2]);
+      a[i + 1] = _mm512_unpackhi_epi64(b[i], b[i + 2]);
+      a[i + 2] = _mm512_unpacklo_epi64(b[i + 1], b[i + 3]);
+      a[i + 3] = _mm512_unpackhi_epi64(b[i + 1], b[i + 3]);
+    }
+    /* a[4q + j]'s 128-bit lane l: rows 4q to 4q + 3 of column 4l + j. */
+    for (i = 0; i < 4; i++) {
+      b[i] = _mm512_shuffle_i32x4(a[i], a[4 + i], 0x88);      /* l 0, 2 */
+      b[4 + i] = _mm512_shuffle_i32x4(a[i], a[4 + i], 0xdd);  /* 1, 3 */
+      b[8 + i] = _mm512_shuffle_i32x4(a[8 + i], a[12 + i], 0x88);
+      b[12 + i] = _mm512_shuffle_i32x4(a[8 + i], a[12 + i], 0xdd);
+    }
+    for (i = 0; i < 4; i++) {
+      a[i] = _mm512_shuffle_i32x4(b[i], b[8 + i], 0x88);      /* column i */
+      a[8 + i] = _mm512_shuffle_i32x4(b[i], b[8 + i], 0xdd);  /* 8 + i */
+      a[4 + i] = _mm512_shuffle_i32x4(b[4 + i], b[12 + i], 0x88);
+      a[12 + i] = _mm512_shuffle_i32x4(b[4 + i], b[12 + i], 0xdd);
+    }
+    for (i = 0; i < 16; i++)
+      _mm512_mask_storeu_epi32(r->blk + (x + i) * col, 0x0fff,
+                               _mm512_permutexvar_epi32(gather,
+                                   _mm512_shuffle_epi8(a[i], narrow)));
+  }
+  for (; x < n; x++)
+    for (i = 0; i < 16; i++)
+      memcpy(r->blk + x * col + i * 3, r->stage + i * r->stage_row + x * 3,
+             3);
+}
+
 static const struct kernels k_avx512 = {"avx512", 16, hblock_avx512,
-                                        vrow_avx2, NULL, vfrow_avx512};
+                                        vrow_avx2, NULL, vfrow_avx512,
+                                        fill_avx512};
 #endif
 
 /* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names. */
@@ -903,7 +988,7 @@ kernels_pick(void)
 
   __builtin_cpu_init();
   if (most >= 3 && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx2"))
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx2"))
     k = &k_avx512;
   else if (most >= 2 && __builtin_cpu_supports("avx2"))
     k = &k_avx2;
@@ -952,14 +1037,21 @@ fl__resample_row(struct fl__resample *r, unsigned y, const unsigned char *rgb,
   in = rgb + (size_t)(r->x0 - x0) * 3;
   to = r->blk + i * 3;
   n = r->x1 - r->x0;
-  /* 4 bytes a pixel, the fourth the next row's (or slack), but at the
-     row's last pixel, which may be the decoder's last byte. */
-  for (x = 0; x + 1 < n; x++)
-    memcpy(to + x * col, in + x * 3, 4);
-  memcpy(to + x * col, in + x * 3, 3);
-  if (i + 1 == rows || y + 1 == r->yhi)
+  if (r->k->fill != NULL) {
+    memcpy(r->stage + i * r->stage_row, in, (size_t)n * 3);
+  } else {
+    /* 4 bytes a pixel, the fourth the next row's (or slack), but at the
+       row's last pixel, which may be the decoder's last byte. */
+    for (x = 0; x + 1 < n; x++)
+      memcpy(to + x * col, in + x * 3, 4);
+    memcpy(to + x * col, in + x * 3, 3);
+  }
+  if (i + 1 == rows || y + 1 == r->yhi) {
+    if (r->k->fill != NULL)
+      r->k->fill(r);
     r->k->hblock(r, r->tmp + (size_t)(y - i - r->ylo) * r->width * 3,
                  (size_t)r->width * 3, i + 1);
+  }
 }
 
 /* The vertical pass, one output row at a time into an 8-bit row, then
