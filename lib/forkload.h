@@ -202,8 +202,9 @@ typedef struct fl_options {
      over the loader's life, and nothing is lost or repeated (default 0: a
      dead worker is FL_EWORKER, as in PyTorch). */
   unsigned max_worker_restarts;
-  /* Warnings as sentences (a restart, a segment left unpinned, names
-     swept), in the calling process; NULL: none. */
+  /* Warnings as sentences (a restart, names swept), in the calling
+     process; NULL: none.  What a call returns as its error is not told
+     here again. */
   void (*log)(void *arg, const char *msg);
   void *log_arg;
   /* Fault injection for testing a trainer's error handling, e.g.

@@ -714,7 +714,6 @@ report_unpinned(fl_loader *l, fl_batch *b)
         "unpinned",
         (unsigned long long)b->seq, who, b->seg.size,
         (unsigned long long)rl.rlim_cur);
-  fl__log(l, "%s", l->err);
   return rc;
 }
 

@@ -87,22 +87,6 @@ speak(flpy_loader *self)
   return rc;
 }
 
-/* A sentence heard that the call's own error says too (a segment left
-   unpinned is both): warned of once, with the error. */
-static void
-unhear(flpy_loader *self, const char *msg)
-{
-  size_t i;
-
-  for (i = self->nheard; i-- > 0;)
-    if (strcmp(self->heard[i], msg) == 0) {
-      free(self->heard[i]);
-      memmove(&self->heard[i], &self->heard[i + 1],
-              (--self->nheard - i) * sizeof(self->heard[0]));
-      return;
-    }
-}
-
 /* The loader's lock, taken with the GIL held: where a consumer holds it
    while it waits (a respawn's fork_before takes the GIL), the GIL is let
    go while this one waits. */
@@ -837,7 +821,6 @@ warn_unpinned(flpy_loader *self)
   int rc;
 
   self->pin_error = NULL;
-  unhear(self, fl_loader_error(self->l));
   rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "forkload: %s (%S)",
                         fl_loader_error(self->l), why);
   Py_DECREF(why);
