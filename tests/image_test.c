@@ -999,7 +999,10 @@ jpeg_crops_decode_as_the_whole_image_does(void **state)
    each vector loop a tail, and CenterCrop's padding, into aligned
    memory as a batch's; at one size a std
    (subnormal) whose quotients the AVX2 float write cannot compute with
-   FMA, so that it gathers them from the table instead. */
+   FMA, so that it gathers them from the table instead.  The avx512vbmi
+   path takes both of its horizontal passes: a row at a time, and blocks
+   where a chunk of 16 output columns reads more than 42 pixels (7 x 5 of
+   a whole image). */
 static void
 every_simd_path_gives_the_same_bytes(void **state)
 {
@@ -1012,12 +1015,13 @@ every_simd_path_gives_the_same_bytes(void **state)
       "formats/wide.png"};
   static const unsigned sizes[][2] = {{224, 224}, {37, 100}, {7, 5},
                                       {64, 17}, {300, 301}};
-  static const char *const paths[4] = {"c", "sse4.1", "avx2", "avx512"};
-  struct fl__image_stage *st[4];
+  static const char *const paths[5] = {"c", "sse4.1", "avx2", "avx512",
+                                       "avx512vbmi"};
+  struct fl__image_stage *st[5];
   uint64_t seed;
   const char *old = getenv("FL_IMAGE_SIMD");
   char saved[32] = "", what[160];
-  size_t f, z, m, p, len, bytes, ran = 0, tried = 0;
+  size_t f, z, m, p, len, bytes, ran = 0, tried = 0, by_rows[2] = {0, 0};
   unsigned char *img, *want, *got;
   void *mem[2] = {NULL, NULL};
 
@@ -1049,7 +1053,7 @@ every_simd_path_gives_the_same_bytes(void **state)
         assert_int_equal(posix_memalign(&mem[1], 4096, bytes), 0);
         want = mem[0];
         got = mem[1];
-        for (p = 0; p < 4; p++) {
+        for (p = 0; p < 5; p++) {
           setenv("FL_IMAGE_SIMD", paths[p], 1);
           st[p] = stage_of(&io);
           tried++;
@@ -1060,18 +1064,20 @@ every_simd_path_gives_the_same_bytes(void **state)
         }
         assert_non_null(st[0]);
         for (seed = 0; seed < 4; seed++)
-          for (p = 0; p < 4; p++) {
+          for (p = 0; p < 5; p++) {
             if (st[p] == NULL)
               continue;
             if (fl__image_stage_run(st[p], img, len, seed, p ? got : want,
                                     files[f]) != 0)
               fail_msg("%s: %s", files[f], fl__worker_error_text());
+            if (p == 4)
+              by_rows[fl__image_stage_by_rows(st[p])]++;
             if (p > 0 && memcmp(got, want, bytes) != 0)
               fail_msg("%s %ux%u mode %zu seed %llu: %s differs from c",
                        files[f], io.height, io.width, m,
                        (unsigned long long)seed, paths[p]);
           }
-        for (p = 0; p < 4; p++) {
+        for (p = 0; p < 5; p++) {
           ran += st[p] != NULL;
           fl__image_stage_free(st[p]);
         }
@@ -1084,8 +1090,14 @@ every_simd_path_gives_the_same_bytes(void **state)
     setenv("FL_IMAGE_SIMD", saved, 1);
   else
     unsetenv("FL_IMAGE_SIMD");
-  print_message("# %zu of %zu stages ran their path\n", ran, tried);
+  print_message("# %zu of %zu stages ran their path; avx512vbmi: %zu images "
+                "a row at a time, %zu on blocks\n", ran, tried, by_rows[1],
+                by_rows[0]);
   assert_true(ran > tried / 3);
+  if (by_rows[0] + by_rows[1] > 0) { /* this CPU has VBMI */
+    assert_true(by_rows[1] > 0);
+    assert_true(by_rows[0] > 0);
+  }
 }
 
 /* ToTensor + Normalize(ImageNet): torchvision's float32 values. */

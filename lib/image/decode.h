@@ -100,8 +100,11 @@ int fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
 void fl__resample_row(struct fl__resample *r, unsigned y,
                       const unsigned char *rgb, unsigned x0);
 void fl__resample_end(struct fl__resample *r, void *dst);
-/* The kernels r runs: "c", "sse4.1", "avx2" or "avx512" (FL_IMAGE_SIMD,
-   read when r is made, asks for at most one of them). */
+/* The kernels r runs: "c", "sse4.1", "avx2", "avx512" or "avx512vbmi"
+   (FL_IMAGE_SIMD, read when r is made, asks for at most one of them). */
 const char *fl__resample_kernels(const struct fl__resample *r);
+/* Whether the last image's horizontal pass ran a row at a time (the
+   avx512vbmi kernels, where its columns allow), else on blocks of rows. */
+int fl__resample_by_rows(const struct fl__resample *r);
 
 #endif /* FL_IMAGE_DECODE_H */

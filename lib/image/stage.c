@@ -175,6 +175,12 @@ fl__image_stage_kernels(const struct fl__image_stage *st)
   return fl__resample_kernels(st->rs);
 }
 
+int
+fl__image_stage_by_rows(const struct fl__image_stage *st)
+{
+  return fl__resample_by_rows(st->rs);
+}
+
 size_t
 fl__image_stage_bytes(const struct fl__image_stage *st)
 {
