@@ -594,8 +594,12 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
           &sample_bytes, &timeout, &tensor, &probe_keys, &room_given,
           &pinner, &restarts, &faults))
     return -1;
-  if (self->l != NULL || self->probe_pid > 0) {
-    PyErr_SetString(PyExc_RuntimeError, "Loader is already made");
+  /* Once: a second call after a failure late in the first would
+     overwrite what the first kept (the dataset, generator states, the
+     faults' copy). */
+  if (self->l != NULL || self->probe_pid > 0 || self->src.dataset != NULL) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "Loader is already made (its __init__ runs once)");
     return -1;
   }
   fl_options_init(&opt);

@@ -181,6 +181,23 @@ def test_start_methods_other_than_fork_are_refused(context):
     assert re.search(r"\bforks?\b", str(e.value)), str(e.value)
 
 
+def test_private_loader_refuses_a_second_init_after_a_late_failure():
+    """forkload._forkload.Loader, which DataLoader makes once: an __init__
+    that failed after keeping the dataset (here at create, on a bad
+    faults list) may not be run again over what it kept."""
+    from forkload import _forkload
+    data = list(range(10))
+    kept = sys.getrefcount(data)
+    loader = _forkload.Loader.__new__(_forkload.Loader)
+    kw = dict(batch_size=2, length=10, num_workers=1, sample_bytes=64)
+    with pytest.raises(forkload.Error, match="faults"):
+        loader.__init__(data, "map", None, None, faults="nonsense@@", **kw)
+    with pytest.raises(RuntimeError, match="already made"):
+        loader.__init__(data, "map", None, None, **kw)
+    del loader
+    assert sys.getrefcount(data) == kept
+
+
 # --------------------------------------------------------------------------
 # Exceptions in workers
 # --------------------------------------------------------------------------
