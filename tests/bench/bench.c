@@ -1055,11 +1055,12 @@ crop_get(void *ctx, size_t index, void *const *dst, size_t *nbytes)
  * Images/s of one warm epoch, batch 32, float32 CHW output: train is
  * RandomResizedCrop(224) and a flip (shuffled, as training reads), else
  * Resize(256) and CenterCrop(224); 2 persistent workers, or workers 0:
- * in this process, one core, over three warm epochs (one lasts a fifth of
- * a second, shorter than this shared machine's slow spells).  crops: the crop floor's dataset in place of
- * the image folder, read the same way (train's crops).  The consumer reads
- * each image's first value and each label; the labels must sum to the
- * folder's, as on the torch side.
+ * in this process, one core, over three warm epochs (one lasts a fifth
+ * of a second, shorter than this shared machine's slow spells).  crops:
+ * the crop floor's dataset in place of the image folder, read the same
+ * way (train's crops).  The consumer reads each image's first value and
+ * each label; the labels must sum to the folder's, as on the torch
+ * side.
  */
 static double
 fl_images(const struct images *im, int train, unsigned workers, int crops)
@@ -2333,8 +2334,9 @@ main(int argc, char **argv)
   if (im.n > 0)
     printf("%simages: %zu JPEGs of 360-500 x 300-400 at quality 90, %.0f KB "
            "each on average, in %d classes; 2 workers, batch 32, float32 "
-           "3 x 224 x 224; the 1 core rows: 3 warm epochs\n", wanted("bandwidth") || wanted("tutorial")
-           ? "" : "\n", im.n, (double)im.bytes / im.n / 1e3, IMG_CLASSES);
+           "3 x 224 x 224; the 1 core rows: 3 warm epochs\n",
+           wanted("bandwidth") || wanted("tutorial") ? "" : "\n", im.n,
+           (double)im.bytes / im.n / 1e3, IMG_CLASSES);
   if (tk.windows > 0)
     printf("%stokens: %d shards, %zu windows of %d + 1 tokens (%.1fM "
            "tokens); shuffled, 2 workers, batch 8, int32 inputs and targets "
