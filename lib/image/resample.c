@@ -84,6 +84,7 @@ struct kernels;
 static const struct kernels *kernels_pick(void);
 static int float_fma(struct fl__resample *r);
 static int row_plan(struct fl__resample *r);
+static int stages_rows(const struct fl__resample *r);
 
 static double
 triangle(double x)
@@ -312,8 +313,10 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
     r->blk = t;
     r->blk_cap = need;
   }
-  /* A staged row has room for a 64-byte load at its last 16 pixels (the
-     stage is unused where the kernels have no fill: a row's bytes). */
+  /* Only the kernels with a fill stage rows; a staged row has room for
+     a 64-byte load at its last 16 pixels. */
+  if (!stages_rows(r))
+    return 0;
   r->stage_row = (size_t)(r->x1 - r->x0) * 3 + 16;
   need = r->stage_row * FL__BLOCK_MAX;
   if (need > r->stage_cap) {
@@ -1109,6 +1112,13 @@ float_fma(struct fl__resample *r)
  * every chunk's source fits in 128 bytes (42 pixels: a reduction of up to
  * about 2.4), else 0: blocks.
  */
+/* Whether r's kernels stage a block's rows (kernels->fill). */
+static int
+stages_rows(const struct fl__resample *r)
+{
+  return r->k->fill != NULL;
+}
+
 static int
 row_plan(struct fl__resample *r)
 {
