@@ -479,11 +479,11 @@ respawn(fl_loader *l, unsigned wi, const char *how, const char *brief)
     return fl__loader_fail(l, rc, "%s, and it could not be respawned: %s",
                            how, msg);
   }
-  snprintf(msg, sizeof(msg), "%s%s; respawned as pid %ld, %llu restart(s) "
-           "left", how, what, (long)w->pid,
-           (unsigned long long)(l->opt.max_worker_restarts -
-                                l->stats.worker_restarts));
-  fl__log(l, "%s", msg);
+  /* Formatted by fl__log itself, which shortens a long sentence but
+     keeps its end. */
+  fl__log(l, "%s%s; respawned as pid %ld, %llu restart(s) left", how, what,
+          (long)w->pid, (unsigned long long)(l->opt.max_worker_restarts -
+                                             l->stats.worker_restarts));
   return 0;
 }
 
