@@ -95,8 +95,13 @@ aimed(struct fl__faults *f, const char *tok, size_t n, char *err,
                err, errlen);
   if (number(at + 1, tok + n, UINT64_MAX - 1, &v) != 0)
     return bad(tok, n, "the batch is a whole number", err, errlen);
-  if (f->n_at[k] == FL__FAULT_AT_MAX)
-    return bad(tok, n, "at most 16 batches a fault", err, errlen);
+  if (f->n_at[k] == FL__FAULT_AT_MAX) {
+    char why[48];
+
+    snprintf(why, sizeof(why), "at most %d batches a fault",
+             FL__FAULT_AT_MAX);
+    return bad(tok, n, why, err, errlen);
+  }
   f->at[k][f->n_at[k]++] = v;
   return 0;
 }
