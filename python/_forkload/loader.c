@@ -535,14 +535,11 @@ parse_choice(const char *s, const char *const *names, const char *what)
 static int
 rng_setup(flpy_loader *self, unsigned workers)
 {
-  PyObject *w = PyImport_ImportModule("forkload._worker");
+  PyObject *w = flpy_state_of(self->module)->worker_module;
   void *p;
 
-  if (w == NULL)
-    return -1;
   self->src.rng_get = PyObject_GetAttrString(w, "rng_state");
   self->src.rng_set = PyObject_GetAttrString(w, "set_rng_state");
-  Py_DECREF(w);
   if (self->src.rng_get == NULL || self->src.rng_set == NULL)
     return -1;
   p = mmap(NULL, flpy_rng_bytes(workers), PROT_READ | PROT_WRITE,
@@ -966,7 +963,10 @@ loader_stats(PyObject *op, PyObject *unused)
     PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
     return NULL;
   }
+  /* Under the loader's lock: another thread may be in next(). */
+  lock_loader(self);
   rc = fl_loader_stats(self->l, &st);
+  pthread_mutex_unlock(&self->lock);
   if (rc != 0)
     return raise_fl(self, rc, fl_loader_error(self->l));
   return Py_BuildValue(
@@ -1003,7 +1003,9 @@ loader_budget(PyObject *op, PyObject *unused)
     PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
     return NULL;
   }
+  lock_loader(self);
   rc = fl_loader_budget(self->l, &b);
+  pthread_mutex_unlock(&self->lock);
   if (rc != 0)
     return raise_fl(self, rc, fl_loader_error(self->l));
   items = PyList_New(0);
@@ -1029,8 +1031,11 @@ loader_budget(PyObject *op, PyObject *unused)
     Py_CLEAR(per_batch);
     Py_CLEAR(max_held);
   }
-  res = Py_BuildValue("(On)", items, b.n > 0 ? (Py_ssize_t)b.binding
-                                             : (Py_ssize_t)-1);
+  /* -1 where nothing binds: every item's max_held is none. */
+  res = Py_BuildValue("(On)", items,
+                      b.n > 0 && b.item[b.binding].max_held != UINT64_MAX
+                          ? (Py_ssize_t)b.binding
+                          : (Py_ssize_t)-1);
 out:
   Py_CLEAR(item);
   Py_CLEAR(limit);
