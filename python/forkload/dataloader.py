@@ -871,7 +871,6 @@ class _Iterator:
                                  "for MultiProcessingDataLoaderIter")
         self._pending = None
         self._plan_cap = 0
-        self._fl_ref = lambda: None
         self._start(first=True)
         loader._last_iterator = weakref.ref(self)
 
@@ -1054,7 +1053,7 @@ class _Iterator:
                                         **args)
         # stats() and budget() ask it as long as it lives (its batches
         # keep it after the epoch).
-        dl._last_fl = self._fl_ref = weakref.ref(self._loader)
+        dl._last_fl = weakref.ref(self._loader)
         with _live_lock:
             _live.add(self._loader)
 
