@@ -1027,7 +1027,8 @@ errors_quoting_a_4_kib_path_end_with_their_cause(void **state)
   assert_int_equal(fl_dataset_npy_zip(&ds, zip, 2), FL_EINVAL);
   flt_assert_ends_with(fl_loader_error(NULL), "/two.npy has 2: every array "
                        "of a zip must have the same first dimension");
-  assert_true(strlen(fl_loader_error(NULL)) < FL__ERRMSG_MAX);
+  /* Shortened: the path cannot fit whole. */
+  assert_non_null(strstr(fl_loader_error(NULL), "..."));
   /* The worker's: a file gone since the dataset was made. */
   unlink(a);
   unlink(b);

@@ -905,7 +905,8 @@ a_dataset_error_quoting_a_4_kib_path_keeps_its_cause(void **state)
   assert_int_equal(fl_dataset_raw(&ds, path, 0, 8), FL_EINVAL);
   flt_assert_ends_with(fl_loader_error(NULL), "/x.npy: record_bytes is 0: "
                        "a record must hold at least one byte");
-  assert_true(strlen(fl_loader_error(NULL)) < FL__ERRMSG_MAX);
+  /* Shortened: the path cannot fit whole. */
+  assert_non_null(strstr(fl_loader_error(NULL), "..."));
 }
 
 int
