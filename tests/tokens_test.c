@@ -415,8 +415,6 @@ resumed_epoch_gives_exactly_the_remaining_windows(void **state)
   flt_assert_clean(&base);
 }
 
-/* The header check on every single-byte change of a good header and every
-   length around it: it returns, and what it accepts adds up. */
 /* A shard 4 KiB deep: the error ends with its cause, the path shortened
    in its middle. */
 static void
@@ -446,6 +444,8 @@ a_bad_shard_4_kib_deep_is_refused_ending_with_the_cause(void **state)
   flt_assert_clean(&base);
 }
 
+/* The header check on every single-byte change of a good header and every
+   length around it: it returns, and what it accepts adds up. */
 static void
 header_check_survives_mutations_and_cuts(void **state)
 {
