@@ -397,7 +397,7 @@ missing_path_other_files_and_empty_database_are_refused(void **state)
 static void
 errors_quoting_a_4_kib_path_end_with_their_cause(void **state)
 {
-  char *deep, path[PATH_MAX], msg[FL__ERRMSG_MAX];
+  char *deep, path[PATH_MAX], junk[4096], msg[FL__ERRMSG_MAX];
   flt_baseline base;
   fl_options opt;
   fl_dataset ds;
@@ -408,8 +408,9 @@ errors_quoting_a_4_kib_path_end_with_their_cause(void **state)
   flt_baseline_take(&base);
   deep = flt_long_dir(dir_make());
   snprintf(path, sizeof(path), "%s/junk.mdb", deep);
+  memset(junk, 'x', sizeof(junk));
   assert_non_null(f = fopen(path, "w"));
-  assert_int_equal(fwrite(path, 1, sizeof(path), f), sizeof(path));
+  assert_int_equal(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
   fclose(f);
   assert_int_equal(fl_dataset_lmdb(&ds, path, 64), FL_EINVAL);
   flt_assert_ends_with(fl_loader_error(NULL), "/junk.mdb: not an LMDB "
