@@ -950,25 +950,39 @@ figure(uint64_t v)
   return PyLong_FromUnsignedLongLong(v);
 }
 
+/* fl_loader_stats into st, or fl_loader_budget into b, under the
+   loader's lock (another thread may be in next()); -1 with the exception
+   set. */
+static int
+loader_read(flpy_loader *self, fl_stats *st, fl_budget *b)
+{
+  int rc;
+
+  if (self->l == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
+    return -1;
+  }
+  lock_loader(self);
+  rc = st != NULL ? fl_loader_stats(self->l, st)
+                  : fl_loader_budget(self->l, b);
+  pthread_mutex_unlock(&self->lock);
+  if (rc != 0) {
+    raise_fl(self, rc, fl_loader_error(self->l));
+    return -1;
+  }
+  return 0;
+}
+
 /* fl_loader_stats as a dict, its field names for keys. */
 static PyObject *
 loader_stats(PyObject *op, PyObject *unused)
 {
   flpy_loader *self = (flpy_loader *)op;
   fl_stats st;
-  int rc;
 
   (void)unused;
-  if (self->l == NULL) {
-    PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
+  if (loader_read(self, &st, NULL) != 0)
     return NULL;
-  }
-  /* Under the loader's lock: another thread may be in next(). */
-  lock_loader(self);
-  rc = fl_loader_stats(self->l, &st);
-  pthread_mutex_unlock(&self->lock);
-  if (rc != 0)
-    return raise_fl(self, rc, fl_loader_error(self->l));
   return Py_BuildValue(
       "{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:d,s:n,s:n,s:K,s:K}",
       "segments", (Py_ssize_t)st.segments, "segments_peak",
@@ -996,18 +1010,10 @@ loader_budget(PyObject *op, PyObject *unused)
            *per_batch = NULL, *max_held = NULL, *res = NULL;
   fl_budget b;
   size_t i;
-  int rc;
 
   (void)unused;
-  if (self->l == NULL) {
-    PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
+  if (loader_read(self, NULL, &b) != 0)
     return NULL;
-  }
-  lock_loader(self);
-  rc = fl_loader_budget(self->l, &b);
-  pthread_mutex_unlock(&self->lock);
-  if (rc != 0)
-    return raise_fl(self, rc, fl_loader_error(self->l));
   items = PyList_New(0);
   if (items == NULL)
     return NULL;
