@@ -997,12 +997,14 @@ jpeg_crops_decode_as_the_whole_image_does(void **state)
    path's bytes: random crops of every decode fixture and of the crop
    images, flipped and not, uint8 and float, at output widths that leave
    each vector loop a tail, and CenterCrop's padding, into aligned
-   memory as a batch's; at one size a std
-   (subnormal) whose quotients the AVX2 float write cannot compute with
-   FMA, so that it gathers them from the table instead.  The avx512vbmi
-   path takes both of its horizontal passes: a row at a time, and blocks
-   where a chunk of 16 output columns reads more than 42 pixels (7 x 5 of
-   a whole image). */
+   memory as a batch's; at one size a std (subnormal) whose quotients the
+   AVX2 float write cannot compute with FMA, so that it gathers them from
+   the table instead.  Each path takes every horizontal pass it has: a row
+   at a time, with AVX2's shuffles (avx2, avx512) or VBMI's permutes
+   (avx512vbmi), and blocks where a chunk of output columns reads more
+   pixels than its vectors hold (7 x 5 of a whole image); at 60 x 96,
+   c.png's chunks of 8 columns span more than 16 pixels, so that the AVX2
+   row path reads its second vector. */
 static void
 every_simd_path_gives_the_same_bytes(void **state)
 {
@@ -1014,14 +1016,17 @@ every_simd_path_gives_the_same_bytes(void **state)
       "decode/png_interlaced.png", "decode/png_palette.png",
       "formats/wide.png"};
   static const unsigned sizes[][2] = {{224, 224}, {37, 100}, {7, 5},
-                                      {64, 17}, {300, 301}};
+                                      {64, 17}, {300, 301}, {60, 96}};
   static const char *const paths[5] = {"c", "sse4.1", "avx2", "avx512",
                                        "avx512vbmi"};
+  /* The horizontal passes, and those each path has (bit h: passes[h]). */
+  static const char *const passes[3] = {"blocks", "avx2", "vbmi"};
+  static const unsigned has[5] = {1, 1, 3, 3, 5};
   struct fl__image_stage *st[5];
   uint64_t seed;
   const char *old = getenv("FL_IMAGE_SIMD");
   char saved[32] = "", what[160];
-  size_t f, z, m, p, len, bytes, ran = 0, tried = 0, by_rows[2] = {0, 0};
+  size_t f, z, m, p, h, len, bytes, ran = 0, tried = 0, went[5][3] = {{0}};
   unsigned char *img, *want, *got;
   void *mem[2] = {NULL, NULL};
 
@@ -1070,8 +1075,9 @@ every_simd_path_gives_the_same_bytes(void **state)
             if (fl__image_stage_run(st[p], img, len, seed, p ? got : want,
                                     files[f]) != 0)
               fail_msg("%s: %s", files[f], fl__worker_error_text());
-            if (p == 4)
-              by_rows[fl__image_stage_by_rows(st[p])]++;
+            for (h = 0; h < 3; h++)
+              went[p][h] += strcmp(fl__image_stage_horizontal(st[p]),
+                                   passes[h]) == 0;
             if (p > 0 && memcmp(got, want, bytes) != 0)
               fail_msg("%s %ux%u mode %zu seed %llu: %s differs from c",
                        files[f], io.height, io.width, m,
@@ -1090,13 +1096,17 @@ every_simd_path_gives_the_same_bytes(void **state)
     setenv("FL_IMAGE_SIMD", saved, 1);
   else
     unsetenv("FL_IMAGE_SIMD");
-  print_message("# %zu of %zu stages ran their path; avx512vbmi: %zu images "
-                "a row at a time, %zu on blocks\n", ran, tried, by_rows[1],
-                by_rows[0]);
+  print_message("# %zu of %zu stages ran their path\n", ran, tried);
   assert_true(ran > tried / 3);
-  if (by_rows[0] + by_rows[1] > 0) { /* this CPU has VBMI */
-    assert_true(by_rows[1] > 0);
-    assert_true(by_rows[0] > 0);
+  for (p = 0; p < 5; p++) {
+    print_message("# %s: %zu images on blocks, %zu by AVX2's rows, %zu by "
+                  "VBMI's\n", paths[p], went[p][0], went[p][1], went[p][2]);
+    if (went[p][0] + went[p][1] + went[p][2] == 0)
+      continue; /* this CPU has not got it */
+    for (h = 0; h < 3; h++)
+      if ((went[p][h] > 0) != ((has[p] >> h) & 1))
+        fail_msg("%s took %zu images by %s", paths[p], went[p][h],
+                 passes[h]);
   }
 }
 

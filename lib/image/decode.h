@@ -103,8 +103,9 @@ void fl__resample_end(struct fl__resample *r, void *dst);
 /* The kernels r runs: "c", "sse4.1", "avx2", "avx512" or "avx512vbmi"
    (FL_IMAGE_SIMD, read when r is made, asks for at most one of them). */
 const char *fl__resample_kernels(const struct fl__resample *r);
-/* Whether the last image's horizontal pass ran a row at a time (the
-   avx512vbmi kernels, where its columns allow), else on blocks of rows. */
-int fl__resample_by_rows(const struct fl__resample *r);
+/* How the last image's horizontal pass ran: a row at a time ("vbmi" or
+   "avx2", where the kernels have that row path and its columns allow),
+   else "blocks" of rows. */
+const char *fl__resample_horizontal(const struct fl__resample *r);
 
 #endif /* FL_IMAGE_DECODE_H */

@@ -44,10 +44,10 @@ void fl__image_stage_force(struct fl__image_stage *st, unsigned top,
 /* The resize kernels the stage runs: "c", "sse4.1", "avx2", "avx512" or
    "avx512vbmi", the best this CPU has, or at most the one FL_IMAGE_SIMD
    names when the stage is made (how a test checks that every path gives
-   the same bytes), and whether its last image's horizontal pass went a
-   row at a time (fl__resample_by_rows). */
+   the same bytes), and how its last image's horizontal pass went
+   (fl__resample_horizontal). */
 const char *fl__image_stage_kernels(const struct fl__image_stage *st);
-int fl__image_stage_by_rows(const struct fl__image_stage *st);
+const char *fl__image_stage_horizontal(const struct fl__image_stage *st);
 
 /* Whether name ends with one of torchvision's image extensions
    (IMG_EXTENSIONS), compared without case. */

@@ -10,10 +10,10 @@
  * rows are planar (the row's R, then its G, then its B), so that the
  * vertical pass makes rows of each channel, which the float write takes
  * as they are.
- * Where the CPU has AVX-512's byte permutes (VBMI) and the columns allow it,
- * the horizontal pass takes each row as it comes instead: a permute puts
- * each output column's source bytes in its lane, so no block and no
- * transpose.
+ * Where the CPU has AVX2 (or AVX-512's byte permutes, VBMI) and the
+ * columns allow it, the horizontal pass takes each row as it comes
+ * instead: a shuffle (a permute) puts each output column's source bytes in
+ * its lane, so no block and no transpose.
  * Only the output's own columns and rows are computed, so a resize
  * followed by a crop costs only the crop, and the results are PIL's to the
  * bit.  The flip and torchvision's ToTensor and Normalize are folded into
@@ -69,18 +69,23 @@ struct fl__resample {
   size_t blk_cap;
   unsigned char *stage; /* or its rows as they came, where kernels->fill */
   size_t stage_row, stage_cap;
-  /* Or, where kernels->hrow and row_plan allow (by_rows), a row at a
-     time: per chunk of 16 output columns, its first source pixel (from
-     x0) and taps, and per tap a 256-byte plan (row_plan). */
-  int by_rows;
+  /* Or, where the kernels have a row path whose reach the image's
+     columns allow (row_plan), a row at a time: per chunk of output
+     columns, its first source pixel (from x0), taps and span, and per tap
+     its plan; and, for a path that takes a row's channels apart first,
+     their rows, plane_row bytes apart. */
+  const struct row_path *rp; /* NULL: blocks */
   unsigned chunks;
-  unsigned *cbase, *ctaps;
+  unsigned *cbase, *ctaps, *cspan;
   unsigned char *cplan;
   size_t cplan_cap;
+  unsigned char *planes;
+  size_t planes_cap, plane_row;
   const struct kernels *k;
 };
 
 struct kernels;
+struct row_path;
 static const struct kernels *kernels_pick(void);
 static int float_fma(struct fl__resample *r);
 static int row_plan(struct fl__resample *r);
@@ -208,7 +213,7 @@ int
 fl__resample_new(struct fl__resample **out, const fl_image_options *io)
 {
   struct fl__resample *r;
-  unsigned c, v;
+  unsigned c, v, n;
 
   if ((r = calloc(1, sizeof(*r))) == NULL)
     return FL_ENOMEM;
@@ -235,9 +240,11 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io)
   r->fma = float_fma(r);
   r->acc = malloc((size_t)io->width * 3 * sizeof(*r->acc));
   r->line = malloc((size_t)io->width * 3 + FL__ROW_SLACK);
-  r->chunks = (io->width + 15) / 16;
-  r->cbase = malloc(r->chunks * 2 * sizeof(*r->cbase));
-  r->ctaps = r->cbase + r->chunks;
+  /* Room for the most chunks a row path makes: 8 columns each. */
+  n = (io->width + 7) / 8;
+  r->cbase = malloc(n * 3 * sizeof(*r->cbase));
+  r->ctaps = r->cbase + n;
+  r->cspan = r->ctaps + n;
   if (r->acc == NULL || r->line == NULL || r->cbase == NULL) {
     fl__resample_free(r);
     return FL_ENOMEM;
@@ -260,6 +267,7 @@ fl__resample_free(struct fl__resample *r)
   free(r->stage);
   free(r->cbase);
   free(r->cplan);
+  free(r->planes);
   free(r);
 }
 
@@ -301,7 +309,7 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
   }
   if ((rc = row_plan(r)) < 0)
     return rc;
-  if ((r->by_rows = rc) != 0)
+  if (r->rp != NULL)
     return 0;
   need = (size_t)(r->x1 - r->x0) * FL__COL(FL__BLOCK_MAX) + FL__ROW_SLACK;
   if (need > r->blk_cap) {
@@ -334,8 +342,8 @@ fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
  * The kernels: the horizontal pass over a block of source rows, the
  * vertical pass over one output row, and the float write of a planar row
  * (ToTensor and Normalize, with the flip), each in portable C and, on
- * x86, in SSE4.1, AVX2 and AVX-512 (with VBMI, the horizontal pass a row
- * at a time too), chosen at run time (FL_IMAGE_SIMD=c, sse4.1, avx2,
+ * x86, in SSE4.1, AVX2 and AVX-512 (from AVX2 on, the horizontal pass a
+ * row at a time too), chosen at run time (FL_IMAGE_SIMD=c, sse4.1, avx2,
  * avx512 or avx512vbmi asks for at most that one).  All are integer sums
  * of the same products (exact, in any order: no sum leaves int32, as
  * PIL's weights are positive and sum to 2^22) and the float write is
@@ -361,10 +369,24 @@ struct kernels {
   /* The block from a whole block of rows in r->stage, transposed (NULL:
      each row goes into the block as it comes). */
   void (*fill)(const struct fl__resample *r);
-  /* Or one row, its pixel x0 at in, into its planar 8-bit row, by
-     r->cplan, where row_plan allows (NULL: always blocks). */
+  /* Or the horizontal pass a row at a time, for an image whose columns
+     its reach allows (NULL: always blocks). */
+  const struct row_path *by_rows;
+};
+
+/* A horizontal pass a row at a time, in chunks of output columns. */
+struct row_path {
+  const char *name;
+  /* One row, its pixel x0 at in, into its planar 8-bit row, by r->cplan. */
   void (*hrow)(const struct fl__resample *r, unsigned char *out,
                const unsigned char *in);
+  /* Chunk j's entry for tap t (tap_bytes of it). */
+  void (*plan_tap)(const struct fl__resample *r, unsigned j, unsigned t,
+                   unsigned char *entry);
+  /* Output columns a chunk, the most source pixels their taps may span,
+     and whether hrow reads the row's channels apart (r->planes). */
+  unsigned chunk, reach, tap_bytes;
+  int planar;
 };
 
 /* The taps of output k in the block: its first column's bytes (none
@@ -799,8 +821,161 @@ frow_avx2(const struct fl__resample *r, float *f32, size_t plane,
   }
 }
 
+/* A row's n pixels into its three channels' rows, 16 pixels at a time:
+   byte i of channel c's is byte 3i + c of the 48 (split[c][v] picks it
+   from their v-th 16). */
+__attribute__((target("avx2"))) static void
+split_avx2(unsigned char *pl, size_t pr, const unsigned char *in, unsigned n)
+{
+  static const signed char split[3][3][16] = {
+      {{0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+       {-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1},
+       {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13}},
+      {{1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+       {-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1},
+       {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14}},
+      {{2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+       {-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1},
+       {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15}}};
+  unsigned x, c;
+
+  for (x = 0; x + 16 <= n; x += 16) {
+    const __m128i a = _mm_loadu_si128((const __m128i *)(in + x * 3));
+    const __m128i b = _mm_loadu_si128((const __m128i *)(in + x * 3 + 16));
+    const __m128i d = _mm_loadu_si128((const __m128i *)(in + x * 3 + 32));
+
+    for (c = 0; c < 3; c++) {
+      const __m128i *m = (const __m128i *)split[c];
+
+      _mm_storeu_si128((__m128i *)(pl + c * pr + x),
+                       _mm_or_si128(_mm_or_si128(
+                           _mm_shuffle_epi8(a, _mm_loadu_si128(m)),
+                           _mm_shuffle_epi8(b, _mm_loadu_si128(m + 1))),
+                           _mm_shuffle_epi8(d, _mm_loadu_si128(m + 2))));
+    }
+  }
+  for (; x < n; x++)
+    for (c = 0; c < 3; c++)
+      pl[c * pr + x] = in[x * 3 + c];
+}
+
+/*
+ * A row by row_plan's chunks of 8 output columns, from its channels'
+ * rows (split_avx2): per channel, the chunk's source bytes (at most 32)
+ * in two vectors, 16 bytes each, in both halves, and per tap each lane's
+ * byte picked from them and zero-extended in the same shuffles, times the
+ * lane's weight (the second vector only where the chunk spans more than
+ * 16 pixels).
+ */
+__attribute__((target("avx2"))) static void
+hrow_avx2(const struct fl__resample *r, unsigned char *out,
+          const unsigned char *in)
+{
+  const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const unsigned ksize = r->h.ksize;
+  const size_t pr = r->plane_row;
+  const unsigned char *pl0 = r->planes, *pl1 = pl0 + pr, *pl2 = pl1 + pr;
+  unsigned j, t, c;
+
+  split_avx2(r->planes, pr, in, r->x1 - r->x0);
+  for (j = 0; j < r->chunks; j++) {
+    const unsigned char *pl = r->cplan + (size_t)j * ksize * 96;
+    const unsigned char *p0 = pl0 + r->cbase[j], *p1 = pl1 + r->cbase[j],
+                        *p2 = pl2 + r->cbase[j];
+    const __m256i a0 = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)p0));
+    const __m256i a1 = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)p1));
+    const __m256i a2 = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)p2));
+    __m256i s0 = half, s1 = half, s2 = half, v;
+    unsigned char o[32];
+
+    if (r->cspan[j] <= 16)
+      for (t = 0; t < r->ctaps[j]; t++, pl += 96) {
+        const __m256i i0 = _mm256_load_si256((const __m256i *)pl);
+        const __m256i w = _mm256_load_si256((const __m256i *)(pl + 64));
+
+        s0 = _mm256_add_epi32(s0, _mm256_mullo_epi32(
+                 _mm256_shuffle_epi8(a0, i0), w));
+        s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(
+                 _mm256_shuffle_epi8(a1, i0), w));
+        s2 = _mm256_add_epi32(s2, _mm256_mullo_epi32(
+                 _mm256_shuffle_epi8(a2, i0), w));
+      }
+    else {
+      const __m256i b0 = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128((const __m128i *)(p0 + 16)));
+      const __m256i b1 = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128((const __m128i *)(p1 + 16)));
+      const __m256i b2 = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128((const __m128i *)(p2 + 16)));
+
+      for (t = 0; t < r->ctaps[j]; t++, pl += 96) {
+        const __m256i i0 = _mm256_load_si256((const __m256i *)pl);
+        const __m256i i1 = _mm256_load_si256((const __m256i *)(pl + 32));
+        const __m256i w = _mm256_load_si256((const __m256i *)(pl + 64));
+
+        s0 = _mm256_add_epi32(s0, _mm256_mullo_epi32(_mm256_or_si256(
+                 _mm256_shuffle_epi8(a0, i0), _mm256_shuffle_epi8(b0, i1)),
+                 w));
+        s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(_mm256_or_si256(
+                 _mm256_shuffle_epi8(a1, i0), _mm256_shuffle_epi8(b1, i1)),
+                 w));
+        s2 = _mm256_add_epi32(s2, _mm256_mullo_epi32(_mm256_or_si256(
+                 _mm256_shuffle_epi8(a2, i0), _mm256_shuffle_epi8(b2, i1)),
+                 w));
+      }
+    }
+    v = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(
+            _mm256_packs_epi32(_mm256_srai_epi32(s0, PRECISION_BITS),
+                               _mm256_srai_epi32(s1, PRECISION_BITS)),
+            _mm256_packs_epi32(_mm256_srai_epi32(s2, PRECISION_BITS),
+                               _mm256_srai_epi32(s2, PRECISION_BITS))),
+        order);
+    if (r->width - j * 8 >= 8) {
+      _mm_storel_epi64((__m128i *)(out + j * 8), _mm256_castsi256_si128(v));
+      _mm_storel_epi64((__m128i *)(out + r->width + j * 8),
+                       _mm_unpackhi_epi64(_mm256_castsi256_si128(v),
+                                          _mm256_castsi256_si128(v)));
+      _mm_storel_epi64((__m128i *)(out + 2 * r->width + j * 8),
+                       _mm256_extracti128_si256(v, 1));
+    } else {
+      _mm256_storeu_si256((__m256i *)o, v);
+      for (c = 0; c < 3; c++)
+        memcpy(out + c * r->width + j * 8, o + c * 8, r->width - j * 8);
+    }
+  }
+}
+
+/* A tap of hrow_avx2's plan: per lane, its source byte's place in the
+   first 16 bytes of the chunk and in the next 16 (else 0x80: zero),
+   then the lanes' weights. */
+static void
+plan_avx2(const struct fl__resample *r, unsigned j, unsigned t,
+          unsigned char *e)
+{
+  const struct axis *a = &r->h;
+  int32_t *w = (int32_t *)(void *)(e + 64);
+  unsigned i, k, at;
+
+  memset(e, 0x80, 64);
+  memset(w, 0, 32);
+  for (i = 0; i < 8 && (k = j * 8 + i) < r->width; i++) {
+    if (t >= a->count[k])
+      continue;
+    w[i] = a->w[(size_t)k * a->ksize + t];
+    at = a->first[k] + t - r->x0 - r->cbase[j];
+    e[(at < 16 ? 0 : 32) + i * 4] = (unsigned char)(at % 16);
+  }
+}
+
+static const struct row_path rows_avx2 = {"avx2", hrow_avx2, plan_avx2, 8,
+                                         32, 96, 1};
+
 static const struct kernels k_avx2 = {"avx2", 8, hblock_avx2, vrow_avx2,
-                                      frow_avx2, NULL, NULL, NULL};
+                                      frow_avx2, NULL, NULL, &rows_avx2};
 
 /* Sixteen rows a block: a column's 48 bytes in three vectors of 16
    lanes, each saturated to bytes in its order (the sums are never
@@ -998,7 +1173,7 @@ fill_avx512(const struct fl__resample *r)
 
 static const struct kernels k_avx512 = {"avx512", 16, hblock_avx512,
                                         vrow_avx2, NULL, vfrow_avx512,
-                                        fill_avx512, NULL};
+                                        fill_avx512, &rows_avx2};
 
 /*
  * A row by row_plan's chunks: the chunk's source bytes (at most 128, read
@@ -1052,9 +1227,34 @@ hrow_vbmi(const struct fl__resample *r, unsigned char *out,
   }
 }
 
+/* A tap of hrow_vbmi's plan: per channel, the byte of the chunk's
+   source each lane takes (a lane's first byte, the rest unread), then
+   the lanes' weights. */
+static void
+plan_vbmi(const struct fl__resample *r, unsigned j, unsigned t,
+          unsigned char *e)
+{
+  const struct axis *a = &r->h;
+  int32_t *w = (int32_t *)(void *)(e + 192);
+  unsigned i, k, c;
+
+  memset(e, 0, 256);
+  for (i = 0; i < 16 && (k = j * 16 + i) < r->width; i++) {
+    if (t >= a->count[k])
+      continue;
+    w[i] = a->w[(size_t)k * a->ksize + t];
+    for (c = 0; c < 3; c++)
+      e[c * 64 + i * 4] = (unsigned char)(
+          (a->first[k] + t - r->x0 - r->cbase[j]) * 3 + c);
+  }
+}
+
+static const struct row_path rows_vbmi = {"vbmi", hrow_vbmi, plan_vbmi, 16,
+                                         42, 256, 0};
+
 static const struct kernels k_avx512vbmi = {"avx512vbmi", 16, hblock_avx512,
                                             vrow_avx2, NULL, vfrow_avx512,
-                                            fill_avx512, hrow_vbmi};
+                                            fill_avx512, &rows_vbmi};
 #endif
 
 /* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names. */
@@ -1103,15 +1303,6 @@ float_fma(struct fl__resample *r)
 #endif
 }
 
-/*
- * The row path's plan, where the kernels have one: per chunk of 16 output
- * columns, the first source pixel its taps read and the most taps a column
- * of it has, and per tap, for each channel, the byte of the chunk's source
- * each lane takes (64 bytes: a lane's first byte, the rest unread), then
- * the lanes' weights (0 past a column's taps, and for padding).  1 where
- * every chunk's source fits in 128 bytes (42 pixels: a reduction of up to
- * about 2.4), else 0: blocks.
- */
 /* Whether r's kernels stage a block's rows (kernels->fill). */
 static int
 stages_rows(const struct fl__resample *r)
@@ -1119,21 +1310,33 @@ stages_rows(const struct fl__resample *r)
   return r->k->fill != NULL;
 }
 
+/*
+ * The row path's plan, where the kernels have one: per chunk of output
+ * columns, the first source pixel its taps read, the most taps a column
+ * of it has and the pixels they span, and per tap the kernels' own
+ * entry (plan_tap: where each lane's bytes are, and its weight).  1 where
+ * every chunk spans at most the kernels' reach (42 pixels for 16 columns
+ * with VBMI, 32 for 8 with AVX2: a reduction of up to about 2.4 or 3.4),
+ * else 0: blocks.
+ */
 static int
 row_plan(struct fl__resample *r)
 {
   const struct axis *a = &r->h;
-  size_t need = (size_t)r->chunks * a->ksize * 256;
-  unsigned j, i, k, t, c, base, end;
+  const struct row_path *rp = r->k->by_rows;
+  unsigned j, k, t, base, end;
+  size_t need;
   void *p;
 
-  if (r->k->hrow == NULL)
+  r->rp = NULL;
+  if (rp == NULL)
     return 0;
+  r->chunks = (r->width + rp->chunk - 1) / rp->chunk;
   for (j = 0; j < r->chunks; j++) {
     base = r->x1;
     end = r->x0;
     r->ctaps[j] = 0;
-    for (k = j * 16; k < r->width && k < j * 16 + 16; k++)
+    for (k = j * rp->chunk; k < r->width && k < (j + 1) * rp->chunk; k++)
       if (a->count[k] > 0) {
         if (a->first[k] < base)
           base = a->first[k];
@@ -1144,10 +1347,12 @@ row_plan(struct fl__resample *r)
       }
     if (r->ctaps[j] == 0) /* padding alone: no taps, sums of 0 */
       base = end = r->x0;
-    if ((end - base) * 3 > 128)
+    if (end - base > rp->reach)
       return 0;
     r->cbase[j] = base - r->x0;
+    r->cspan[j] = end - base;
   }
+  need = (size_t)r->chunks * a->ksize * rp->tap_bytes;
   if (need > r->cplan_cap) {
     /* Aligned for whole-vector loads. */
     if (posix_memalign(&p, 64, need) != 0)
@@ -1156,21 +1361,22 @@ row_plan(struct fl__resample *r)
     r->cplan = p;
     r->cplan_cap = need;
   }
+  /* A channel's row has room for a chunk's two 16-byte loads at its last
+     pixel; zeroed once, as those loads read past the row. */
+  r->plane_row = (size_t)(r->x1 - r->x0) + 32;
+  need = r->plane_row * 3;
+  if (rp->planar && need > r->planes_cap) {
+    if ((p = realloc(r->planes, need)) == NULL)
+      return FL_ENOMEM;
+    memset(p, 0, need);
+    r->planes = p;
+    r->planes_cap = need;
+  }
   for (j = 0; j < r->chunks; j++)
-    for (t = 0; t < r->ctaps[j]; t++) {
-      unsigned char *idx = r->cplan + ((size_t)j * a->ksize + t) * 256;
-      int32_t *w = (int32_t *)(void *)(idx + 192);
-
-      memset(idx, 0, 256);
-      for (i = 0; i < 16 && (k = j * 16 + i) < r->width; i++) {
-        if (t >= a->count[k])
-          continue;
-        w[i] = a->w[(size_t)k * a->ksize + t];
-        for (c = 0; c < 3; c++)
-          idx[c * 64 + i * 4] = (unsigned char)(
-              (a->first[k] + t - r->x0 - r->cbase[j]) * 3 + c);
-      }
-    }
+    for (t = 0; t < r->ctaps[j]; t++)
+      rp->plan_tap(r, j, t,
+                   r->cplan + ((size_t)j * a->ksize + t) * rp->tap_bytes);
+  r->rp = rp;
   return 1;
 }
 
@@ -1180,10 +1386,10 @@ fl__resample_kernels(const struct fl__resample *r)
   return r->k->name;
 }
 
-int
-fl__resample_by_rows(const struct fl__resample *r)
+const char *
+fl__resample_horizontal(const struct fl__resample *r)
 {
-  return r->by_rows;
+  return r->rp != NULL ? r->rp->name : "blocks";
 }
 
 /* One source row into its place in the block, and the horizontal pass
@@ -1201,8 +1407,8 @@ fl__resample_row(struct fl__resample *r, unsigned y, const unsigned char *rgb,
   if (y < r->ylo || y >= r->yhi)
     return;
   in = rgb + (size_t)(r->x0 - x0) * 3;
-  if (r->by_rows) {
-    r->k->hrow(r, r->tmp + (size_t)(y - r->ylo) * r->width * 3, in);
+  if (r->rp != NULL) {
+    r->rp->hrow(r, r->tmp + (size_t)(y - r->ylo) * r->width * 3, in);
     return;
   }
   to = r->blk + i * 3;

@@ -175,10 +175,10 @@ fl__image_stage_kernels(const struct fl__image_stage *st)
   return fl__resample_kernels(st->rs);
 }
 
-int
-fl__image_stage_by_rows(const struct fl__image_stage *st)
+const char *
+fl__image_stage_horizontal(const struct fl__image_stage *st)
 {
-  return fl__resample_by_rows(st->rs);
+  return fl__resample_horizontal(st->rs);
 }
 
 size_t
