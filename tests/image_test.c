@@ -2100,6 +2100,44 @@ bad_options_are_einval_saying_which(void **state)
   assert_error("fl_dataset_image_folder", "io is NULL");
 }
 
+/* FL_IMAGE_SIMD naming no kernels is FL_EINVAL saying so when the
+   dataset is made (a typo is not the C path in silence); set but empty,
+   it is as if unset. */
+static void
+simd_name_outside_the_list_is_einval_saying_so(void **state)
+{
+  const char *old = getenv("FL_IMAGE_SIMD"), *best;
+  char saved[32] = "", root[PATH_MAX];
+  struct fl__image_stage *st;
+  fl_image_options io;
+  fl_dataset ds;
+
+  (void)state;
+  if (old != NULL)
+    snprintf(saved, sizeof(saved), "%s", old);
+  src_path(root, sizeof(root), "images/tree");
+  options(&io, 8, 8);
+  unsetenv("FL_IMAGE_SIMD");
+  st = stage_of(&io);
+  best = fl__image_stage_kernels(st);
+  fl__image_stage_free(st);
+  setenv("FL_IMAGE_SIMD", "", 1);
+  st = stage_of(&io);
+  assert_string_equal(fl__image_stage_kernels(st), best);
+  fl__image_stage_free(st);
+  setenv("FL_IMAGE_SIMD", "avx3", 1);
+  ds.ctx = &ds;
+  assert_int_equal(fl_dataset_image_folder(&ds, root, &io), FL_EINVAL);
+  print_message("# %s\n", fl_loader_error(NULL));
+  assert_error("fl_dataset_image_folder: FL_IMAGE_SIMD=avx3 is none of c, ",
+               "avx512vbmi");
+  assert_null(ds.ctx);
+  if (old != NULL)
+    setenv("FL_IMAGE_SIMD", saved, 1);
+  else
+    unsetenv("FL_IMAGE_SIMD");
+}
+
 /* Closing frees all (AddressSanitizer's leak check says so in CI); the
    folder's accessors answer NULL for any other dataset. */
 static void
@@ -2198,6 +2236,7 @@ main(void)
       CASE(fifo_named_like_an_image_is_its_batchs_error),
       CASE(folder_refuses_missing_file_empty_and_classless_roots),
       CASE(bad_options_are_einval_saying_which),
+      CASE(simd_name_outside_the_list_is_einval_saying_so),
       CASE(close_frees_and_accessors_refuse_other_datasets),
   };
 

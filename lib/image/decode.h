@@ -90,7 +90,9 @@ int fl__crop_center(const fl_image_options *io, unsigned w, unsigned h,
 /* resample.c: one output image from rows, as PIL's bilinear resize (with
    its antialiasing) and then torchvision's ToTensor and Normalize. */
 struct fl__resample;
-int fl__resample_new(struct fl__resample **r, const fl_image_options *io);
+/* FL_EINVAL, with fn's sentence, where FL_IMAGE_SIMD names no kernels. */
+int fl__resample_new(struct fl__resample **r, const fl_image_options *io,
+                     const char *fn);
 void fl__resample_free(struct fl__resample *r);
 /* Set up for an image of geometry g scaled by sx, sy (a reduced decode)
    and say which rows and columns it needs; 0 or FL_ENOMEM. */

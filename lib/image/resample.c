@@ -210,11 +210,17 @@ clip8(int32_t v)
 }
 
 int
-fl__resample_new(struct fl__resample **out, const fl_image_options *io)
+fl__resample_new(struct fl__resample **out, const fl_image_options *io,
+                 const char *fn)
 {
+  const struct kernels *k = kernels_pick();
   struct fl__resample *r;
   unsigned c, v, n;
 
+  if (k == NULL)
+    return fl__error_set(FL_EINVAL, "%s: FL_IMAGE_SIMD=%s is none of c, "
+                         "sse4.1, avx2, avx512 and avx512vbmi (unset, the "
+                         "best this CPU has)", fn, getenv("FL_IMAGE_SIMD"));
   if ((r = calloc(1, sizeof(*r))) == NULL)
     return FL_ENOMEM;
   r->width = io->width;
@@ -232,7 +238,7 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io)
     r->std[c] = io->std[c];
     r->inv[c] = 1 / io->std[c];
   }
-  r->k = kernels_pick();
+  r->k = k;
   /* A float image past 256 KiB (3 x 224 x 224 is 588 KiB) comes in
      batches far larger than any cache: reading each line before writing
      it, as a plain store does, would double the memory traffic. */
@@ -1236,18 +1242,12 @@ static const struct kernels k_avx512vbmi = {"avx512vbmi", 16, hblock_avx512,
                                             fill_avx512, &rows_vbmi};
 #endif
 
-/* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names. */
+/* The best kernels this CPU runs of the first most + 1 that
+   kernels_pick names. */
 static const struct kernels *
-kernels_pick(void)
+kernels_best(int most)
 {
-  const char *want = getenv("FL_IMAGE_SIMD");
-  const struct kernels *k = &k_c;
-
 #ifdef FL__X86
-  int most = want == NULL ? 4 : strcmp(want, "avx512vbmi") == 0 ? 4
-                              : strcmp(want, "avx512") == 0 ? 3
-                              : strcmp(want, "avx2") == 0 ? 2
-                              : strcmp(want, "sse4.1") == 0 ? 1 : 0;
   int avx512;
 
   __builtin_cpu_init();
@@ -1255,17 +1255,36 @@ kernels_pick(void)
            __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx2");
   if (most >= 4 && avx512 && __builtin_cpu_supports("avx512vbmi"))
-    k = &k_avx512vbmi;
-  else if (most >= 3 && avx512)
-    k = &k_avx512;
-  else if (most >= 2 && __builtin_cpu_supports("avx2"))
-    k = &k_avx2;
-  else if (most >= 1 && __builtin_cpu_supports("sse4.1"))
-    k = &k_sse41;
+    return &k_avx512vbmi;
+  if (most >= 3 && avx512)
+    return &k_avx512;
+  if (most >= 2 && __builtin_cpu_supports("avx2"))
+    return &k_avx2;
+  if (most >= 1 && __builtin_cpu_supports("sse4.1"))
+    return &k_sse41;
 #else
-  (void)want;
+  (void)most;
 #endif
-  return k;
+  return &k_c;
+}
+
+/* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names
+   (unset or empty: the best); NULL where it names none. */
+static const struct kernels *
+kernels_pick(void)
+{
+  static const char *const names[] = {"c", "sse4.1", "avx2", "avx512",
+                                      "avx512vbmi"};
+  const char *want = getenv("FL_IMAGE_SIMD");
+  int most = 4;
+
+  if (want != NULL && *want != '\0') {
+    for (most = 0; most < 5 && strcmp(want, names[most]) != 0; most++)
+      continue;
+    if (most == 5)
+      return NULL;
+  }
+  return kernels_best(most);
 }
 
 /* Whether r's float write may compute with FMA (norm_fma). */

@@ -149,7 +149,7 @@ fl__image_stage_new(struct fl__image_stage **out, const fl_image_options *io,
     return fl__error_set(FL_EINVAL, "%s: %s", fn, err);
   }
   if ((rc = options_check(&st->io, fn)) != 0 ||
-      (rc = fl__resample_new(&st->rs, &st->io)) != 0) {
+      (rc = fl__resample_new(&st->rs, &st->io, fn)) != 0) {
     free(st);
     return rc == FL_ENOMEM ? fl__error_set(rc, "%s: out of memory", fn) : rc;
   }
