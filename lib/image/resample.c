@@ -59,8 +59,7 @@ struct fl__resample {
   unsigned ylo, yhi; /* source rows the vertical pass reads */
   unsigned char *tmp; /* (yhi - ylo) planar rows of width x 3 */
   size_t tmp_cap;
-  int32_t *acc;        /* a row's sums, width x 3 */
-  unsigned char *line; /* and the (planar) row they make */
+  unsigned char *line; /* a row of the vertical pass (planar) */
   int flip;
   int stream; /* the float write goes past the cache (frow_avx2) */
   int fma;    /* and computes torch's steps with FMA (norm_fma) */
@@ -244,14 +243,13 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io,
      it, as a plain store does, would double the memory traffic. */
   r->stream = io->chw_float && (size_t)io->width * io->height * 12 >= 262144;
   r->fma = float_fma(r);
-  r->acc = malloc((size_t)io->width * 3 * sizeof(*r->acc));
   r->line = malloc((size_t)io->width * 3 + FL__ROW_SLACK);
   /* Room for the most chunks a row path makes: 8 columns each. */
   n = (io->width + 7) / 8;
   r->cbase = malloc(n * 3 * sizeof(*r->cbase));
   r->ctaps = r->cbase + n;
   r->cspan = r->ctaps + n;
-  if (r->acc == NULL || r->line == NULL || r->cbase == NULL) {
+  if (r->line == NULL || r->cbase == NULL) {
     fl__resample_free(r);
     return FL_ENOMEM;
   }
@@ -267,7 +265,6 @@ fl__resample_free(struct fl__resample *r)
   axis_free(&r->h);
   axis_free(&r->v);
   free(r->tmp);
-  free(r->acc);
   free(r->line);
   free(r->blk);
   free(r->stage);
