@@ -387,10 +387,11 @@ struct row_path {
      from the chunk's first. */
   void (*place)(unsigned char *entry, unsigned i, unsigned at);
   /* Output columns a chunk, the most source pixels their taps may span,
-     a tap's bytes in the plan (the lanes' 32-bit weights from the
-     weights-th, the bytes before them blank where no lane's are), and
-     whether hrow reads the row's channels apart (r->planes). */
-  unsigned chunk, reach, tap_bytes, weights;
+     where a tap's entry in the plan has its lanes' 32-bit weights (the
+     bytes before them blank where no lane's are; tap_bytes: the whole
+     entry), and whether hrow reads the row's channels apart
+     (r->planes). */
+  unsigned chunk, reach, weights;
   unsigned char blank;
   int planar;
 };
@@ -965,7 +966,7 @@ place_avx2(unsigned char *e, unsigned i, unsigned at)
 }
 
 static const struct row_path rows_avx2 = {"avx2", hrow_avx2, place_avx2, 8,
-                                         32, 96, 64, 0x80, 1};
+                                         32, 64, 0x80, 1};
 
 static const struct kernels k_avx2 = {"avx2", 8, hblock_avx2, vrow_avx2,
                                       frow_avx2, NULL, NULL, &rows_avx2};
@@ -1232,7 +1233,7 @@ place_vbmi(unsigned char *e, unsigned i, unsigned at)
 }
 
 static const struct row_path rows_vbmi = {"vbmi", hrow_vbmi, place_vbmi, 16,
-                                         42, 256, 192, 0, 0};
+                                         42, 192, 0, 0};
 
 static const struct kernels k_avx512vbmi = {"avx512vbmi", 16, hblock_avx512,
                                             vrow_avx2, NULL, vfrow_avx512,
@@ -1305,6 +1306,14 @@ stages_rows(const struct fl__resample *r)
   return r->k->fill != NULL;
 }
 
+/* The bytes of a tap's entry in rp's plan: up to its weights, then a
+   32-bit weight a lane. */
+static size_t
+tap_bytes(const struct row_path *rp)
+{
+  return rp->weights + rp->chunk * sizeof(int32_t);
+}
+
 /*
  * The row path's plan, where the kernels have one: per chunk of output
  * columns, the first source pixel its taps read, the most taps a column
@@ -1347,7 +1356,7 @@ row_plan(struct fl__resample *r)
     r->cbase[j] = base - r->x0;
     r->cspan[j] = end - base;
   }
-  need = (size_t)r->chunks * a->ksize * rp->tap_bytes;
+  need = (size_t)r->chunks * a->ksize * tap_bytes(rp);
   if (need > r->cplan_cap) {
     /* Aligned for whole-vector loads. */
     if (posix_memalign(&p, 64, need) != 0)
@@ -1370,12 +1379,12 @@ row_plan(struct fl__resample *r)
   for (j = 0; j < r->chunks; j++)
     for (t = 0; t < r->ctaps[j]; t++) {
       unsigned char *e =
-          r->cplan + ((size_t)j * a->ksize + t) * rp->tap_bytes;
+          r->cplan + ((size_t)j * a->ksize + t) * tap_bytes(rp);
       int32_t *w = (int32_t *)(void *)(e + rp->weights);
 
       /* Weight 0 past a column's taps, and for padding. */
       memset(e, rp->blank, rp->weights);
-      memset(w, 0, rp->tap_bytes - rp->weights);
+      memset(w, 0, rp->chunk * sizeof(*w));
       for (i = 0; i < rp->chunk && (k = j * rp->chunk + i) < r->width; i++)
         if (t < a->count[k]) {
           w[i] = a->w[(size_t)k * a->ksize + t];
