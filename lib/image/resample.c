@@ -86,6 +86,7 @@ struct fl__resample {
 struct kernels;
 struct row_path;
 static const struct kernels *kernels_pick(void);
+static int kernels_unknown(const char *fn);
 static int float_fma(struct fl__resample *r);
 static int row_plan(struct fl__resample *r);
 static int stages_rows(const struct fl__resample *r);
@@ -217,9 +218,7 @@ fl__resample_new(struct fl__resample **out, const fl_image_options *io,
   unsigned c, v, n;
 
   if (k == NULL)
-    return fl__error_set(FL_EINVAL, "%s: FL_IMAGE_SIMD=%s is none of c, "
-                         "sse4.1, avx2, avx512 and avx512vbmi (unset, the "
-                         "best this CPU has)", fn, getenv("FL_IMAGE_SIMD"));
+    return kernels_unknown(fn);
   if ((r = calloc(1, sizeof(*r))) == NULL)
     return FL_ENOMEM;
   r->width = io->width;
@@ -1240,10 +1239,9 @@ static const struct kernels k_avx512vbmi = {"avx512vbmi", 16, hblock_avx512,
                                             fill_avx512, &rows_vbmi};
 #endif
 
-/* The best kernels this CPU runs of the first most + 1 that
-   kernels_pick names. */
+/* The best kernels this CPU runs of the first most + 1 of simd_names. */
 static const struct kernels *
-kernels_best(int most)
+kernels_best(unsigned most)
 {
 #ifdef FL__X86
   int avx512;
@@ -1266,23 +1264,43 @@ kernels_best(int most)
   return &k_c;
 }
 
+/* What FL_IMAGE_SIMD may name, from the least to the most. */
+static const char *const simd_names[] = {"c", "sse4.1", "avx2", "avx512",
+                                         "avx512vbmi"};
+#define FL__SIMD_NAMES (sizeof(simd_names) / sizeof(simd_names[0]))
+
 /* The best kernels this CPU runs, at most those FL_IMAGE_SIMD names
    (unset or empty: the best); NULL where it names none. */
 static const struct kernels *
 kernels_pick(void)
 {
-  static const char *const names[] = {"c", "sse4.1", "avx2", "avx512",
-                                      "avx512vbmi"};
   const char *want = getenv("FL_IMAGE_SIMD");
-  int most = 4;
+  unsigned most = FL__SIMD_NAMES - 1;
 
   if (want != NULL && *want != '\0') {
-    for (most = 0; most < 5 && strcmp(want, names[most]) != 0; most++)
-      continue;
-    if (most == 5)
+    for (most = 0; most < FL__SIMD_NAMES; most++)
+      if (strcmp(want, simd_names[most]) == 0)
+        break;
+    if (most == FL__SIMD_NAMES)
       return NULL;
   }
   return kernels_best(most);
+}
+
+/* FL_EINVAL, saying that FL_IMAGE_SIMD is none of simd_names. */
+static int
+kernels_unknown(const char *fn)
+{
+  char list[64] = "";
+  unsigned i;
+
+  for (i = 0; i < FL__SIMD_NAMES; i++)
+    snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+             i == 0 ? "" : i + 1 < FL__SIMD_NAMES ? ", " : " and ",
+             simd_names[i]);
+  return fl__error_set(FL_EINVAL, "%s: FL_IMAGE_SIMD=%s is none of %s "
+                       "(unset, the best this CPU has)", fn,
+                       getenv("FL_IMAGE_SIMD"), list);
 }
 
 /* Whether r's float write may compute with FMA (norm_fma). */
