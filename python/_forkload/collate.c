@@ -358,13 +358,19 @@ is_np_scalar(flpy_state *st, PyObject *o)
          !PyUnicode_Check(o) && !PyBytes_Check(o);
 }
 
+/* o's array into a; on failure nothing is left held (a DLPack capsule
+   or a buffer view taken before the dtype was refused keeps the sample
+   alive: the fallback to torch's collate would leak it). */
 static int
 array_of(flpy_state *st, PyObject *o, array_ref *a)
 {
+  int rc;
+
   memset(a, 0, sizeof(*a));
-  if (is_tensor(st, o))
-    return tensor_ref(st, o, a);
-  return buffer_ref(o, a);
+  rc = is_tensor(st, o) ? tensor_ref(st, o, a) : buffer_ref(o, a);
+  if (rc != 0)
+    array_drop(a);
+  return rc;
 }
 
 /* Copy an array of any strides to dst, C-contiguous. */
