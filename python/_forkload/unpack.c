@@ -1,7 +1,8 @@
 /*
  * The consumer's side of a blob: unpickle the skeleton (or reuse the last
  * one, when the worker wrote the same bytes, as it does for every batch of
- * fixed-shape samples), then rebuild it with each Leaf replaced by a view
+ * fixed-shape samples, and nothing of it would be shared by two batches),
+ * then rebuild it with each Leaf replaced by a view
  * of the segment: a torch tensor through DLPack, or a numpy array through
  * the buffer protocol.  An error blob raises its exception instead.
  */
@@ -223,6 +224,45 @@ rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
   return o;
 }
 
+/* Whether a template may serve again for the next batch of the same
+   skeleton: only where every part of it is rebuilt (dicts, lists, tuples)
+   or immutable, for a reused leaf would be one object in two batches (a
+   set, a metadata object edited through batch 0 changes batch 1). */
+static int
+reusable(flpy_state *st, PyObject *o)
+{
+  PyObject *k, *v, *fast;
+  Py_ssize_t pos = 0, i, n;
+  int ok;
+
+  if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) ||
+      PyFloat_CheckExact(o) || PyComplex_CheckExact(o) ||
+      PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) ||
+      Py_IS_TYPE(o, (PyTypeObject *)st->leaf_type))
+    return 1;
+  if (PyDict_CheckExact(o)) {
+    while (PyDict_Next(o, &pos, &k, &v))
+      if (!reusable(st, k) || !reusable(st, v))
+        return 0;
+    return 1;
+  }
+  /* A tuple's subclass (a namedtuple, torch.Size) without a __dict__ is
+     as immutable as its items. */
+  if (!PyList_CheckExact(o) &&
+      !(PyTuple_Check(o) && !PyObject_HasAttrString(o, "__dict__")))
+    return 0;
+  fast = PySequence_Fast(o, "");
+  if (fast == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  n = flpy_fast_size(fast);
+  for (i = 0, ok = 1; i < n && ok; i++)
+    ok = reusable(st, flpy_fast_item(fast, i));
+  Py_DECREF(fast);
+  return ok;
+}
+
 /* Raise what the worker (or, with num_workers 0, the dataset) raised. */
 static PyObject *
 raise_record(flpy_state *st, PyObject *record)
@@ -244,7 +284,7 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
   flpy_state *st = flpy_state_of(self->module);
   const unsigned char *data = flpy_segment_data(segment);
   const flpy_blob *h = (const flpy_blob *)data;
-  PyObject *bytes, *tmpl;
+  PyObject *bytes, *tmpl, *out;
   const char *skel;
   char *last;
   Py_ssize_t last_len;
@@ -281,7 +321,16 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
     Py_DECREF(tmpl);
     return NULL;
   }
-  Py_XSETREF(self->last_skel, bytes);
-  Py_XSETREF(self->last_template, tmpl);
-  return rebuild(self, st, segment, self->last_template);
+  if (reusable(st, tmpl)) {
+    Py_XSETREF(self->last_skel, bytes);
+    Py_XSETREF(self->last_template, tmpl);
+    return rebuild(self, st, segment, self->last_template);
+  }
+  /* Unpickled again for each batch: its objects are this batch's. */
+  Py_DECREF(bytes);
+  Py_CLEAR(self->last_skel);
+  Py_CLEAR(self->last_template);
+  out = rebuild(self, st, segment, tmpl);
+  Py_DECREF(tmpl);
+  return out;
 }
