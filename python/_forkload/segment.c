@@ -75,21 +75,31 @@ flpy_loader_release(flpy_loader *self, fl_batch *b)
 }
 
 /* With the lock held: every batch with nothing left to wait for goes
-   back; those whose copies may be in flight stay, in their order. */
+   back; those whose copies may be in flight stay, in their order.  The
+   batches are taken off the list under pending_lock and released after
+   it: a release may unpin (flpy_unpin takes the GIL), and a thread that
+   holds the GIL may be waiting for pending_lock (defer). */
+#define FLPY_DRAIN_LOCAL 64
 void
 flpy_loader_drain(flpy_loader *self)
 {
-  size_t i, kept = 0;
+  fl_batch *out[FLPY_DRAIN_LOCAL];
+  size_t i, kept, n;
 
-  pthread_mutex_lock(&self->pending_lock);
-  for (i = 0; i < self->npending; i++) {
-    if (self->pending[i].event != NULL)
-      self->pending[kept++] = self->pending[i];
-    else
-      fl_batch_release(self->pending[i].b);
-  }
-  self->npending = kept;
-  pthread_mutex_unlock(&self->pending_lock);
+  do {
+    n = kept = 0;
+    pthread_mutex_lock(&self->pending_lock);
+    for (i = 0; i < self->npending; i++) {
+      if (self->pending[i].event != NULL || n == FLPY_DRAIN_LOCAL)
+        self->pending[kept++] = self->pending[i];
+      else
+        out[n++] = self->pending[i].b;
+    }
+    self->npending = kept;
+    pthread_mutex_unlock(&self->pending_lock);
+    for (i = 0; i < n; i++)
+      fl_batch_release(out[i]);
+  } while (n == FLPY_DRAIN_LOCAL);
 }
 
 /* The event's batch has nothing left to wait for: the next drain
@@ -98,16 +108,17 @@ static void
 event_done(flpy_loader *self, PyObject *event)
 {
   size_t i;
+  int found = 0;
 
   pthread_mutex_lock(&self->pending_lock);
-  for (i = 0; i < self->npending; i++)
+  for (i = 0; i < self->npending && !found; i++)
     if (self->pending[i].event == event) {
       self->pending[i].event = NULL;
       self->inflight--;
-      break;
+      found = 1;
     }
   pthread_mutex_unlock(&self->pending_lock);
-  if (i < self->npending)
+  if (found)
     Py_DECREF(event); /* the list's reference */
 }
 
