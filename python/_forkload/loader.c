@@ -148,16 +148,22 @@ fork_after(void *arg)
   PyGILState_Release(self->fork_gil);
 }
 
-/* End the epoch under way and its workers; batches held stay whole. */
+/* End the epoch under way and its workers; batches held stay whole.
+   Stopping waits for the workers (up to libforkload's grace for one that
+   does not answer): other threads run meanwhile, the GIL let go as in
+   next(); what the stop calls back into (unpin, log) takes it or needs
+   none. */
 static int
 stop_workers(flpy_loader *self)
 {
   int rc;
 
-  lock_loader(self);
+  Py_BEGIN_ALLOW_THREADS
+  pthread_mutex_lock(&self->lock);
   flpy_loader_drain(self);
   rc = fl_loader_stop(self->l);
   pthread_mutex_unlock(&self->lock);
+  Py_END_ALLOW_THREADS
   self->workers_up = 0;
   return rc;
 }
@@ -562,7 +568,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       "in_order", "drop_last", "shuffle", "shuffle_algorithm", "seed",
       "rank", "world_size", "shard_mode", "sharing", "sample_bytes",
       "timeout", "tensor_type", "probe", "room", "pinner",
-      "max_worker_restarts", "faults", NULL};
+      "max_worker_restarts", "faults", "unbatched", NULL};
   static const char *const kinds[] = {"map", "plan", "iterable", NULL};
   static const char *const shards[] = {"pad", "trim", "uneven", NULL};
   static const char *const sharings[] = {"fd", "file_system", NULL};
@@ -578,18 +584,19 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0, room_given = 0;
   unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1;
   int persistent = 0, in_order = 1, drop_last = 0, shuffle = 0;
+  int unbatched = 0;
   unsigned long long seed = 0;
   double timeout = 0;
   fl_options opt;
   int k;
 
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwds, "OsOO|$nnIIppppsKIIssndsOnOIz:Loader", kwlist,
+          args, kwds, "OsOO|$nnIIppppsKIIssndsOnOIzp:Loader", kwlist,
           &dataset, &kind, &collate_fn, &setup, &batch_size, &length,
           &num_workers, &prefetch, &persistent, &in_order, &drop_last,
           &shuffle, &algo, &seed, &rank, &world, &shard, &sharing,
           &sample_bytes, &timeout, &tensor, &probe_keys, &room_given,
-          &pinner, &restarts, &faults))
+          &pinner, &restarts, &faults, &unbatched))
     return -1;
   /* Once: a second call after a failure late in the first would
      overwrite what the first kept (the dataset, generator states, the
@@ -645,6 +652,9 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   self->src.dataset = dataset;
   Py_INCREF(setup);
   self->src.worker_setup = setup;
+  /* batch_size None: each sample alone, default_convert's or given to
+     the collate_fn as it is, as torch does without auto-collation. */
+  self->src.unbatched = collate_fn == Py_False || unbatched;
   if (collate_fn == Py_False) {
     self->src.collate = FLPY_CONVERT;
   } else if (collate_fn == Py_None) {
@@ -886,8 +896,12 @@ loader_next(PyObject *op, PyObject *unused)
       flpy_loader_release(self, b);
     return NULL;
   }
-  if (rc == 0)
-    Py_RETURN_NONE;
+  /* The end is StopIteration, never a value: a batch may be None (a
+     collate_fn's rejection, a sample that is None). */
+  if (rc == 0) {
+    PyErr_SetNone(PyExc_StopIteration);
+    return NULL;
+  }
   if (rc < 0)
     return raise_fl(self, rc, fl_loader_error(self->l));
   seg = flpy_segment_new(self, b);
@@ -1190,7 +1204,7 @@ static PyMethodDef loader_methods[] = {
      "begin(epoch, base_seed, plan=None, state=None): start an epoch, or "
      "resume the one state_save saved."},
     {"next", loader_next, METH_NOARGS,
-     "The next batch, or None when the epoch is over."},
+     "The next batch; StopIteration when the epoch is over."},
     {"close", loader_close, METH_NOARGS,
      "Stop the workers for good; the loader goes with its last batch."},
     {"state_save", loader_state_save, METH_NOARGS,

@@ -191,6 +191,7 @@ typedef struct {
   PyObject *worker_setup; /* forkload._worker's setup, bound to the loader */
   PyObject *getitems;     /* dataset.__getitems__, or NULL */
   int kind, collate;
+  int unbatched;          /* batch_size None: a key a batch, no list */
   size_t batch_size;      /* FLPY_ITERABLE: samples a batch; 0: none */
   int drop_last;          /* FLPY_ITERABLE: a short batch is dropped */
   size_t room;            /* bytes of one fl batch's blob room */

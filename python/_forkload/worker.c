@@ -103,7 +103,7 @@ fetch(flpy_source *src, PyObject *keys)
   Py_ssize_t i, n;
   PyObject *fast, *out, *v;
 
-  if (src->collate == FLPY_CONVERT)
+  if (src->unbatched)
     return PyObject_GetItem(src->dataset, keys);
   if (src->getitems != NULL)
     return flpy_call1(src->getitems, keys);
@@ -179,7 +179,7 @@ flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
     data = take(src);
     if (data == NULL && !PyErr_Occurred())
       return 0;
-    if (data != NULL && src->collate == FLPY_CONVERT)
+    if (data != NULL && src->unbatched)
       Py_SETREF(data, PySequence_GetItem(data, 0));
   }
   if (data == NULL)
@@ -345,7 +345,7 @@ flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
     plan = plan_of(src);
     keys = plan == NULL ? NULL
                         : PySequence_GetItem(plan, (Py_ssize_t)indices[0]);
-  } else if (src->collate == FLPY_CONVERT) {
+  } else if (src->unbatched) {
     keys = PyLong_FromSize_t(indices[0]); /* batch_size None: one key */
   } else {
     keys = PyList_New((Py_ssize_t)n);

@@ -70,13 +70,14 @@ class Loader:
         pinner: _Pinner | None = None,
         max_worker_restarts: int = 0,
         faults: str | None = None,
+        unbatched: bool = False,
     ) -> None: ...
     def begin(self, epoch: int, base_seed: int,
               plan: Sequence[Any] | None = None,
               state: ReadableBuffer | str | None = None) -> None:
         """Start an epoch, or resume the one state_save() saved."""
     def next(self) -> Any:
-        """The next batch, or None at the end of the epoch."""
+        """The next batch; StopIteration at the end of the epoch."""
     def close(self) -> None: ...
     def state_save(self) -> bytes: ...
     def batches(self) -> int: ...

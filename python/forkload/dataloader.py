@@ -214,7 +214,6 @@ def _warn_past_len(it, batch):
     batches than len(dataset) said (after len(loader) was called), in the
     installed torch's words: its own _BaseDataLoaderIter.__next__ is run on
     a stand-in that hands it this batch."""
-    dl = it._dl
     try:
         from torch.utils.data import dataloader as tdl
         base = tdl._BaseDataLoaderIter
@@ -224,7 +223,7 @@ def _warn_past_len(it, batch):
             _num_yielded=it._yielded - 1,
             _dataset_kind=tdl._DatasetKind.Iterable,
             _IterableDataset_len_called=it._len_called,
-            _num_workers=dl.num_workers, _dataset=dl.dataset,
+            _num_workers=it._num_workers, _dataset=it._dataset,
             _profile_name="enumerate(DataLoader)#_Iterator.__next__")
     except (ImportError, AttributeError):
         stand_in = None
@@ -234,10 +233,10 @@ def _warn_past_len(it, batch):
             return
         except AttributeError:  # a torch whose iterator needs more
             pass
-    msg = (f"Length of IterableDataset {dl.dataset} was reported to be "
+    msg = (f"Length of IterableDataset {it._dataset} was reported to be "
            f"{it._len_called}(when accessing len(dataloader)), but "
            f"{it._yielded} samples have been fetched. ")
-    if dl.num_workers > 0:
+    if it._num_workers > 0:
         msg += ("For multiprocessing data-loading, this could be caused by "
                 "not properly configuring the IterableDataset replica at "
                 "each worker. Please see https://pytorch.org/docs/stable/"
@@ -799,7 +798,7 @@ class DataLoader(_TorchDataLoader):
         it = self._iterator if self.persistent_workers else \
             getattr(self, "_last_iterator", lambda: None)()
         if it is not None and not it._begun and not it._finished:
-            it._begin()
+            it._begin(self)
         if it is not None and it._pending is not None and \
                 it._loader is not None:
             it._start_workers()
@@ -832,10 +831,6 @@ class DataLoader(_TorchDataLoader):
                 "max_held": None if first is None else first["max_held"],
                 "items": items}
 
-    def __del__(self):
-        it = self.__dict__.get("_iterator")
-        if it is not None:
-            it._close()
 
 
 def _check_context(ctx):
@@ -852,16 +847,24 @@ def _check_context(ctx):
 
 class _Iterator:
     """One pass over a DataLoader: what torch's _BaseDataLoaderIter does,
-    with libforkload doing the work."""
+    with libforkload doing the work.
+
+    As torch's, it keeps what it reads of its DataLoader, never the
+    persistent loader itself, which holds it: then an iterator nobody else
+    holds goes with its loader (`del loader` ends the workers at once),
+    and one that is held (`for b in DataLoader(...)`) needs no loader.
+    The loader is handed to the methods that start an epoch; only a
+    loader without workers, which holds no iterator, is kept (its epoch
+    starts at the first batch)."""
 
     def __init__(self, loader):
-        # A persistent loader holds its iterator: then the iterator holds
-        # it weakly, so that `del loader` ends the workers at once.
-        if loader.persistent_workers and loader.num_workers > 0:
-            self._dl_ref = weakref.ref(loader)
-        else:
-            self._dl_strong = loader
         self._persistent = loader.persistent_workers
+        self._owner = None if self._persistent else loader
+        self._num_workers = loader.num_workers
+        self._dataset = loader.dataset
+        self._iterable = loader._iterable
+        self._index_sampler = loader._index_sampler
+        self._rooms = loader._rooms
         self._loader = None
         self._pin, self._pin_device = _pin_mode(loader)
         if loader.num_workers > 0 and loader.prefetch_factor is not None \
@@ -871,14 +874,13 @@ class _Iterator:
                                  "for MultiProcessingDataLoaderIter")
         self._pending = None
         self._plan_cap = 0
-        self._start(first=True)
+        self._start(loader, first=True)
         loader._last_iterator = weakref.ref(self)
 
     # The order of draws is torch's: iter(sampler) draws nothing, then the
     # base seed, then the sampler's seed at its first next(): at iter()
     # with workers, which prefetch, and at the first batch without.
-    def _start(self, first):
-        dl = self._dl
+    def _start(self, dl, first):
         resume = dl._resume
         dl._resume = None
         if resume is not None:
@@ -892,30 +894,29 @@ class _Iterator:
         self._resume_from = resume
         self._begun = False
         if dl.num_workers > 0:
-            self._begin()
+            self._begin(dl)
 
-    def _begin(self):
+    def _begin(self, dl):
         resume = self._resume_from
         self._resume_from = None
         if resume is not None:
             self._order = resume["_snapshot"]["order"]
             if "count" in self._order:  # the epochs after it count on
-                self._dl._epochs = max(self._dl._epochs,
-                                       self._order["count"] + 1)
+                dl._epochs = max(dl._epochs, self._order["count"] + 1)
         else:
-            self._order = self._draw_order()
+            self._order = self._draw_order(dl)
         self._begun = True
         o = self._order
         if (o["kind"] == "plan" and not o["plan"]) or (
-                o["kind"] == "map" and len(self._dl.dataset) == 0) or (
+                o["kind"] == "map" and len(dl.dataset) == 0) or (
                 resume is not None and
                 resume["_snapshot"]["forkload"] is None):
             self._finished = True  # an epoch of no batch: nothing to fork
             return
-        self._make_loader()
+        self._make_loader(dl)
         # The workers start now, unless the probe is still measuring the
         # room of a batch: then at the first batch, which waits for it.
-        self._pending = (self._fl_epoch(), self._base_seed % 2**64,
+        self._pending = (self._fl_epoch(dl), self._base_seed % 2**64,
                          self._order.get("plan"),
                          None if resume is None else
                          resume["_snapshot"]["forkload"])
@@ -925,22 +926,21 @@ class _Iterator:
     def _start_workers(self):
         self._loader.begin(*self._pending)
         self._pending = None
-        self._dl._rooms[self._order["kind"]] = self._loader.room
+        self._rooms[self._order["kind"]] = self._loader.room
 
-    def _draw_order(self):
+    def _draw_order(self, dl):
         """What libforkload needs for this epoch's order: a recognised
         sampler is drawn in C, anything else iterated here, as torch
         does, into a plan of batches.  A forkload.datasets dataset's
         order also counts the loader's epochs (the samples' seeds are
         drawn from it, see _fl_epoch)."""
-        order = self._draw_sampler()
-        dl = self._dl
+        order = self._draw_sampler(dl)
         if dl._native is not None:
             order["count"] = dl._epochs
             dl._epochs += 1
         return order
 
-    def _fl_epoch(self):
+    def _fl_epoch(self, dl):
         """The epoch libforkload begins.  A forkload.datasets dataset's
         loader has the base seed B as its seed, and fl_sample_seed is a
         function of (B, epoch, index): a shuffled epoch is then S - B,
@@ -949,14 +949,13 @@ class _Iterator:
         samples' random crops are new each epoch (as a persistent
         worker's torch generator goes on) and follow torch.manual_seed."""
         o = self._order
-        if self._dl._native is None:
+        if dl._native is None:
             return o["epoch"]
         if o.get("shuffle"):
             return (o["epoch"] - self._base_seed) % 2**64
         return o.get("count", 0)
 
-    def _draw_sampler(self):
-        dl = self._dl
+    def _draw_sampler(self, dl):
         if dl._iterable:
             return {"kind": "iterable", "epoch": 0}
         sampler = dl.sampler if dl.batch_sampler is None else \
@@ -985,8 +984,7 @@ class _Iterator:
                         "shard_mode": "trim" if sampler.drop_last else "pad"}
         return {"kind": "plan", "epoch": 0, "plan": list(dl._index_sampler)}
 
-    def _make_loader(self):
-        dl = self._dl
+    def _make_loader(self, dl):
         o = self._order
         kind = o["kind"]
         plan = o.get("plan")
@@ -1036,7 +1034,8 @@ class _Iterator:
                     rank=o.get("rank", 0), world_size=o.get("world_size", 1),
                     shard_mode=o.get("shard_mode", "pad"),
                     sharing=dl.sharing, timeout=float(dl.timeout),
-                    tensor_type=dl.tensor_type, probe=probe)
+                    tensor_type=dl.tensor_type, probe=probe,
+                    unbatched=not dl._auto_collation)
         if dl.faults is not None:
             args["faults"] = dl.faults
         if dl.max_worker_restarts:
@@ -1057,50 +1056,43 @@ class _Iterator:
         with _live_lock:
             _live.add(self._loader)
 
-    @property
-    def _dl(self):
-        if "_dl_strong" in self.__dict__:
-            return self._dl_strong
-        dl = self._dl_ref()
-        if dl is None:
-            raise RuntimeError("forkload: this iterator's DataLoader is gone")
-        return dl
-
-    def _reset(self, loader=None, first_iter=False):
+    def _reset(self, loader, first_iter=False):
         """A persistent loader's next epoch: a new order, the same base
         seed and workers, whose random streams go on; an epoch left
         unfinished is dropped by the next begin.  (torch's signature: the
-        loader given is the one this iterator holds.)"""
-        self._start(first=False)
+        loader given is the one that holds this iterator.)"""
+        self._index_sampler = loader._index_sampler
+        self._start(loader, first=False)
 
     def __iter__(self):
         return self
 
     def __len__(self):
-        return len(self._dl)
+        return len(self._index_sampler)  # torch's, a TypeError where
+        # the sampler has no length (an IterableDataset's)
 
     def __next__(self):
         if self._finished:
             raise StopIteration
         if not self._begun:
-            self._begin()
+            self._begin(self._owner)
         if self._finished or self._loader is None:  # empty, or interrupted
             raise StopIteration
         try:
             if self._pending is not None:
                 self._start_workers()
             batch = self._loader.next()
-        except KeyboardInterrupt:
-            self._close()
-            raise
-        if batch is None:
+        except StopIteration:  # the end of the epoch, never a batch's value
             self._finished = True
             if not self._persistent:
                 self._close()
-            raise StopIteration
+            raise
+        except KeyboardInterrupt:
+            self._close()
+            raise
         self._yielded += 1
         if self._len_called is not None and self._yielded > \
-                self._len_called and self._dl._iterable:
+                self._len_called and self._iterable:
             _warn_past_len(self, batch)
         if self._pin == "copy" or (self._pin == "register" and
                                    _cuda is torch.cuda):
@@ -1119,7 +1111,7 @@ class _Iterator:
         # Without workers the order is drawn at the first batch: drawn now,
         # it is in the state, and the first batch comes from it as well.
         if not self._begun:
-            self._begin()
+            self._begin(self._owner)
         if self._pending is not None and self._loader is not None:
             self._start_workers()
         # Every batch of the epoch handed out: what is left is nothing,
