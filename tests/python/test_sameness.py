@@ -1,0 +1,282 @@
+"""Where forkload.DataLoader once differed from torch's loader in silence
+(issue 43): each case runs what a user writes through both loaders, with 0
+and 2 workers, and compares what they hand out."""
+
+import gc
+import os
+import threading
+import time
+import weakref
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+
+import forkload
+from loader_helpers import (FnDataset, PidDataset, assert_same, is_gone,
+                            wait_until)
+
+WORKERS = [0, 2]
+
+
+def both(dataset, **kwargs):
+    """Every batch of one epoch from forkload's loader and torch's."""
+    return (list(forkload.DataLoader(dataset, **kwargs)),
+            list(tud.DataLoader(dataset, **kwargs)))
+
+
+def assert_batches_same(fl, th):
+    assert len(fl) == len(th), "%d batches, torch %d" % (len(fl), len(th))
+    for i, (a, b) in enumerate(zip(fl, th)):
+        assert_same(a, b, "batch %d" % i)
+
+
+# --------------------------------------------------------------------------
+# A persistent loader that nobody names
+# --------------------------------------------------------------------------
+
+def test_for_over_an_unnamed_persistent_loader_gets_every_batch():
+    got = [b.tolist() for b in forkload.DataLoader(
+        list(range(6)), batch_size=2, num_workers=2,
+        persistent_workers=True)]
+    assert got == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_next_of_iter_of_an_unnamed_persistent_loader_is_the_first_batch():
+    first = next(iter(forkload.DataLoader(list(range(6)), batch_size=2,
+                                          num_workers=2,
+                                          persistent_workers=True)))
+    assert first.tolist() == [0, 1]
+
+
+def test_iterator_kept_after_del_loader_goes_on_as_torchs_does():
+    loader = forkload.DataLoader(list(range(8)), batch_size=2, num_workers=2,
+                                 persistent_workers=True)
+    it = iter(loader)
+    del loader
+    assert [b.tolist() for b in it] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_del_loader_between_epochs_ends_its_persistent_workers_at_once():
+    loader = forkload.DataLoader(PidDataset(8), batch_size=2, num_workers=2,
+                                 persistent_workers=True)
+    pids = {p for b in loader for p in b.tolist()}
+    assert len(pids) == 2 and not any(is_gone(p, os.getpid()) for p in pids)
+    del loader  # no gc.collect(): the workers go with the last reference
+    assert wait_until(lambda: all(is_gone(p, os.getpid()) for p in pids), 10)
+
+
+# --------------------------------------------------------------------------
+# A batch that is None is a batch
+# --------------------------------------------------------------------------
+
+def reject_odd_batches(batch):
+    """A collate_fn that rejects a batch by returning None (batch 1 here)."""
+    return None if batch[0] % 4 == 2 else [int(x) for x in batch]
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_collate_fn_returning_none_is_a_batch_not_the_end(num_workers):
+    fl, th = both(list(range(6)), batch_size=2, num_workers=num_workers,
+                  collate_fn=reject_odd_batches)
+    assert fl == th == [[0, 1], None, [4, 5]]
+
+
+def none_at_even(i):
+    return None if i % 2 == 0 else i
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_unbatched_samples_that_are_none_are_handed_out(num_workers):
+    ds = FnDataset(5, none_at_even)
+    fl, th = both(ds, batch_size=None, num_workers=num_workers)
+    assert_batches_same(fl, th)
+    assert len(fl) == 5 and fl[0] is None and fl[4] is None
+
+
+# --------------------------------------------------------------------------
+# Batches share no mutable object
+# --------------------------------------------------------------------------
+
+class Meta:
+    """A metadata object a collate_fn adds to each batch, the same each
+    time (module level: it crosses from the workers pickled)."""
+
+    def __init__(self):
+        self.tags = ["train"]
+
+    def __eq__(self, other):
+        return type(other) is Meta and other.tags == self.tags
+
+
+def collate_with_metadata(batch):
+    return {"x": torch.tensor(batch), "meta": Meta(), "seen": set(),
+            "names": ["a", "b"], "info": {"split": "train", "ids": []},
+            "frozen": ("k", ["nested"])}
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_batches_with_equal_metadata_share_no_object(num_workers):
+    fl, th = both(list(range(6)), batch_size=2, num_workers=num_workers,
+                  collate_fn=collate_with_metadata)
+    assert_batches_same(fl, th)
+    for key in ("meta", "seen", "names", "info"):
+        ids = {id(b[key]) for b in fl}
+        assert len(ids) == 3, "%s: batches share it" % key
+    assert len({id(b["frozen"][1]) for b in fl}) == 3
+    fl[0]["meta"].tags.append("edited")
+    fl[0]["seen"].add(1)
+    fl[0]["info"]["ids"].append(7)
+    fl[0]["frozen"][1].append("edited")
+    for b in fl[1:]:
+        assert b["meta"].tags == ["train"] and b["seen"] == set()
+        assert b["info"]["ids"] == [] and b["frozen"][1] == ["nested"]
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_default_collate_of_equal_strings_gives_each_batch_its_own_list(
+        num_workers):
+    ds = FnDataset(6, lambda i: {"x": i, "name": "same"})
+    fl, th = both(ds, batch_size=2, num_workers=num_workers)
+    assert_batches_same(fl, th)
+    assert len({id(b["name"]) for b in fl}) == 3
+    fl[0]["name"].append("edited")
+    assert fl[1]["name"] == ["same", "same"]
+
+
+# --------------------------------------------------------------------------
+# What torch's fallback collates, or refuses, is not kept
+# --------------------------------------------------------------------------
+
+# Where torch's own default_collate makes the batch: dtypes the C path does
+# not write (torch 2 collates them; torch 1.13 refuses some of them).
+FALLBACK_DTYPES = [np.uint16, np.uint32, np.uint64, torch.complex32]
+if hasattr(torch, "uint16"):
+    FALLBACK_DTYPES += [torch.uint16, torch.uint32, torch.uint64]
+
+
+class Tracked(tud.Dataset):
+    """Samples of a dtype that goes through torch's collate, each with a
+    finalizer: `live` counts the samples made and not yet freed, and
+    each sample's `live` field says the count when it was made."""
+
+    def __init__(self, n, dtype):
+        self.n, self.dtype = n, dtype
+        self.live = [0]
+
+    def __len__(self):
+        return self.n
+
+    def _gone(self):
+        self.live[0] -= 1
+
+    def __getitem__(self, i):
+        if isinstance(self.dtype, torch.dtype):
+            x = torch.full((256,), i % 7).to(self.dtype)
+        else:
+            x = np.full(256, i % 7, dtype=self.dtype)
+        self.live[0] += 1
+        weakref.finalize(x, self._gone)
+        return {"x": x, "live": self.live[0]}
+
+
+def samples_left(cls, dtype):
+    """The samples of 8 epochs of 8 batches that are still alive once
+    the loader and its batches are gone, and how many batches came."""
+    ds = Tracked(64, dtype)
+    loader = cls(ds, batch_size=8)
+    got = refused = 0
+    for _ in range(8):
+        it = iter(loader)
+        while True:
+            try:
+                next(it)
+            except StopIteration:
+                break
+            except TypeError:  # torch 1.13's refusal of the dtype
+                refused += 1
+            else:
+                got += 1
+        del it
+    del loader
+    gc.collect()
+    return ds.live[0], got, refused
+
+
+@pytest.mark.parametrize("dtype", FALLBACK_DTYPES, ids=str)
+def test_samples_torch_collates_are_freed_in_the_consumer(dtype):
+    # torch 1.13's own torch.as_tensor keeps a reference to a numpy array
+    # whose dtype it refuses (the batch's first): its loader keeps those
+    # too, and forkload's may keep no more.
+    fl = samples_left(forkload.DataLoader, dtype)
+    th = samples_left(tud.DataLoader, dtype)
+    assert fl[1:] == th[1:] and fl[1] + fl[2] == 64
+    assert fl[0] == th[0], "%d samples never freed, torch %d" % (fl[0],
+                                                                 th[0])
+
+
+@pytest.mark.parametrize("dtype", FALLBACK_DTYPES, ids=str)
+def test_samples_torch_collates_are_freed_in_the_workers(dtype):
+    ds = Tracked(2000, dtype)
+    try:
+        tud.default_collate([ds[0], ds[1]])
+    except TypeError:
+        pytest.skip("this torch (%s) refuses %s: no batch carries the "
+                    "count" % (torch.__version__, dtype))
+    most = 0
+    for b in forkload.DataLoader(ds, batch_size=8, num_workers=2):
+        most = max(most, int(b["live"].max()))
+    # A worker holds its batch's 8 samples, a few more while the collector
+    # has not run: never a count that grows with the batches.
+    assert most <= 64, "a worker held %d samples at once" % most
+
+
+# --------------------------------------------------------------------------
+# Other threads run while a loader stops its workers
+# --------------------------------------------------------------------------
+
+class Slow(tud.Dataset):
+    """Samples past the first batch take far longer than the loader's
+    grace for a stopping worker, so that stopping has to wait it out."""
+
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        if i >= 2:
+            time.sleep(5)
+        return i
+
+
+@pytest.mark.parametrize("how", ["break", "del"])
+def test_another_thread_runs_while_the_workers_stop(how):
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.001)
+
+    t = threading.Thread(target=tick)
+    loader = forkload.DataLoader(Slow(), batch_size=2, num_workers=2)
+    t.start()
+    try:
+        it = iter(loader)
+        assert next(it).tolist() == [0, 1]
+        t0 = time.monotonic()
+        if how == "break":
+            it._close()  # what a for loop's break leads to
+        else:
+            del it
+        t1 = time.monotonic()
+    finally:
+        stop.set()
+        t.join()
+    during = [x for x in ticks if t0 < x < t1]
+    # The stop waits for workers that do not answer (the grace, 300 ms):
+    # the thread ticks meanwhile, as it does with torch's loader.
+    assert t1 - t0 > 0.2, "the stop did not wait (%.3f s)" % (t1 - t0)
+    assert len(during) >= 20, "%d ticks in %.3f s of stopping" % (
+        len(during), t1 - t0)
