@@ -109,6 +109,10 @@ if [ -n "$preload" ]; then
   # The interpreter's and torch's leaks are not the module's; the rest of
   # CI's options stand.
   ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+  # The differential fuzzer's cases, fewer where each takes several times
+  # as long.
+  FL_FUZZ_CASES=${FL_FUZZ_CASES:-150}
+  export FL_FUZZ_CASES
   export LD_PRELOAD ASAN_OPTIONS
   if ! why=$(time_limit 120 && $limit "$python" -c 'import torch' 2>&1); then
     block_torch="torch cannot be imported with $preload preloaded:"

@@ -42,7 +42,9 @@ pkgs="$pkgs xz-utils curl"
 # compare images with it; python3-lmdb writes and reads the LMDB of
 # tests/python/test_datasets.py, and python3-torchvision is what its
 # ImageFolder is compared with.  Older releases have no python3-torch.
+# python3-hypothesis draws the cases of tests/python/test_fuzz_sameness.py.
 pkgs="$pkgs python3-dev python3-numpy python3-pytest python3-pil python3-lmdb"
+pkgs="$pkgs python3-hypothesis"
 # pip's build (tests/wheel_test.sh): a fresh venv of Debian's python3.
 pkgs="$pkgs python3-venv"
 if ! dpkg -s python3-torch >/dev/null 2>&1; then

@@ -12,7 +12,7 @@ python3 -m venv "$venv"
 # torch first and pinned: a package that asks for torch would otherwise
 # take a newer one (a CUDA build of several GB).
 "$venv/bin/pip" install -q torch==2.13.0
-"$venv/bin/pip" install -q torch==2.13.0 numpy pytest pillow build \
+"$venv/bin/pip" install -q torch==2.13.0 numpy pytest hypothesis pillow build \
   'lightning==2.6.*' datasets webdataset accelerate mypy lmdb
 "$venv/bin/pip" install -q .
 make check-installed PYTHON_INSTALLED="$venv/bin/python"

@@ -280,3 +280,24 @@ def test_another_thread_runs_while_the_workers_stop(how):
     assert t1 - t0 > 0.2, "the stop did not wait (%.3f s)" % (t1 - t0)
     assert len(during) >= 20, "%d ticks in %.3f s of stopping" % (
         len(during), t1 - t0)
+
+
+# --------------------------------------------------------------------------
+# Found by test_fuzz_sameness.py
+# --------------------------------------------------------------------------
+
+def keep(x):
+    return x
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+@pytest.mark.parametrize("sampler", [None, [2, 0, 2]])
+def test_collate_fn_without_batching_gets_the_sample_alone(num_workers,
+                                                            sampler):
+    """batch_size=None: torch calls collate_fn(dataset[i]), not with a
+    list of one sample."""
+    ds = FnDataset(3, lambda i: torch.tensor(float(i)))
+    fl, th = both(ds, batch_size=None, sampler=sampler, collate_fn=keep,
+                  num_workers=num_workers)
+    assert_batches_same(fl, th)
+    assert all(isinstance(b, torch.Tensor) for b in fl)
