@@ -17,9 +17,16 @@ try:
     from torch.utils.data import (BatchSampler, DistributedSampler,
                                   IterableDataset, RandomSampler,
                                   SequentialSampler)
-    from torch.utils.data import DataLoader as _TorchDataLoader
+    # From the module that defines it: code that patches forkload's in
+    # for torch.utils.data.DataLoader (as some users and frameworks do)
+    # leaves this one torch's, which the checks below run.
+    from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
+    from torch.utils.data._utils.collate import (
+        default_collate as _default_collate,
+        default_convert as _default_convert)
 except ImportError:  # numpy arrays, without torch's samplers
     torch = None
+    _default_collate = _default_convert = None
     BatchSampler = DistributedSampler = RandomSampler = None
     SequentialSampler = IterableDataset = None
     _TorchDataLoader = object
@@ -41,7 +48,7 @@ def _torch_parameters():
     if torch is None:
         return {}
     try:
-        sig = inspect.signature(torch.utils.data.DataLoader.__init__)
+        sig = inspect.signature(_TorchDataLoader.__init__)
     except (TypeError, ValueError):
         return {}
     return {name: p.default for name, p in sig.parameters.items()}
@@ -62,7 +69,7 @@ def _torch_refusal(dataset, kwargs):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.utils.data.DataLoader(dataset, **kwargs)
+            _TorchDataLoader(dataset, **kwargs)
     except Exception as e:  # noqa: BLE001  (torch's, whatever it is)
         e.__traceback__ = None
         return e
@@ -75,7 +82,7 @@ def _torch_iter_refusal(timeout):
     if torch is None:
         return None
     try:
-        iter(torch.utils.data.DataLoader([], timeout=timeout))
+        iter(_TorchDataLoader([], timeout=timeout))
     except AssertionError as e:
         e.__traceback__ = None
         return e
@@ -86,7 +93,7 @@ def _check_worker_number(loader):
     """torch's warning where num_workers exceeds the CPUs this process may
     use, in the installed torch's words (its DataLoader warns at __init__
     and at each iter() that starts workers)."""
-    check = getattr(torch.utils.data.DataLoader,
+    check = getattr(_TorchDataLoader,
                     "check_worker_number_rationality", None) \
         if torch is not None else None
     if check is not None and loader.num_workers:
@@ -351,7 +358,9 @@ class DataLoader(_TorchDataLoader):
             itself; the batches and their order do not change.
             (default: ``0``)
         collate_fn (Callable, optional): makes one batch of a list of
-            samples. With ``None`` the worker collates as ``default_collate``
+            samples. With ``None`` (the attribute is then torch's
+            ``default_collate``, or ``default_convert`` without batching, as
+            torch sets it) the worker collates as ``default_collate``
             would (its structure, its dtypes), writing straight into the
             batch's shared segment. A function of yours runs in the worker
             as well, and what it returns must be picklable to reach you.
@@ -689,6 +698,11 @@ class DataLoader(_TorchDataLoader):
         self.sampler = sampler
         self.batch_sampler = batch_sampler
         self.generator = generator
+        if collate_fn is None:
+            # torch's: what a batch goes through is in the attribute (the
+            # workers do it in C, as they recognise below).
+            collate_fn = _default_collate if self._auto_collation else \
+                _default_convert
         self.collate_fn = collate_fn
         self.persistent_workers = persistent_workers
         self._iterator = None
@@ -836,6 +850,17 @@ class DataLoader(_TorchDataLoader):
 def _check_context(ctx):
     if ctx is None:
         return
+    # What torch refuses (a start method this platform lacks, a value
+    # that is neither a name nor a context), in torch's exception.
+    refusal = None
+    if torch is not None:
+        try:
+            _TorchDataLoader([], num_workers=1, multiprocessing_context=ctx)
+        except (TypeError, ValueError) as e:
+            e.__traceback__ = None
+            refusal = e
+    if refusal is not None:
+        raise refusal
     method = ctx if isinstance(ctx, str) else getattr(
         ctx, "get_start_method", lambda: None)()
     if method != "fork":
@@ -1010,8 +1035,15 @@ class _Iterator:
             length = 0
             batch_size = dl.batch_size or 0
             probe = None
+        # torch's default_collate and default_convert are done in C (None
+        # and False), each where torch would call it: default_collate on
+        # a list of samples, default_convert on a sample alone.
         collate = dl.collate_fn
-        if collate is None and not dl._auto_collation:
+        if dl._auto_collation and (collate is None or
+                                   collate is _default_collate):
+            collate = None
+        elif not dl._auto_collation and (collate is None or
+                                         collate is _default_convert):
             collate = False
         setup = functools.partial(_worker.setup, dl.num_workers, dl.dataset,
                                   dl.worker_init_fn)
@@ -1033,7 +1065,7 @@ class _Iterator:
                     shuffle_algorithm=dl.shuffle_algorithm,
                     rank=o.get("rank", 0), world_size=o.get("world_size", 1),
                     shard_mode=o.get("shard_mode", "pad"),
-                    sharing=dl.sharing, timeout=float(dl.timeout),
+                    sharing=dl.sharing, timeout=dl.timeout,
                     tensor_type=dl.tensor_type, probe=probe,
                     unbatched=not dl._auto_collation)
         if dl.faults is not None:
