@@ -341,6 +341,9 @@ class Error(RuntimeError):
     """An error of libforkload: code is its (negative) code, name its
     FL_E* name."""
 
+    # The name users catch it by, in tracebacks and pickles alike.
+    __module__ = "forkload"
+
     def __init__(self, message, code=0, name=""):
         super().__init__(message)
         self.code = code
