@@ -44,16 +44,13 @@ raise_fl(flpy_loader *self, int code, const char *why)
   return flpy_raise(self->module, code, why);
 }
 
-/* torch's sentence for `timeout`. */
+/* torch's sentence for `timeout`, which names it as the user gave it
+   ("1 seconds" for 1). */
 static PyObject *
 timed_out(flpy_loader *self)
 {
-  PyObject *secs = PyFloat_FromDouble(self->timeout);
-
-  if (secs != NULL)
-    PyErr_Format(PyExc_RuntimeError, "DataLoader timed out after %S seconds",
-                 secs);
-  Py_XDECREF(secs);
+  PyErr_Format(PyExc_RuntimeError, "DataLoader timed out after %S seconds",
+               self->timeout_given);
   return NULL;
 }
 
@@ -578,7 +575,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   const char *kind, *shard = "pad", *sharing = "fd", *algo = "torch",
              *tensor = "torch";
   PyObject *dataset, *collate_fn, *setup, *probe_keys = Py_None;
-  PyObject *pinner = Py_None;
+  PyObject *pinner = Py_None, *timeout_given = NULL;
   const char *faults = NULL;
   unsigned restarts = 0;
   Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0, room_given = 0;
@@ -591,11 +588,11 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   int k;
 
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwds, "OsOO|$nnIIppppsKIIssndsOnOIzp:Loader", kwlist,
+          args, kwds, "OsOO|$nnIIppppsKIIssnOsOnOIzp:Loader", kwlist,
           &dataset, &kind, &collate_fn, &setup, &batch_size, &length,
           &num_workers, &prefetch, &persistent, &in_order, &drop_last,
           &shuffle, &algo, &seed, &rank, &world, &shard, &sharing,
-          &sample_bytes, &timeout, &tensor, &probe_keys, &room_given,
+          &sample_bytes, &timeout_given, &tensor, &probe_keys, &room_given,
           &pinner, &restarts, &faults, &unbatched))
     return -1;
   /* Once: a second call after a failure late in the first would
@@ -606,6 +603,10 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
                     "Loader is already made (its __init__ runs once)");
     return -1;
   }
+  /* Without one, no deadline: timed_out is never reached. */
+  if (timeout_given != NULL &&
+      (timeout = PyFloat_AsDouble(timeout_given)) == -1.0 && PyErr_Occurred())
+    return -1;
   fl_options_init(&opt);
   if ((k = parse_choice(kind, kinds, "kind")) < 0)
     return -1;
@@ -646,6 +647,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   }
   self->owner = getpid();
   self->timeout = timeout;
+  Py_XINCREF(timeout_given);
+  self->timeout_given = timeout_given;
   self->src.module = self->module;
   self->src.plan_fd = -1;
   Py_INCREF(dataset);
@@ -1193,6 +1196,7 @@ loader_dealloc(PyObject *op)
   loader_clear(op);
   Py_CLEAR(self->pinner); /* not in loader_clear: destroy's unpin needs it */
   Py_CLEAR(self->pin_error);
+  Py_CLEAR(self->timeout_given);
   Py_CLEAR(self->module);
   ((freefunc)PyType_GetSlot(tp, Py_tp_free))(op);
   Py_DECREF(tp);
