@@ -301,3 +301,71 @@ def test_collate_fn_without_batching_gets_the_sample_alone(num_workers,
                   num_workers=num_workers)
     assert_batches_same(fl, th)
     assert all(isinstance(b, torch.Tensor) for b in fl)
+
+
+# --------------------------------------------------------------------------
+# Smaller differences a new user met
+# --------------------------------------------------------------------------
+
+def test_collate_fn_attribute_is_torchs_default():
+    assert forkload.DataLoader([1, 2], batch_size=2).collate_fn is \
+        tud.DataLoader([1, 2], batch_size=2).collate_fn
+    assert forkload.DataLoader([1, 2], batch_size=None).collate_fn is \
+        tud.DataLoader([1, 2], batch_size=None).collate_fn
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_default_collate_given_by_name_gives_torchs_batches(num_workers):
+    ds = FnDataset(5, lambda i: {"x": torch.tensor([i, 2 * i]), "n": "s"})
+    for kw in (dict(batch_size=2, collate_fn=tud.default_collate),
+               dict(batch_size=None, collate_fn=tud.default_convert)):
+        fl, th = both(ds, num_workers=num_workers, **kw)
+        assert_batches_same(fl, th)
+
+
+@pytest.mark.parametrize("ctx", [3, "bogus", object()])
+def test_multiprocessing_context_refused_as_torch_refuses_it(ctx):
+    with pytest.raises((TypeError, ValueError)) as want:
+        tud.DataLoader([1], num_workers=1, multiprocessing_context=ctx)
+    with pytest.raises(want.type) as got:
+        forkload.DataLoader([1], num_workers=1, multiprocessing_context=ctx)
+    assert str(got.value) == str(want.value)
+
+
+def test_forkload_error_is_named_forkload_error():
+    assert forkload.Error.__module__ == "forkload"
+    assert repr(forkload.Error) == "<class 'forkload.Error'>"
+
+
+@pytest.fixture
+def patched(monkeypatch):
+    """forkload's loader in place of torch.utils.data.DataLoader, as some
+    users and frameworks patch it."""
+    monkeypatch.setattr(tud, "DataLoader", forkload.DataLoader)
+
+
+@pytest.mark.parametrize("kw", [dict(num_workers=-1), dict(timeout=-1),
+                                dict(persistent_workers=True),
+                                dict(batch_size=2, batch_sampler=[[0]]),
+                                dict(shuffle=True, sampler=[0])],
+                         ids=str)
+def test_refusals_are_torchs_when_torchs_name_is_forkloads(patched, kw):
+    with pytest.raises(ValueError):
+        forkload.DataLoader([1, 2, 3], **kw)
+
+
+def test_timeout_without_workers_is_torchs_refusal_when_patched(patched):
+    with pytest.raises(AssertionError):
+        iter(forkload.DataLoader([1, 2, 3], timeout=1))
+
+
+def test_patched_loader_loads():
+    tud_dl = tud.DataLoader
+    try:
+        tud.DataLoader = forkload.DataLoader
+        got = [b.tolist() for b in tud.DataLoader(list(range(4)),
+                                                  batch_size=2,
+                                                  num_workers=2)]
+    finally:
+        tud.DataLoader = tud_dl
+    assert got == [[0, 1], [2, 3]]
