@@ -1129,7 +1129,15 @@ loader_traverse(PyObject *op, visitproc visit, void *arg)
   Py_VISIT(self->src.getitems);
   Py_VISIT(self->src.rng_get);
   Py_VISIT(self->src.rng_set);
+  Py_VISIT(self->src.init_error);
+  Py_VISIT(self->src.iterator);
+  Py_VISIT(self->src.stream_error);
+  Py_VISIT(self->src.plan);
+  Py_VISIT(self->last_skel);
   Py_VISIT(self->last_template);
+  Py_VISIT(self->pinner);
+  Py_VISIT(self->pin_error);
+  Py_VISIT(self->timeout_given);
   return 0;
 }
 
@@ -1150,7 +1158,41 @@ loader_clear(PyObject *op)
   Py_CLEAR(self->src.plan);
   Py_CLEAR(self->last_skel);
   Py_CLEAR(self->last_template);
+  Py_CLEAR(self->pinner);
+  Py_CLEAR(self->pin_error);
+  Py_CLEAR(self->timeout_given);
   return 0;
+}
+
+/*
+ * The teardown that calls Python (the pinner's events and unregister),
+ * while the Loader is still whole: PEP 442's finalizer, which the
+ * collector runs before it clears a cycle, and dealloc runs where it has
+ * not run.  Once: the fl_loader is gone after it.
+ */
+static void
+loader_finalize(PyObject *op)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  PyObject *type, *value, *tb;
+
+  if (self->owner != getpid())
+    return; /* a worker's copy: the workers and segments are not its */
+  PyErr_Fetch(&type, &value, &tb);
+  probe_end(self, 1);
+  if (self->l != NULL) {
+    /* destroy unpins and unmaps every segment: no copy may still read
+       one. */
+    if (self->pinner != NULL)
+      flpy_loader_settle(self, 1);
+    flpy_loader_drain(self);
+    /* Reaping the workers can wait: let other threads run. */
+    Py_BEGIN_ALLOW_THREADS
+    fl_loader_destroy(self->l);
+    Py_END_ALLOW_THREADS
+    self->l = NULL;
+  }
+  PyErr_Restore(type, value, tb);
 }
 
 static void
@@ -1162,24 +1204,7 @@ loader_dealloc(PyObject *op)
   PyObject_GC_UnTrack(op);
   if (self->weakrefs != NULL)
     PyObject_ClearWeakRefs(op);
-  if (self->owner == getpid())
-    probe_end(self, 1);
-  if (self->l != NULL && self->owner == getpid()) {
-    if (self->pinner != NULL) {
-      /* destroy unpins and unmaps every segment: no copy may still read
-         one. */
-      PyObject *type, *value, *tb;
-
-      PyErr_Fetch(&type, &value, &tb);
-      flpy_loader_settle(self, 1);
-      PyErr_Restore(type, value, tb);
-    }
-    flpy_loader_drain(self);
-    /* Reaping the workers can wait: let other threads run. */
-    Py_BEGIN_ALLOW_THREADS
-    fl_loader_destroy(self->l);
-    Py_END_ALLOW_THREADS
-  }
+  loader_finalize(op);
   free(self->pending);
   free(self->order);
   free(self->faults);
@@ -1194,9 +1219,6 @@ loader_dealloc(PyObject *op)
   pthread_mutex_destroy(&self->lock);
   pthread_mutex_destroy(&self->pending_lock);
   loader_clear(op);
-  Py_CLEAR(self->pinner); /* not in loader_clear: destroy's unpin needs it */
-  Py_CLEAR(self->pin_error);
-  Py_CLEAR(self->timeout_given);
   Py_CLEAR(self->module);
   ((freefunc)PyType_GetSlot(tp, Py_tp_free))(op);
   Py_DECREF(tp);
@@ -1243,6 +1265,7 @@ static PyType_Slot loader_slots[] = {
     {Py_tp_new, loader_new},
     {Py_tp_init, loader_init},
     {Py_tp_dealloc, loader_dealloc},
+    {Py_tp_finalize, loader_finalize},
     {Py_tp_traverse, loader_traverse},
     {Py_tp_clear, loader_clear},
     {Py_tp_methods, loader_methods},

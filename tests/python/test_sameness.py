@@ -369,3 +369,33 @@ def test_patched_loader_loads():
     finally:
         tud.DataLoader = tud_dl
     assert got == [[0, 1], [2, 3]]
+
+
+# --------------------------------------------------------------------------
+# Teardown
+# --------------------------------------------------------------------------
+
+class Curriculum(tud.Dataset):
+    """A dataset that refers to its loader (a curriculum reading the
+    epoch from it): a cycle through the workers' loader."""
+
+    def __init__(self, n):
+        self.n, self.loader = n, None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return os.getpid()
+
+
+def test_a_loader_in_a_reference_cycle_ends_its_workers_when_collected():
+    ds = Curriculum(8)
+    loader = forkload.DataLoader(ds, batch_size=2, num_workers=2,
+                                 persistent_workers=True)
+    ds.loader = loader
+    pids = {p for b in loader for p in b.tolist()}
+    assert len(pids) == 2
+    del loader, ds
+    gc.collect()
+    assert wait_until(lambda: all(is_gone(p, os.getpid()) for p in pids), 10)
