@@ -301,7 +301,7 @@ fl__slot_pin(fl_loader *l, fl_batch *b)
 
 /* Before the parent unmaps a segment the hook pinned. */
 void
-fl__slot_unpin(fl_loader *l, fl_batch *b)
+fl__slot_unpin(const fl_loader *l, fl_batch *b)
 {
   if (b->pinned && l->opt.unpin != NULL)
     l->opt.unpin(b->seg.base, b->seg.size, l->opt.pin_arg);

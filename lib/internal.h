@@ -374,7 +374,7 @@ void fl__slot_hold(fl_loader *l, fl_batch *b);
 /* b's worker is gone: into the pool (fd strategy), or let go. */
 void fl__slot_park(fl_loader *l, fl_batch *b);
 void fl__slot_pin(fl_loader *l, fl_batch *b);
-void fl__slot_unpin(fl_loader *l, fl_batch *b);
+void fl__slot_unpin(const fl_loader *l, fl_batch *b);
 void fl__slot_view(fl_loader *l, fl_batch *b);
 /* The layout of b's segment. */
 const fl__layout *fl__slot_layout(const fl_batch *b);
@@ -422,6 +422,9 @@ typedef struct fl__fill_ctx {
   fl__segment retired; /* the segment that call began in: its nbytes point
                           there, so it is let go of once the call returns */
   int code;            /* fl_worker_grow's last failure, or 0 */
+  fl_batch *own;       /* num_workers 0: the parent's batch whose mapping
+                          seg is, unpinned before a replacement unmaps it
+                          (NULL in a worker) */
   /* Where things lie in seg: refreshed by each replacement. */
   void *fields[FL__MAX_FIELDS];
   size_t *sizes;

@@ -856,6 +856,7 @@ next_inline(fl_loader *l, fl_batch **out)
   b->msg[0] = '\0';
   fl__fill_ctx_init(&c, l, FL__MAKE_PRIVATE, &b->seg, b->shift, 0, 0);
   c.seq = b->seq;
+  c.own = b;
   if (l->iterable) {
     b->status = fl__stream_fill(l, &l->stream, &c, 0, l->run, l->epoch,
                                 b->seq, &count, &end, b->msg,
@@ -867,9 +868,9 @@ next_inline(fl_loader *l, fl_batch **out)
   }
   if (c.fresh) {
     /* fl_worker_grow gave the batch a larger segment, and let go of the
-       old one (whose address the new one may have taken). */
+       old one (whose address the new one may have taken), unpinned
+       first (fl__fill_replace). */
     fl__stats_segments(l, 0, (long)c.seg.size - (long)b->seg.size, 0);
-    fl__slot_unpin(l, b);
     b->seg = c.seg;
     b->shift = c.shift;
     fl__slot_view(l, b);

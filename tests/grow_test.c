@@ -662,6 +662,73 @@ a_worker_killed_after_it_grew_leaves_no_name(void **state)
   munmap((void *)kills, sizeof(*kills));
 }
 
+/* pin and unpin hooks that count, and check with mincore(2) that each
+   range is still mapped when it is unpinned (as cudaHostUnregister
+   needs). */
+struct pin_count {
+  size_t pins, unpins, unpinned_unmapped;
+};
+
+static int
+count_pin(void *addr, size_t len, void *arg)
+{
+  (void)addr;
+  (void)len;
+  ((struct pin_count *)arg)->pins++;
+  return 0;
+}
+
+static void
+count_unpin(void *addr, size_t len, void *arg)
+{
+  struct pin_count *p = arg;
+  unsigned char vec[1];
+
+  (void)len;
+  p->unpins++;
+  if (mincore(addr, 1, vec) != 0)
+    p->unpinned_unmapped++;
+}
+
+/*
+ * Without workers the batch's segment is the parent's own mapping: when a
+ * sample grows it, the pin hook's range is unpinned before the mapping
+ * goes (once each), not after (where a new segment may lie).
+ */
+static void
+pinned_segment_grown_without_workers_is_unpinned_while_mapped(void **state)
+{
+  struct sized s = {200, 64, 7, SIZE_MAX, 1000, 0, 0, NULL};
+  struct pin_count pc = {0, 0, 0};
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  int epoch;
+
+  (void)state;
+  flt_baseline_take(&base);
+  memset(&ds, 0, sizeof(ds));
+  ds.ctx = &s;
+  ds.len = s.len;
+  ds.sample_bytes = s.base;
+  ds.get = g_get;
+  fl_options_init(&opt);
+  opt.batch_size = 5;
+  opt.pin_memory = 1;
+  opt.pin = count_pin;
+  opt.unpin = count_unpin;
+  opt.pin_arg = &pc;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  for (epoch = 0; epoch < 2; epoch++)
+    assert_int_equal(check_epoch(l, &s, 0, 1, 0, NULL, 0), 0);
+  fl_loader_destroy(l);
+  assert_true(pc.pins > 1); /* segments were grown and pinned anew */
+  assert_int_equal(pc.unpins, pc.pins);
+  assert_int_equal(pc.unpinned_unmapped, 0);
+  flt_assert_clean(&base);
+}
+
 /* Outside a dataset's call there is no batch to grow. */
 static void
 grow_outside_a_fill_is_estate(void **state)
@@ -696,6 +763,8 @@ main(void)
       cmocka_unit_test(
           the_budget_counts_held_batches_at_the_class_lately_needed),
       cmocka_unit_test(a_worker_killed_after_it_grew_leaves_no_name),
+      cmocka_unit_test(
+          pinned_segment_grown_without_workers_is_unpinned_while_mapped),
       cmocka_unit_test(grow_outside_a_fill_is_estate),
   };
 

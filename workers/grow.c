@@ -220,7 +220,10 @@ fl__fill_replace(fl__fill_ctx *c, unsigned shift, int copy, char *err,
     copy_batch(c, old.base, os);
   /* The old one: made by this task, it goes now (the parent never had
      it); the parent's, the parent lets go of it at the reply.  Its
-     mapping stays while the call that began in it runs. */
+     mapping stays while the call that began in it runs.  Without
+     workers the parent's is this very mapping: its pin goes first. */
+  if (!old_fresh && c->own != NULL)
+    fl__slot_unpin(c->l, c->own);
   if (c->in_call && c->retired.base == NULL) {
     unmake(c, &old, old_fresh, c->serial, 0);
     c->retired = old;
