@@ -38,6 +38,27 @@ flpy_array_at(flpy_loader *self, PyObject *owner, const void *data,
   return t;
 }
 
+/* Whether a leaf's array lies among the blob's arrays (after its header,
+   before its skeleton): a skeleton is the worker's word, checked before
+   a view is made of it. */
+static int
+leaf_fits(PyObject *segment, long long off, int dtype, PyObject *shape)
+{
+  const flpy_blob *h = (const flpy_blob *)flpy_segment_data(segment);
+  uint64_t bytes = flpy_dtype_size(dtype), dim;
+  Py_ssize_t i, n = PyTuple_Size(shape);
+
+  for (i = 0; i < n; i++) {
+    dim = PyLong_AsUnsignedLongLong(PyTuple_GetItem(shape, i));
+    if (PyErr_Occurred() ||
+        (dim != 0 && bytes > (h->skel_off / dim)))
+      return 0;
+    bytes *= dim;
+  }
+  return off >= (long long)sizeof(flpy_blob) &&
+         (uint64_t)off <= h->skel_off && bytes <= h->skel_off - (uint64_t)off;
+}
+
 static PyObject *
 leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
           PyObject *leaf)
@@ -59,8 +80,11 @@ leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
   kind = (int)PyLong_AsLong(obj);
   if (PyErr_Occurred())
     return NULL;
-  if (dtype < 0 || dtype >= FLPY_NDTYPES || !PyTuple_Check(shape)) {
-    PyErr_SetString(PyExc_RuntimeError, "forkload: a malformed batch");
+  if (dtype < 0 || dtype >= FLPY_NDTYPES || !PyTuple_Check(shape) ||
+      !leaf_fits(segment, off, dtype, shape)) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_RuntimeError, "forkload: a malformed batch (an "
+                    "array outside its segment's arrays)");
     return NULL;
   }
   if (kind == FLPY_LEAF_TENSOR)
