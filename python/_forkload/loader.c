@@ -376,26 +376,34 @@ plan_setup(flpy_loader *self)
   return 0;
 }
 
+/*
+ * The epoch's plan (bytes, pickled) into the plan memfd, with the loader's
+ * lock held: a worker of the last epoch may still be filling one of its
+ * batches and read the plan meanwhile.  With no batch in flight the plan
+ * goes over the last one; otherwise after it, so that no reader's plan is
+ * cut or rewritten; then it is published under the sequence lock.
+ */
 static int
-plan_write(flpy_loader *self, PyObject *plan)
+plan_write(flpy_loader *self, PyObject *bytes)
 {
-  flpy_state *st = flpy_state_of(self->module);
-  PyObject *bytes = PyObject_CallFunction(st->dumps, "Oi", plan, 4);
+  uint64_t *seq = self->src.plan_gen, gen;
+  fl_stats stats;
   char *p;
   Py_ssize_t len;
   size_t left;
   ssize_t n;
-  off_t at = 0;
+  off_t at, start;
 
-  if (bytes == NULL)
+  if (PyBytes_AsStringAndSize(bytes, &p, &len) != 0)
     return -1;
-  if (PyBytes_AsStringAndSize(bytes, &p, &len) != 0) {
-    Py_DECREF(bytes);
-    return -1;
-  }
-  left = (size_t)len;
-  if (ftruncate(self->src.plan_fd, (off_t)left) != 0)
+  if (fl_loader_stats(self->l, &stats) != 0 || stats.in_flight > 0)
+    start = (off_t)self->src.plan_end;
+  else if (ftruncate(self->src.plan_fd, 0) != 0)
     goto fail;
+  else
+    start = 0;
+  at = start;
+  left = (size_t)len;
   while (left > 0) {
     n = pwrite(self->src.plan_fd, p, left, at);
     if (n < 0 && errno == EINTR)
@@ -406,13 +414,16 @@ plan_write(flpy_loader *self, PyObject *plan)
     at += n;
     left -= (size_t)n;
   }
-  self->src.plan_gen[1] = (uint64_t)len;
-  self->src.plan_gen[0]++;
-  Py_DECREF(bytes);
+  self->src.plan_end = (uint64_t)at;
+  gen = __atomic_load_n(&seq[0], __ATOMIC_RELAXED);
+  __atomic_store_n(&seq[0], gen + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_store_n(&seq[1], (uint64_t)len, __ATOMIC_RELAXED);
+  __atomic_store_n(&seq[2], (uint64_t)start, __ATOMIC_RELAXED);
+  __atomic_store_n(&seq[0], gen + 2, __ATOMIC_RELEASE);
   return 0;
 fail:
   PyErr_SetFromErrno(PyExc_OSError);
-  Py_DECREF(bytes);
   return -1;
 }
 
@@ -781,6 +792,8 @@ static int
 begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
       const Py_buffer *state)
 {
+  PyObject *pickled = NULL;
+  Py_ssize_t n = 0;
   int rc;
 
   if (self->closed) {
@@ -790,8 +803,7 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
   if (self->l == NULL && probe_finish(self) != 0)
     return -1;
   if (plan != Py_None) {
-    Py_ssize_t n = PyObject_Length(plan);
-
+    n = PyObject_Length(plan);
     if (n < 0)
       return -1;
     if (self->src.kind != FLPY_PLAN || (size_t)n > self->plan_cap) {
@@ -803,16 +815,29 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
       if (native_plan(self, plan) != 0)
         return -1;
     } else {
-      if (plan_write(self, plan) != 0)
+      /* Written below, under the lock (plan_write). */
+      pickled = PyObject_CallFunction(flpy_state_of(self->module)->dumps,
+                                      "Oi", plan, 4);
+      if (pickled == NULL)
         return -1;
-      self->plan_batches = (size_t)n;
     }
   }
   self->src.base_seed = base_seed;
-  if (self->pinner != NULL && flpy_loader_settle(self, 0) < 0)
+  if (self->pinner != NULL && flpy_loader_settle(self, 0) < 0) {
+    Py_XDECREF(pickled);
     return -1;
+  }
   lock_loader(self);
   flpy_loader_drain(self);
+  if (pickled != NULL) {
+    rc = plan_write(self, pickled);
+    Py_DECREF(pickled);
+    if (rc != 0) {
+      pthread_mutex_unlock(&self->lock);
+      return -1;
+    }
+    self->plan_batches = (size_t)n;
+  }
   rc = fl_loader_set_epoch(self->l, epoch);
   /* A state saved by state_save: this epoch resumes where it stood. */
   if (rc == 0 && state->buf != NULL)

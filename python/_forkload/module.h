@@ -197,10 +197,15 @@ typedef struct {
   size_t room;            /* bytes of one fl batch's blob room */
   uint64_t base_seed;
   /* FLPY_PLAN: the epoch's batches, pickled into a memfd by the parent;
-     a worker maps it again when its generation changes. */
+     a worker reads it again when its generation changes.  The shared
+     page is a sequence lock over where the plan lies: plan_gen[0] the
+     generation (odd while the parent changes it), [1] the length, [2]
+     the offset.  A plan is written where no worker may be reading: over
+     the last one when no batch is in flight, else after it. */
   int plan_fd;
-  volatile uint64_t *plan_gen; /* shared page: generation, length */
+  uint64_t *plan_gen;
   uint64_t plan_seen;
+  uint64_t plan_end;      /* the parent's: where the last plan ends */
   PyObject *plan;         /* the worker's unpickled copy */
   /* In a worker: what went wrong in setup, raised at every batch. */
   PyObject *init_error;   /* bytes: an error blob's skeleton */

@@ -7,8 +7,9 @@
  */
 #include "module.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 static flpy_state *
@@ -71,24 +72,53 @@ fail_batch(flpy_source *src, flpy_writer *w)
   return rc;
 }
 
-/* FLPY_PLAN: the worker's copy of the epoch's batches, mapped again from
-   the parent's memfd when its generation moved on. */
+/* FLPY_PLAN: where the current plan lies, read whole under the parent's
+   sequence lock (module.h): its generation, length and offset. */
+static uint64_t
+plan_where(const flpy_source *src, uint64_t *len, uint64_t *off)
+{
+  uint64_t gen;
+
+  for (;;) {
+    gen = __atomic_load_n(&src->plan_gen[0], __ATOMIC_ACQUIRE);
+    *len = __atomic_load_n(&src->plan_gen[1], __ATOMIC_RELAXED);
+    *off = __atomic_load_n(&src->plan_gen[2], __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (!(gen & 1) &&
+        __atomic_load_n(&src->plan_gen[0], __ATOMIC_RELAXED) == gen)
+      return gen;
+    sched_yield();
+  }
+}
+
+/* FLPY_PLAN: the worker's copy of the epoch's batches, read again from
+   the parent's memfd when its generation moved on (pread: a file that
+   changed under it reads short, never SIGBUS). */
 static PyObject *
 plan_of(flpy_source *src)
 {
-  uint64_t gen = src->plan_gen[0], len = src->plan_gen[1];
+  uint64_t len, off, gen = plan_where(src, &len, &off), got = 0;
   PyObject *bytes;
-  void *at;
+  ssize_t n;
 
   if (src->plan != NULL && gen == src->plan_seen)
     return src->plan;
-  at = mmap(NULL, len ? len : 1, PROT_READ, MAP_SHARED, src->plan_fd, 0);
-  if (at == MAP_FAILED)
-    return PyErr_SetFromErrno(PyExc_OSError);
-  bytes = PyBytes_FromStringAndSize(at, (Py_ssize_t)len);
-  munmap(at, len ? len : 1);
+  bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
   if (bytes == NULL)
     return NULL;
+  while (got < len) {
+    n = pread(src->plan_fd, PyBytes_AsString(bytes) + got, len - got,
+              (off_t)(off + got));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      Py_DECREF(bytes);
+      if (n == 0)
+        errno = EIO;
+      return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    got += (uint64_t)n;
+  }
   Py_XSETREF(src->plan, flpy_call1(state(src)->loads, bytes));
   Py_DECREF(bytes);
   src->plan_seen = gen;
