@@ -917,6 +917,7 @@ class _Iterator:
         self._len_called = dl.__dict__.get("_IterableDataset_len_called")
         self._finished = False
         self._resume_from = resume
+        self._fresh = first
         self._begun = False
         if dl.num_workers > 0:
             self._begin(dl)
@@ -1007,6 +1008,12 @@ class _Iterator:
                         "rank": sampler.rank,
                         "world_size": sampler.num_replicas,
                         "shard_mode": "trim" if sampler.drop_last else "pad"}
+        if self._fresh and dl.num_workers > 0:
+            # torch's iterator with workers calls iter() on the sampler
+            # twice when it is made (its base __init__, then _reset), and
+            # iterates the second: a sampler that draws or counts in
+            # __iter__ itself (not in a generator) sees both calls.
+            iter(dl._index_sampler)
         return {"kind": "plan", "epoch": 0, "plan": list(dl._index_sampler)}
 
     def _make_loader(self, dl):

@@ -160,6 +160,23 @@ class StreamData(tud.IterableDataset):
             yield make(self.shape, i)
 
 
+class Rotating:
+    """A batch_sampler that draws in __iter__ itself, not lazily: each
+    call rotates its batches by one (a sampler counting its epochs by
+    iter() calls sees every call the loader makes)."""
+
+    def __init__(self, batches):
+        self.batches, self.calls = batches, 0
+
+    def __iter__(self):
+        k = self.calls % max(len(self.batches), 1)
+        self.calls += 1
+        return iter(self.batches[k:] + self.batches[:k])
+
+    def __len__(self):
+        return len(self.batches)
+
+
 # --------------------------------------------------------------------------
 # collate_fns (module level: their results cross from the workers pickled)
 # --------------------------------------------------------------------------
@@ -218,6 +235,8 @@ def cases(draw):
         idx = st.integers(0, max(n - 1, 0))
         kw["batch_sampler"] = draw(st.lists(
             st.lists(idx, min_size=1, max_size=4), max_size=5)) if n else []
+        if draw(st.booleans()):
+            kw["batch_sampler"] = Rotating(kw["batch_sampler"])
     case["kw"] = kw
     return case
 

@@ -399,3 +399,98 @@ def test_a_loader_in_a_reference_cycle_ends_its_workers_when_collected():
     del loader, ds
     gc.collect()
     assert wait_until(lambda: all(is_gone(p, os.getpid()) for p in pids), 10)
+
+
+# --------------------------------------------------------------------------
+# A batch_sampler whose epochs differ, persistent workers, epochs cut short
+# --------------------------------------------------------------------------
+
+class Alternating:
+    """Even epochs a long plan (thousands of batches: a plan of many
+    pages), odd epochs two batches."""
+
+    def __init__(self, n):
+        self.n, self.epoch = n, 0
+
+    def _batches(self):
+        if self.epoch % 2 == 0:
+            return [[i % self.n, (7 * i) % self.n] for i in range(3000)]
+        return [[1], [2, 3]]
+
+    def __iter__(self):
+        batches = self._batches()
+        self.epoch += 1
+        return iter(batches)
+
+    def __len__(self):
+        return len(self._batches())
+
+
+def alternating_epochs(cls, epochs=12):
+    loader = cls(list(range(50)), batch_sampler=Alternating(50),
+                 num_workers=2, persistent_workers=True)
+    out = []
+    for e in range(epochs):
+        got = []
+        for b in loader:
+            got.append(b.tolist())
+            if e % 2 == 0 and len(got) == 3:
+                break  # batches still in flight, the next plan smaller
+        out.append(got)
+    del loader
+    return out
+
+
+def test_plans_of_other_sizes_while_batches_are_in_flight_match_torch():
+    assert alternating_epochs(forkload.DataLoader) == \
+        alternating_epochs(tud.DataLoader)
+
+
+class CountingBatches:
+    """A batch_sampler that counts its iter() calls, its batches drawn
+    there (eagerly) from the count."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __iter__(self):
+        self.calls += 1
+        return iter([[self.calls % 4], [(self.calls + 1) % 4]])
+
+    def __len__(self):
+        return 2
+
+
+@pytest.mark.parametrize("kw", [dict(num_workers=0), dict(num_workers=2),
+                                dict(num_workers=2, persistent_workers=True)],
+                         ids=str)
+def test_a_sampler_that_draws_in_iter_sees_torchs_calls(kw):
+    """torch's iterator with workers calls iter() on the batch sampler
+    twice when it is made, and iterates the second."""
+    def epochs(cls):
+        loader = cls(list(range(4)), batch_sampler=CountingBatches(), **kw)
+        return [[b.tolist() for b in loader] for _ in range(3)]
+    assert epochs(forkload.DataLoader) == epochs(tud.DataLoader)
+
+
+# --------------------------------------------------------------------------
+# A skeleton is checked before a view is made of it
+# --------------------------------------------------------------------------
+
+def forged_leaf(batch):
+    """A collate_fn whose result names an array far outside its batch's
+    segment, in the form of the worker's own skeleton (a Leaf)."""
+    from forkload._worker import Leaf
+    if batch[0] == 0:
+        return {"x": Leaf((1 << 40, 9, (4,), 0))}
+    return torch.tensor(batch)
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_an_array_outside_its_segment_is_an_error_not_a_crash(num_workers):
+    it = iter(forkload.DataLoader(list(range(4)), batch_size=2,
+                                  collate_fn=forged_leaf,
+                                  num_workers=num_workers))
+    with pytest.raises(RuntimeError, match="outside its segment"):
+        next(it)
+    assert next(it).tolist() == [2, 3]
