@@ -4,6 +4,23 @@
  * forkload.DataLoader's, already checked and resolved by dataloader.py
  * into what libforkload takes.  The consumer's waits release the GIL and
  * are cut in slices (fl_loader_poll) to answer Ctrl-C and `timeout`.
+ *
+ * Locks, in the order they are taken: the loader's lock (`lock`: one
+ * thread in libforkload at a time), then the GIL, then `pending_lock`.
+ *  - A thread holding the GIL never blocks on `lock`: it tries it, or
+ *    lets the GIL go while it waits (lock_loader, Py_BEGIN_ALLOW_THREADS
+ *    around every call that may wait in libforkload: next, stop, begin's
+ *    wait for an unfinished epoch's batches, destroy).
+ *  - With `lock` held and the GIL let go, libforkload's callbacks take the
+ *    GIL themselves (PyGILState_Ensure): the fork hooks, pin and unpin
+ *    (segment.c), and in a worker the dataset's (worker.c); the log hook
+ *    (hear) takes nothing and calls no Python.
+ *  - `pending_lock` is a leaf: with it held, no Python runs and nothing
+ *    else is taken (a batch taken off the pending list is released after
+ *    it is let go, since a release may unpin).
+ * Python is called with `lock` held only from those callbacks and from
+ * begin (the plan is pickled before the lock, written under it with no
+ * Python).  Teardown that calls Python runs in tp_finalize.
  */
 #include "module.h"
 
