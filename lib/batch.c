@@ -60,6 +60,17 @@ fl__slot_unmap(fl_loader *l, fl_batch *b)
   if (b->seg.base == NULL)
     return;
   fl__stats_segments(l, -1, -(long)b->seg.size, b->seg.fd >= 0 ? -1 : 0);
+  if (!l->foreign && b->pinned && l->hooks_held &&
+      l->nunpin_due < sizeof(l->unpin_due) / sizeof(l->unpin_due[0])) {
+    /* Unpinned after the fork table's lock, then let go of. */
+    l->unpin_due[l->nunpin_due++] = b->seg;
+    b->pinned = 0;
+    b->seg.base = NULL;
+    b->seg.size = 0;
+    b->seg.fd = -1;
+    b->mapped_by = 0;
+    return;
+  }
   if (!l->foreign)
     fl__slot_unpin(l, b);
   fl__fdtrack_lock();
@@ -288,6 +299,10 @@ fl__slot_pin(fl_loader *l, fl_batch *b)
   b->pin_error = b->pin_hook_rc = 0;
   if (!l->opt.pin_memory)
     return;
+  if (l->opt.pin != NULL && l->hooks_held) {
+    l->pin_due = b; /* one reply, one segment mapped */
+    return;
+  }
   if (l->opt.pin == NULL) {
     if (mlock(b->seg.base, b->seg.size) != 0)
       b->pin_error = -errno;
@@ -297,6 +312,27 @@ fl__slot_pin(fl_loader *l, fl_batch *b)
   b->pinned = rc == 0;
   b->pin_hook_rc = rc;
   b->pin_error = rc != 0 ? FL_ENOMEM : 0;
+}
+
+void
+fl__slot_run_due_hooks(fl_loader *l)
+{
+  fl_batch *b = l->pin_due;
+  size_t i;
+
+  for (i = 0; i < l->nunpin_due; i++) {
+    l->opt.unpin(l->unpin_due[i].base, l->unpin_due[i].size,
+                 l->opt.pin_arg);
+    fl__fdtrack_lock();
+    if (l->unpin_due[i].fd >= 0)
+      fl__fdtrack_del(l->unpin_due[i].fd);
+    fl__segment_close(&l->unpin_due[i]);
+    fl__fdtrack_unlock();
+  }
+  l->nunpin_due = 0;
+  l->pin_due = NULL;
+  if (b != NULL && b->seg.base != NULL)
+    fl__slot_pin(l, b);
 }
 
 /* Before the parent unmaps a segment the hook pinned. */

@@ -374,6 +374,8 @@ void fl__slot_hold(fl_loader *l, fl_batch *b);
 /* b's worker is gone: into the pool (fd strategy), or let go. */
 void fl__slot_park(fl_loader *l, fl_batch *b);
 void fl__slot_pin(fl_loader *l, fl_batch *b);
+/* After hooks_held: the hooks held back, run. */
+void fl__slot_run_due_hooks(fl_loader *l);
 void fl__slot_unpin(const fl_loader *l, fl_batch *b);
 void fl__slot_view(fl_loader *l, fl_batch *b);
 /* The layout of b's segment. */
@@ -621,6 +623,14 @@ struct fl_loader {
   int fd_short;         /* the consumer holds nothing and the batch due
                            lacks an fd: only it is asked for again */
   fl_batch *unpinned;   /* whole but unpinned: the next call hands it out */
+  /* While a reply is taken under the fork table's lock (receive.c), the
+     pin and unpin hooks wait until it is let go: a hook may wait for a
+     lock of the caller's (Python's GIL) that a thread holds while it
+     forks a worker, which takes the fork table's lock. */
+  int hooks_held;
+  fl_batch *pin_due;    /* mapped then: pinned after the lock */
+  fl__segment unpin_due[4]; /* unmapped then: unpinned, then closed */
+  size_t nunpin_due;
   fl_batch *pool;       /* idle segments of no live worker, with their fds:
                            granted to the next workers */
   uint64_t sent_count;  /* tasks sent over the loader's life */

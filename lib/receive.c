@@ -322,6 +322,7 @@ fl__receive_one(fl_loader *l, unsigned wi)
    * in another thread: it would keep this segment alive.
    */
   fl__fdtrack_lock();
+  l->hooks_held = 1;
   /*
    * A worker that died with grants unread leaves ECONNRESET, and a
    * SOCK_SEQPACKET read reports it before the replies the worker sent
@@ -330,7 +331,9 @@ fl__receive_one(fl_loader *l, unsigned wi)
   do
     rc = receive_locked(l, wi, &r, &fd);
   while (rc == -ECONNRESET);
+  l->hooks_held = 0;
   fl__fdtrack_unlock();
+  fl__slot_run_due_hooks(l);
   if (rc == FL_EAGAIN)
     return 0;
   if (rc == 0)

@@ -1565,6 +1565,128 @@ pinned(struct pin_log *p, const void *a, size_t len)
   return 0;
 }
 
+/* A lock of the caller's runtime (Python's GIL): the fork hooks hold it
+   around a fork, and the pin hook takes it. */
+struct runtime {
+  pthread_mutex_t lock;
+  int in_pin, forking, timed_out;
+  int first_done;
+};
+
+static void
+runtime_fork_before(void *arg)
+{
+  struct runtime *r = arg;
+
+  pthread_mutex_lock(&r->lock);
+  __atomic_store_n(&r->forking, 1, __ATOMIC_RELEASE);
+}
+
+static void
+runtime_fork_after(void *arg)
+{
+  struct runtime *r = arg;
+
+  __atomic_store_n(&r->forking, 0, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&r->lock);
+}
+
+/* The first pin waits (bounded) until the other thread forks, holding
+   the runtime's lock, then takes it: 5 s without it is a deadlock. */
+static int
+runtime_pin(void *addr, size_t len, void *arg)
+{
+  struct runtime *r = arg;
+  struct timespec ts;
+  int i;
+
+  (void)addr;
+  (void)len;
+  if (r->first_done++)
+    return 0;
+  __atomic_store_n(&r->in_pin, 1, __ATOMIC_RELEASE);
+  for (i = 0; i < 2000 && !__atomic_load_n(&r->forking, __ATOMIC_ACQUIRE);
+       i++)
+    usleep(1000);
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 5;
+  if (pthread_mutex_timedlock(&r->lock, &ts) != 0) {
+    r->timed_out = 1;
+    return 0;
+  }
+  pthread_mutex_unlock(&r->lock);
+  return 0;
+}
+
+static void
+runtime_unpin(void *addr, size_t len, void *arg)
+{
+  (void)addr;
+  (void)len;
+  (void)arg;
+}
+
+/* The other thread: once the first pin is under way, begin a loader
+   whose workers are forked under the runtime's lock. */
+struct forker {
+  fl_loader *l;
+  struct runtime *r;
+};
+
+static void *
+fork_when_pinning(void *arg)
+{
+  struct forker *f = arg;
+  int i;
+
+  for (i = 0; i < 5000 && !__atomic_load_n(&f->r->in_pin, __ATOMIC_ACQUIRE);
+       i++)
+    usleep(1000);
+  return (void *)(intptr_t)fl_loader_begin(f->l);
+}
+
+/*
+ * The pin hook may take a lock of the caller's runtime (Python's GIL)
+ * that another thread holds while it forks a worker of another loader,
+ * which takes libforkload's fork table lock: the hook is called with that
+ * lock let go, so both go on.
+ */
+static void
+pin_hook_waiting_for_a_thread_that_forks_does_not_deadlock(void **state)
+{
+  struct runtime r = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+  struct forker other = {NULL, &r};
+  fl_options opt;
+  flt_case f;
+  pthread_t t;
+  void *rc;
+
+  (void)state;
+  flt_case_init(&f, 32, 64);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 1;
+  f.opt.pin_memory = 1;
+  f.opt.pin = runtime_pin;
+  f.opt.unpin = runtime_unpin;
+  f.opt.pin_arg = &r;
+  flt_case_start(&f);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 1;
+  opt.fork_before = runtime_fork_before;
+  opt.fork_after = runtime_fork_after;
+  opt.fork_arg = &r;
+  assert_int_equal(fl_loader_create(&other.l, &f.ds, &opt), 0);
+  assert_int_equal(pthread_create(&t, NULL, fork_when_pinning, &other), 0);
+  assert_int_equal(flt_drain(f.l, 0), 8);
+  assert_int_equal(pthread_join(t, &rc), 0);
+  assert_int_equal((intptr_t)rc, 0);
+  assert_int_equal(r.timed_out, 0);
+  assert_int_equal(flt_drain(other.l, 0), 8);
+  fl_loader_destroy(other.l);
+  flt_case_end(&f);
+}
+
 /*
  * pin and unpin hooks (cudaHostRegister and cudaHostUnregister for a CUDA
  * trainer): each segment pinned once, in the parent, before its first
@@ -1898,6 +2020,8 @@ main(void)
       cmocka_unit_test(pin_memory_locks_segments_within_the_memlock_limit),
       cmocka_unit_test(
           pin_hooks_pin_each_segment_once_and_unpin_it_before_unmapping),
+      cmocka_unit_test(
+          pin_hook_waiting_for_a_thread_that_forks_does_not_deadlock),
       cmocka_unit_test(
           pin_memory_beyond_the_memlock_limit_says_so_and_loses_nothing),
   };
