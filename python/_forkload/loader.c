@@ -8,9 +8,12 @@
  * Locks, in the order they are taken: the loader's lock (`lock`: one
  * thread in libforkload at a time), then the GIL, then `pending_lock`.
  *  - A thread holding the GIL never blocks on `lock`: it tries it, or
- *    lets the GIL go while it waits (lock_loader, Py_BEGIN_ALLOW_THREADS
- *    around every call that may wait in libforkload: next, stop, begin's
- *    wait for an unfinished epoch's batches, destroy).
+ *    lets the GIL go while it waits (lock_loader).
+ *  - Nor does it call libforkload, but for calls that take none of its
+ *    locks (state_save, len): libforkload calls the pin and unpin hooks
+ *    with its process-wide fork table lock held, and they take the GIL,
+ *    so a call that takes that lock (create, begin, release, stats,
+ *    stop, next, destroy) is made with the GIL let go.
  *  - With `lock` held and the GIL let go, libforkload's callbacks take the
  *    GIL themselves (PyGILState_Ensure): the fork hooks, pin and unpin
  *    (segment.c), and in a worker the dataset's (worker.c); the log hook
@@ -114,7 +117,9 @@ lock_loader(flpy_loader *self)
   Py_END_ALLOW_THREADS
 }
 
-/* With the lock held. */
+/* With the lock held and the GIL let go: an unfinished epoch's batches
+   still being filled are waited for, workers forked (fork_before takes
+   the GIL). */
 static int
 fork_begin(flpy_loader *self)
 {
@@ -122,19 +127,12 @@ fork_begin(flpy_loader *self)
               !(self->opt.persistent_workers && self->workers_up);
   int rc;
 
-  if (!forks) {
-    /* An unfinished epoch's batches still being filled are waited for:
-       let other threads run (the callbacks take the GIL they need). */
-    Py_BEGIN_ALLOW_THREADS
-    rc = fl_loader_begin(self->l);
-    Py_END_ALLOW_THREADS
-    return rc;
-  }
   /* New workers: no state of an earlier one to take. */
-  if (self->src.rng != NULL)
+  if (forks && self->src.rng != NULL)
     memset(self->src.rng, 0, flpy_rng_bytes(self->src.rng_workers));
   rc = fl_loader_begin(self->l);
-  self->workers_up = rc == 0;
+  if (forks)
+    self->workers_up = rc == 0;
   return rc;
 }
 
@@ -286,6 +284,8 @@ create(flpy_loader *self, size_t room)
   int rc;
 
   room = (room + FLPY_ALIGN - 1) & ~(size_t)(FLPY_ALIGN - 1);
+  /* fl_loader_create takes libforkload's fork table lock, which a thread
+     may hold while its pin hook waits for the GIL: never with the GIL. */
   self->src.room = room;
   if (self->src.kind == FLPY_ITERABLE) {
     memset(&it, 0, sizeof(it));
@@ -294,14 +294,18 @@ create(flpy_loader *self, size_t room)
     it.open = flpy_source_open;
     it.next = flpy_source_next;
     it.close = flpy_source_close;
+    Py_BEGIN_ALLOW_THREADS
     rc = fl_loader_create_iterable(&self->l, &it, &self->opt);
+    Py_END_ALLOW_THREADS
   } else {
     memset(&ds, 0, sizeof(ds));
     ds.ctx = &self->src;
     ds.len = self->length;
     ds.sample_bytes = room;
     ds.get_batch = flpy_source_get_batch;
+    Py_BEGIN_ALLOW_THREADS
     rc = fl_loader_create(&self->l, &ds, &self->opt);
+    Py_END_ALLOW_THREADS
   }
   if (rc != 0) {
     raise_fl(self, rc, fl_loader_error(NULL));
@@ -322,10 +326,12 @@ create_native(flpy_loader *self)
   self->src.room = 0;
   for (f = 0; f < nd->nfields; f++)
     self->src.room += nd->field_bytes[f];
+  Py_BEGIN_ALLOW_THREADS
   if (nd->iterable)
     rc = fl_loader_create_iterable(&self->l, &nd->it, &self->opt);
   else
     rc = fl_loader_create(&self->l, &nd->ds, &self->opt);
+  Py_END_ALLOW_THREADS
   if (rc != 0) {
     raise_fl(self, rc, fl_loader_error(NULL));
     return -1;
@@ -845,7 +851,6 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
     return -1;
   }
   lock_loader(self);
-  flpy_loader_drain(self);
   if (pickled != NULL) {
     rc = plan_write(self, pickled);
     Py_DECREF(pickled);
@@ -855,12 +860,15 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
     }
     self->plan_batches = (size_t)n;
   }
+  Py_BEGIN_ALLOW_THREADS
+  flpy_loader_drain(self);
   rc = fl_loader_set_epoch(self->l, epoch);
   /* A state saved by state_save: this epoch resumes where it stood. */
   if (rc == 0 && state->buf != NULL)
     rc = fl_loader_state_load(self->l, state->buf, (size_t)state->len);
   if (rc == 0)
     rc = fork_begin(self);
+  Py_END_ALLOW_THREADS
   pthread_mutex_unlock(&self->lock);
   if (rc != 0) {
     raise_fl(self, rc, fl_loader_error(self->l));
@@ -1022,8 +1030,10 @@ loader_read(flpy_loader *self, fl_stats *st, fl_budget *b)
     return -1;
   }
   lock_loader(self);
+  Py_BEGIN_ALLOW_THREADS
   rc = st != NULL ? fl_loader_stats(self->l, st)
                   : fl_loader_budget(self->l, b);
+  Py_END_ALLOW_THREADS
   pthread_mutex_unlock(&self->lock);
   if (rc != 0) {
     raise_fl(self, rc, fl_loader_error(self->l));
@@ -1227,9 +1237,9 @@ loader_finalize(PyObject *op)
        one. */
     if (self->pinner != NULL)
       flpy_loader_settle(self, 1);
-    flpy_loader_drain(self);
     /* Reaping the workers can wait: let other threads run. */
     Py_BEGIN_ALLOW_THREADS
+    flpy_loader_drain(self);
     fl_loader_destroy(self->l);
     Py_END_ALLOW_THREADS
     self->l = NULL;
