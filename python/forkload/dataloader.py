@@ -7,6 +7,7 @@ import inspect
 import math
 import threading
 import types
+import typing
 import warnings
 import weakref
 
@@ -306,7 +307,12 @@ class _SimpleBatchSampler:
         return (len(self.sampler) + self.batch_size - 1) // self.batch_size
 
 
-class DataLoader(_TorchDataLoader):
+# DataLoader[T], as torch's is generic (Generic[T_co]).
+_T_co = typing.TypeVar("_T_co", covariant=True)
+
+
+class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
+                 typing.Generic[_T_co]):
     r"""Batches of a dataset, made by forked workers in shared memory.
 
     A drop-in for :class:`torch.utils.data.DataLoader`: it accepts the same
@@ -709,6 +715,7 @@ class DataLoader(_TorchDataLoader):
         self._IterableDataset_len_called = None  # read by torch's code
         self._resume = None
         self._rooms = {}
+        self._fl_box = [None]  # a weak reference to the latest Loader
         self.__initialized = True
         _check_worker_number(self)
 
@@ -816,7 +823,7 @@ class DataLoader(_TorchDataLoader):
         if it is not None and it._pending is not None and \
                 it._loader is not None:
             it._start_workers()
-        fl = getattr(self, "_last_fl", lambda: None)()
+        fl = self._fl_box[0]() if self._fl_box[0] is not None else None
         if fl is None:
             raise RuntimeError("forkload: no loader to ask: iter(loader) "
                                "first (an epoch over, its batches gone, "
@@ -890,6 +897,7 @@ class _Iterator:
         self._iterable = loader._iterable
         self._index_sampler = loader._index_sampler
         self._rooms = loader._rooms
+        self._fl_box = loader._fl_box
         self._loader = None
         self._pin, self._pin_device = _pin_mode(loader)
         if loader.num_workers > 0 and loader.prefetch_factor is not None \
@@ -899,6 +907,11 @@ class _Iterator:
                                  "for MultiProcessingDataLoaderIter")
         self._pending = None
         self._plan_cap = 0
+        # Starting an epoch's workers happens once, in whichever thread
+        # gets there first: the consumer's next(), or stats() and budget()
+        # asked from another thread.
+        self._lock = threading.RLock()
+        self._begun = False
         self._start(loader, first=True)
         loader._last_iterator = weakref.ref(self)
 
@@ -906,6 +919,10 @@ class _Iterator:
     # base seed, then the sampler's seed at its first next(): at iter()
     # with workers, which prefetch, and at the first batch without.
     def _start(self, dl, first):
+        with self._lock:
+            self._start_locked(dl, first)
+
+    def _start_locked(self, dl, first):
         resume = dl._resume
         dl._resume = None
         if resume is not None:
@@ -923,6 +940,11 @@ class _Iterator:
             self._begin(dl)
 
     def _begin(self, dl):
+        with self._lock:
+            if not self._begun:
+                self._begin_locked(dl)
+
+    def _begin_locked(self, dl):
         resume = self._resume_from
         self._resume_from = None
         if resume is not None:
@@ -950,9 +972,16 @@ class _Iterator:
             self._start_workers()
 
     def _start_workers(self):
-        self._loader.begin(*self._pending)
-        self._pending = None
-        self._rooms[self._order["kind"]] = self._loader.room
+        with self._lock:
+            if self._pending is None or self._loader is None:
+                return
+            self._loader.begin(*self._pending)
+            self._pending = None
+            self._rooms[self._order["kind"]] = self._loader.room
+            # stats() and budget() ask it as long as it lives (its batches
+            # keep it after the epoch): once its workers are started, so
+            # that another thread never finds one still measuring.
+            self._fl_box[0] = weakref.ref(self._loader)
 
     def _draw_order(self, dl):
         """What libforkload needs for this epoch's order: a recognised
@@ -1089,9 +1118,6 @@ class _Iterator:
             args["room"] = dl._rooms[kind]  # measured for an earlier epoch
         self._loader = _forkload.Loader(dataset, kind, collate, setup,
                                         **args)
-        # stats() and budget() ask it as long as it lives (its batches
-        # keep it after the epoch).
-        dl._last_fl = weakref.ref(self._loader)
         with _live_lock:
             _live.add(self._loader)
 

@@ -5,7 +5,7 @@
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from multiprocessing.context import BaseContext
-from typing import Any, Literal, Protocol, type_check_only
+from typing import Any, Generic, Literal, Protocol, TypeVar, type_check_only
 
 from forkload._worker import get_worker_info as get_worker_info
 
@@ -18,7 +18,9 @@ class _MapStyle(Protocol):
 
     def __getitem__(self, index: int, /) -> Any: ...
 
-class DataLoader:
+_T_co = TypeVar("_T_co", covariant=True)
+
+class DataLoader(Generic[_T_co]):
     dataset: Any
     batch_size: int | None
     drop_last: bool
