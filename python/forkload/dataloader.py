@@ -395,8 +395,10 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             or a closure will do. (default: ``None``)
         multiprocessing_context (str or multiprocessing.context.BaseContext,
             optional): accepted as ``None``, ``'fork'`` or a fork context,
-            since forkload always forks its workers; any other
-            (``'spawn'``, ``'forkserver'``) raises ``ValueError``.
+            since forkload always forks its workers; what torch refuses is
+            torch's exception (``TypeError`` for a value neither a name nor
+            a context); ``'spawn'`` and ``'forkserver'`` raise
+            ``ValueError``.
             (default: ``None``)
         generator (torch.Generator, optional): the generator that draws the
             workers' ``base_seed`` and the shuffled order, instead of torch's
@@ -411,7 +413,11 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         persistent_workers (bool, optional): ``True`` keeps the same workers,
             and their copies of the dataset, from one epoch to the next
             instead of forking new ones at each ``iter()``. It needs
-            ``num_workers > 0``. (default: ``False``)
+            ``num_workers > 0``. As torch's, the iterator keeps what it
+            needs, not the loader: ``for b in DataLoader(...)`` with no
+            name kept for the loader gets every batch, and ``del loader``
+            ends the workers unless the iterator is held elsewhere.
+            (default: ``False``)
         pin_memory_device (str, optional): taken as the installed torch
             takes it: torch 1.13 pins for this device (and warns when
             :attr:`pin_memory` is off), torch 2 warns that the argument is

@@ -494,3 +494,8 @@ def test_an_array_outside_its_segment_is_an_error_not_a_crash(num_workers):
     with pytest.raises(RuntimeError, match="outside its segment"):
         next(it)
     assert next(it).tolist() == [2, 3]
+
+
+def test_dataloader_is_generic_as_torchs():
+    assert forkload.DataLoader[list] is not None
+    assert tud.DataLoader[list] is not None
