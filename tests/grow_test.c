@@ -84,6 +84,17 @@ g_get(void *ctx, size_t index, void *dst, size_t *nbytes)
   return 0;
 }
 
+/* A dataset of s's samples, read by g_get. */
+static void
+sized_dataset(fl_dataset *ds, struct sized *s)
+{
+  memset(ds, 0, sizeof(*ds));
+  ds->ctx = s;
+  ds->len = s->len;
+  ds->sample_bytes = s->base;
+  ds->get = g_get;
+}
+
 static int
 g_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
             size_t *nbytes)
@@ -458,11 +469,7 @@ a_batch_that_cannot_fit_is_an_error_at_its_position(void **state)
   }
   s.huge = SIZE_MAX / 8;
   flt_baseline_take(&base);
-  memset(&ds, 0, sizeof(ds));
-  ds.ctx = &s;
-  ds.len = s.len;
-  ds.sample_bytes = s.base;
-  ds.get = g_get;
+  sized_dataset(&ds, &s);
   fl_options_init(&opt);
   opt.batch_size = 4;
   opt.num_workers = 1;
@@ -488,11 +495,7 @@ the_error_names_the_size_and_the_limit(void **state)
   flt_tree_put("/proc/meminfo", "MemTotal: 16384 kB\n"
                                 "MemAvailable: 8192 kB\n");
   flt_baseline_take(&base);
-  memset(&ds, 0, sizeof(ds));
-  ds.ctx = &s;
-  ds.len = s.len;
-  ds.sample_bytes = s.base;
-  ds.get = g_get;
+  sized_dataset(&ds, &s);
   fl_options_init(&opt);
   opt.batch_size = 4;
   opt.num_workers = 1;
@@ -588,11 +591,7 @@ the_budget_counts_held_batches_at_the_class_lately_needed(void **state)
 
   (void)state;
   flt_baseline_take(&base);
-  memset(&ds, 0, sizeof(ds));
-  ds.ctx = &s;
-  ds.len = s.len;
-  ds.sample_bytes = s.base;
-  ds.get = g_get;
+  sized_dataset(&ds, &s);
   fl_options_init(&opt);
   opt.batch_size = 4;
   opt.num_workers = 1;
@@ -708,11 +707,7 @@ pinned_segment_grown_without_workers_is_unpinned_while_mapped(void **state)
 
   (void)state;
   flt_baseline_take(&base);
-  memset(&ds, 0, sizeof(ds));
-  ds.ctx = &s;
-  ds.len = s.len;
-  ds.sample_bytes = s.base;
-  ds.get = g_get;
+  sized_dataset(&ds, &s);
   fl_options_init(&opt);
   opt.batch_size = 5;
   opt.pin_memory = 1;

@@ -139,7 +139,10 @@ import sys
 sys.modules["torch"] = None
 import numpy as np
 import forkload
-assert forkload.DataLoader.__bases__ == (object,), forkload.DataLoader.__mro__
+import typing
+# Generic (DataLoader[T]) as torch's is, but no torch class.
+assert forkload.DataLoader.__bases__ == (typing.Generic,), forkload.DataLoader.__mro__
+assert forkload.DataLoader[int] is not None
 loader = forkload.DataLoader(np.arange(10, dtype=np.int64), batch_size=4,
                              num_workers=2, multiprocessing_context="fork")
 assert loader.tensor_type == "numpy" and loader.multiprocessing_context == "fork"
