@@ -60,7 +60,7 @@ fl__slot_unmap(fl_loader *l, fl_batch *b)
   if (b->seg.base == NULL)
     return;
   fl__stats_segments(l, -1, -(long)b->seg.size, b->seg.fd >= 0 ? -1 : 0);
-  if (!l->foreign && b->pinned && l->hooks_held &&
+  if (!l->foreign && b->pinned && l->hooks_held && l->opt.unpin != NULL &&
       l->nunpin_due < sizeof(l->unpin_due) / sizeof(l->unpin_due[0])) {
     /* Unpinned after the fork table's lock, then let go of. */
     l->unpin_due[l->nunpin_due++] = b->seg;
