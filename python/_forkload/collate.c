@@ -388,6 +388,10 @@ copy_strided(unsigned char *dst, const unsigned char *src, int ndim,
       contiguous = 0;
     inner *= (size_t)shape[d];
   }
+  /* An empty array has nothing to copy, and DLPack may give it no data
+     pointer at all. */
+  if (inner == 0)
+    return;
   if (contiguous) {
     memcpy(dst, src, inner);
     return;

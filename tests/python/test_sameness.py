@@ -499,3 +499,13 @@ def test_an_array_outside_its_segment_is_an_error_not_a_crash(num_workers):
 def test_dataloader_is_generic_as_torchs():
     assert forkload.DataLoader[list] is not None
     assert tud.DataLoader[list] is not None
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_empty_arrays_collate_as_torchs(num_workers):
+    """Found by the fuzzer under UBSan: an empty tensor's DLPack data
+    pointer may be NULL, and copying its 0 bytes from it was undefined."""
+    ds = FnDataset(4, lambda i: {"t": torch.zeros(0), "a": np.zeros((2, 0)),
+                                 "i": i})
+    fl, th = both(ds, batch_size=2, num_workers=num_workers)
+    assert_batches_same(fl, th)
