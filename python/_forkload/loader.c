@@ -10,10 +10,12 @@
  *  - A thread holding the GIL never blocks on `lock`: it tries it, or
  *    lets the GIL go while it waits (lock_loader).
  *  - Nor does it call libforkload, but for calls that take none of its
- *    locks (state_save, len): libforkload calls the pin and unpin hooks
- *    with its process-wide fork table lock held, and they take the GIL,
- *    so a call that takes that lock (create, begin, release, stats,
- *    stop, next, destroy) is made with the GIL let go.
+ *    locks (state_save, len): a thread waiting for libforkload's
+ *    process-wide fork table lock must not hold what its holder may wait
+ *    for (the fork hooks take the GIL, and so did the pin hooks under
+ *    that lock until libforkload ran them after it), so a call that takes
+ *    that lock (create, begin, release, stats, stop, next, destroy) is
+ *    made with the GIL let go.
  *  - With `lock` held and the GIL let go, libforkload's callbacks take the
  *    GIL themselves (PyGILState_Ensure): the fork hooks, pin and unpin
  *    (segment.c), and in a worker the dataset's (worker.c); the log hook
@@ -284,8 +286,8 @@ create(flpy_loader *self, size_t room)
   int rc;
 
   room = (room + FLPY_ALIGN - 1) & ~(size_t)(FLPY_ALIGN - 1);
-  /* fl_loader_create takes libforkload's fork table lock, which a thread
-     may hold while its pin hook waits for the GIL: never with the GIL. */
+  /* fl_loader_create takes libforkload's fork table lock: never with the
+     GIL (the lock order at the top of this file). */
   self->src.room = room;
   if (self->src.kind == FLPY_ITERABLE) {
     memset(&it, 0, sizeof(it));

@@ -67,8 +67,8 @@ flpy_loader_release(flpy_loader *self, fl_batch *b)
   if (self->owner != getpid())
     return; /* a worker's copy of a consumer's batch */
   if (pthread_mutex_trylock(&self->lock) == 0) {
-    /* Without the GIL: a release may take libforkload's fork table lock,
-       which its holder may keep while its pin hook waits for the GIL. */
+    /* Without the GIL: a release may take libforkload's fork table lock
+       (the lock order at the top of loader.c). */
     Py_BEGIN_ALLOW_THREADS
     fl_batch_release(b);
     Py_END_ALLOW_THREADS
