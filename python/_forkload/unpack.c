@@ -47,14 +47,21 @@ leaf_fits(PyObject *segment, long long off, int dtype, PyObject *shape)
   const flpy_blob *h = (const flpy_blob *)flpy_segment_data(segment);
   uint64_t bytes = flpy_dtype_size(dtype), dim;
   Py_ssize_t i, n = PyTuple_Size(shape);
+  int overflow = 0, empty = 0;
 
+  /* An empty array (a dimension of 0) has no bytes, whatever the other
+     dimensions are. */
   for (i = 0; i < n; i++) {
     dim = PyLong_AsUnsignedLongLong(PyTuple_GetItem(shape, i));
-    if (PyErr_Occurred() ||
-        (dim != 0 && bytes > (h->skel_off / dim)))
+    if (PyErr_Occurred())
       return 0;
-    bytes *= dim;
+    empty |= dim == 0;
+    overflow |= __builtin_mul_overflow(bytes, dim, &bytes);
   }
+  if (empty)
+    bytes = 0;
+  else if (overflow)
+    return 0;
   return off >= (long long)sizeof(flpy_blob) &&
          (uint64_t)off <= h->skel_off && bytes <= h->skel_off - (uint64_t)off;
 }
