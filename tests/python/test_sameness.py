@@ -502,10 +502,13 @@ def test_dataloader_is_generic_as_torchs():
 
 
 @pytest.mark.parametrize("num_workers", WORKERS)
-def test_empty_arrays_collate_as_torchs(num_workers):
+@pytest.mark.parametrize("batch_size", [2, 64])
+def test_empty_arrays_collate_as_torchs(num_workers, batch_size):
     """Found by the fuzzer under UBSan: an empty tensor's DLPack data
-    pointer may be NULL, and copying its 0 bytes from it was undefined."""
-    ds = FnDataset(4, lambda i: {"t": torch.zeros(0), "a": np.zeros((2, 0)),
-                                 "i": i})
-    fl, th = both(ds, batch_size=2, num_workers=num_workers)
+    pointer may be NULL, and copying its 0 bytes from it was undefined;
+    and by torch's own tests (test_large_sampler_indices): a batch of 64
+    empty samples, (64, 0), was refused as outside its segment."""
+    ds = FnDataset(128, lambda i: {"t": torch.zeros(0),
+                                   "a": np.zeros((2, 0)), "i": i})
+    fl, th = both(ds, batch_size=batch_size, num_workers=num_workers)
     assert_batches_same(fl, th)
