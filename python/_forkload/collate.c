@@ -52,18 +52,16 @@ flpy_dtype_name(int dtype)
 }
 
 void
-flpy_writer_init(flpy_writer *w, void *base, size_t cap, int grow)
+flpy_writer_init(flpy_writer *w, void *base, size_t cap)
 {
   w->base = base;
   w->cap = cap;
   w->len = sizeof(flpy_blob);
-  w->grow = grow;
   w->nleaves = 0;
   w->data = 0;
   w->over = 0;
   w->room_at = NULL;
   w->samples = 0;
-  w->grow_rc = 0;
 }
 
 void
@@ -76,7 +74,7 @@ flpy_writer_segment(flpy_writer *w, size_t *nbytes, size_t samples)
 /*
  * Past a segment's room: the batch moves to a segment whose room holds
  * `need` bytes (libforkload makes it, admitted first, and moves what was
- * written).  A failure is kept: the writer counts on with nowhere to
+ * written).  On a failure the writer counts on with nowhere to
  * write, and the batch becomes an error that says why.
  */
 static void
@@ -87,7 +85,6 @@ grow_segment(flpy_writer *w, size_t need)
 
   rc = fl_worker_grow(0, (need + w->samples - 1) / w->samples, &dst);
   if (rc != 0) {
-    w->grow_rc = rc;
     w->room_at = NULL; /* no second try for this batch */
     return;
   }
@@ -95,35 +92,13 @@ grow_segment(flpy_writer *w, size_t need)
   w->cap = *w->room_at * w->samples;
 }
 
-void
-flpy_writer_free(flpy_writer *w)
-{
-  if (w->grow)
-    free(w->base);
-  w->base = NULL;
-}
-
 int64_t
 flpy_writer_reserve(flpy_writer *w, size_t n, unsigned char **at)
 {
   size_t off = (w->len + FLPY_ALIGN - 1) & ~(size_t)(FLPY_ALIGN - 1);
-  size_t cap;
-  unsigned char *grown;
 
   if (off + n > w->cap && w->room_at != NULL && !w->over)
     grow_segment(w, off + n);
-  if (off + n > w->cap && w->grow) {
-    cap = w->cap ? w->cap : 65536;
-    while (cap < off + n)
-      cap *= 2;
-    grown = realloc(w->base, cap);
-    if (grown == NULL) {
-      PyErr_NoMemory();
-      return -1;
-    }
-    w->base = grown;
-    w->cap = cap;
-  }
   w->len = off + n;
   w->data += n;
   if (w->len > w->cap) {
@@ -513,8 +488,6 @@ stack_arrays(flpy_state *st, PyObject *samples, flpy_writer *w)
     return NULL;
   each = array_bytes(&first);
   off = flpy_writer_reserve(w, each * (size_t)n, &at);
-  if (off < 0)
-    goto out;
   for (i = 0; i < n; i++) {
     PyObject *o = PyList_GetItem(samples, i), *name;
 
@@ -570,14 +543,11 @@ write_array(flpy_state *st, PyObject *o, int kind, flpy_writer *w)
   if (array_of(st, o, &a) != 0)
     return NULL;
   off = flpy_writer_reserve(w, array_bytes(&a), &at);
-  if (off >= 0) {
-    if (at != NULL)
-      copy_strided(at, a.data, a.ndim, a.shape, a.strides,
-                   dtypes[a.dtype].size);
-    w->nleaves++;
-    leaf = leaf_new(st, off, a.dtype, shape_tuple(-1, a.shape, a.ndim),
-                    kind);
-  }
+  if (at != NULL)
+    copy_strided(at, a.data, a.ndim, a.shape, a.strides,
+                 dtypes[a.dtype].size);
+  w->nleaves++;
+  leaf = leaf_new(st, off, a.dtype, shape_tuple(-1, a.shape, a.ndim), kind);
   array_drop(&a);
   return leaf;
 }
@@ -603,8 +573,6 @@ stack_numbers(flpy_state *st, PyObject *samples, int is_float,
       dtype = FLPY_INT64;
   }
   off = flpy_writer_reserve(w, (size_t)n * dtypes[dtype].size, &at);
-  if (off < 0)
-    return NULL;
   for (i = 0; i < n; i++) {
     PyObject *o = PyList_GetItem(samples, i), *name;
 
@@ -997,11 +965,11 @@ flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
     if (bytes == NULL)
       return -1;
   }
-  if (PyBytes_AsStringAndSize(bytes, &skel, &len) != 0 ||
-      (off = flpy_writer_reserve(w, (size_t)len, &at)) < 0) {
+  if (PyBytes_AsStringAndSize(bytes, &skel, &len) != 0) {
     Py_DECREF(bytes);
     return -1;
   }
+  off = flpy_writer_reserve(w, (size_t)len, &at);
   if (at != NULL)
     memcpy(at, skel, (size_t)len);
   if (!w->over) {

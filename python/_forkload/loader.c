@@ -182,102 +182,6 @@ stop_workers(flpy_loader *self)
   return rc;
 }
 
-/*
- * The room of a batch, measured: a child forked for it collates one sample
- * as a batch of one into a growing buffer and writes its size to a pipe
- * (the blob's bytes, its skeleton's, its arrays'; all 0 when it failed),
- * leaving the consumer's random state and memory as they were.  It runs
- * while the consumer goes on; the first batch waits for it.
- */
-static int
-probe_start(flpy_loader *self, PyObject *keys)
-{
-  uint64_t reply[3] = {0, 0, 0};
-  int fds[2];
-  pid_t pid;
-  flpy_writer w;
-  flpy_blob *h;
-  PyObject *r;
-
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    PyErr_SetFromErrno(PyExc_OSError);
-    return -1;
-  }
-  PyOS_BeforeFork();
-  pid = fork();
-  if (pid == 0) {
-    PyOS_AfterFork_Child();
-    close(fds[0]);
-    r = PyObject_CallMethod(flpy_state_of(self->module)->worker_module,
-                            "one_thread", NULL);
-    if (r == NULL)
-      _exit(1); /* no reply: the room of a probe that failed */
-    Py_DECREF(r);
-    if (self->src.batch_size > 1)
-      self->src.batch_size = 1; /* this child's copy: a batch of one */
-    flpy_writer_init(&w, NULL, 0, 1);
-    if (self->src.kind == FLPY_ITERABLE)
-      flpy_source_open(&self->src, NULL);
-    if (flpy_source_fill(&self->src, keys == Py_None ? NULL : keys, &w) ==
-            1 && (h = (flpy_blob *)w.base)->kind == FLPY_BLOB_BATCH) {
-      reply[0] = w.len;
-      reply[1] = h->skel_len;
-      reply[2] = h->data_bytes;
-    }
-    _exit(write(fds[1], reply, sizeof(reply)) == sizeof(reply) ? 0 : 1);
-  }
-  PyOS_AfterFork_Parent();
-  close(fds[1]);
-  if (pid < 0) {
-    close(fds[0]);
-    PyErr_SetFromErrno(PyExc_OSError);
-    return -1;
-  }
-  self->probe_pid = pid;
-  self->probe_fd = fds[0];
-  return 0;
-}
-
-/* The probe's child goes, whatever it was doing. */
-static void
-probe_end(flpy_loader *self, int kill_it)
-{
-  int status;
-
-  if (self->probe_pid <= 0)
-    return;
-  if (kill_it)
-    kill(self->probe_pid, SIGKILL);
-  Py_BEGIN_ALLOW_THREADS
-  while (waitpid(self->probe_pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  Py_END_ALLOW_THREADS
-  close(self->probe_fd);
-  self->probe_pid = 0;
-  self->probe_fd = -1;
-}
-
-/*
- * Bytes of one libforkload sample's room, from the probe's batch of one:
- * its arrays and the whole overhead (header, skeleton, alignment), so that
- * a map-style batch of n samples, which gets n rooms, holds its n samples'
- * arrays and one overhead.  A skeleton that carries data (strings, pickled
- * objects) grows with each sample, and either part may double from one
- * sample to the next.  A probe that failed leaves a megabyte.  An error's
- * record always fits: wrap() cuts a traceback to the room.
- */
-static size_t
-room_of(const uint64_t reply[3])
-{
-  uint64_t total = reply[0], skel = reply[1], data = reply[2];
-
-  if (total == 0)
-    return 1 << 20;
-  if (skel < 4096)
-    return (size_t)(total + 4096);
-  return (size_t)(2 * (data + skel) + (total - data - skel) + 4096);
-}
-
 static int
 create(flpy_loader *self, size_t room)
 {
@@ -317,7 +221,7 @@ create(flpy_loader *self, size_t room)
 }
 
 /* Over a built-in dataset: its own fl_dataset or fl_iterable, whose
-   sizes are known (no probe). */
+   sizes are known. */
 static int
 create_native(flpy_loader *self)
 {
@@ -339,45 +243,6 @@ create_native(flpy_loader *self)
     return -1;
   }
   return 0;
-}
-
-/*
- * Wait for the probe (the GIL released, Ctrl-C and `timeout` heard, as
- * for a batch), then make the loader for the room it measured.  A timeout
- * leaves the probe running, for the next call.
- */
-static int
-probe_finish(flpy_loader *self)
-{
-  double deadline = self->timeout > 0 ? now() + self->timeout : 0;
-  uint64_t reply[3];
-  ssize_t got;
-  int ready;
-
-  for (;;) {
-    struct pollfd pfd = {self->probe_fd, POLLIN, 0};
-
-    Py_BEGIN_ALLOW_THREADS
-    ready = poll(&pfd, 1, FLPY_POLL_MS);
-    Py_END_ALLOW_THREADS
-    if (ready > 0)
-      break;
-    if (PyErr_CheckSignals() != 0) {
-      probe_end(self, 1);
-      return -1;
-    }
-    if (deadline > 0 && now() >= deadline) {
-      timed_out(self);
-      return -1;
-    }
-  }
-  do
-    got = read(self->probe_fd, reply, sizeof(reply));
-  while (got < 0 && errno == EINTR);
-  probe_end(self, 0);
-  if (got != sizeof(reply))
-    memset(reply, 0, sizeof(reply));
-  return create(self, room_of(reply) * self->per_room);
 }
 
 /* A memfd for the epochs' plans, and a shared page saying which. */
@@ -600,7 +465,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       "length", "num_workers", "prefetch_factor", "persistent_workers",
       "in_order", "drop_last", "shuffle", "shuffle_algorithm", "seed",
       "rank", "world_size", "shard_mode", "sharing", "sample_bytes",
-      "timeout", "tensor_type", "probe", "room", "pinner",
+      "timeout", "tensor_type", "pinner",
       "max_worker_restarts", "faults", "unbatched", NULL};
   static const char *const kinds[] = {"map", "plan", "iterable", NULL};
   static const char *const shards[] = {"pad", "trim", "uneven", NULL};
@@ -610,31 +475,31 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   flpy_loader *self = (flpy_loader *)op;
   const char *kind, *shard = "pad", *sharing = "fd", *algo = "torch",
              *tensor = "torch";
-  PyObject *dataset, *collate_fn, *setup, *probe_keys = Py_None;
+  PyObject *dataset, *collate_fn, *setup;
   PyObject *pinner = Py_None, *timeout_given = NULL;
   const char *faults = NULL;
   unsigned restarts = 0;
-  Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0, room_given = 0;
+  Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0;
   unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1;
   int persistent = 0, in_order = 1, drop_last = 0, shuffle = 0;
   int unbatched = 0;
   unsigned long long seed = 0;
   double timeout = 0;
+  size_t per_room;
   fl_options opt;
   int k;
 
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwds, "OsOO|$nnIIppppsKIIssnOsOnOIzp:Loader", kwlist,
+          args, kwds, "OsOO|$nnIIppppsKIIssnOsOIzp:Loader", kwlist,
           &dataset, &kind, &collate_fn, &setup, &batch_size, &length,
           &num_workers, &prefetch, &persistent, &in_order, &drop_last,
           &shuffle, &algo, &seed, &rank, &world, &shard, &sharing,
-          &sample_bytes, &timeout_given, &tensor, &probe_keys, &room_given,
-          &pinner, &restarts, &faults, &unbatched))
+          &sample_bytes, &timeout_given, &tensor, &pinner, &restarts, &faults, &unbatched))
     return -1;
   /* Once: a second call after a failure late in the first would
      overwrite what the first kept (the dataset, generator states, the
      faults' copy). */
-  if (self->l != NULL || self->probe_pid > 0 || self->src.dataset != NULL) {
+  if (self->l != NULL || self->src.dataset != NULL) {
     PyErr_SetString(PyExc_RuntimeError,
                     "Loader is already made (its __init__ runs once)");
     return -1;
@@ -719,8 +584,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
     return -1;
   self->plan_cap = (size_t)length;
   /* A libforkload sample is a whole batch but in a map-style loader. */
-  self->per_room = self->src.kind == FLPY_MAP || batch_size == 0
-                       ? 1 : (size_t)batch_size;
+  per_room = self->src.kind == FLPY_MAP || batch_size == 0
+                 ? 1 : (size_t)batch_size;
   self->length = (size_t)length;
   opt.batch_size = self->src.kind == FLPY_MAP ? (size_t)batch_size : 1;
   opt.drop_last = self->src.kind == FLPY_MAP && drop_last;
@@ -744,7 +609,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       self->src.kind != FLPY_ITERABLE && rng_setup(self, num_workers) != 0)
     return -1;
   if (faults != NULL) {
-    /* Read at create, which may come after the probe. */
+    /* Read at create. */
     self->faults = strdup(faults);
     if (self->faults == NULL) {
       PyErr_NoMemory();
@@ -781,11 +646,12 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
     return create_native(self);
   }
   self->opt = opt;
-  if (room_given > 0)
-    return create(self, (size_t)room_given);
-  if (sample_bytes > 0) /* the user's room for the arrays, and overhead */
-    return create(self, (size_t)sample_bytes * self->per_room + 65536);
-  return probe_start(self, probe_keys);
+  /* The user's room for the arrays, and overhead; or a small room that
+     the first batch in each segment grows (nothing is read to measure
+     it: torch reads no sample before the workers). */
+  if (sample_bytes > 0)
+    return create(self, (size_t)sample_bytes * per_room + 65536);
+  return create(self, FLPY_ROOM_DEFAULT * per_room + FLPY_ROOM_DEFAULT);
 }
 
 static int begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed,
@@ -825,8 +691,6 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
     PyErr_SetString(PyExc_RuntimeError, "forkload: this loader is closed");
     return -1;
   }
-  if (self->l == NULL && probe_finish(self) != 0)
-    return -1;
   if (plan != Py_None) {
     n = PyObject_Length(plan);
     if (n < 0)
@@ -976,8 +840,6 @@ loader_close(PyObject *op, PyObject *unused)
   flpy_loader *self = (flpy_loader *)op;
 
   (void)unused;
-  if (self->owner == getpid())
-    probe_end(self, 1);
   if (self->l != NULL && !self->closed && self->owner == getpid())
     stop_workers(self);
   self->closed = 1;
@@ -1164,7 +1026,6 @@ loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
   Py_INCREF(module);
   self->module = module;
   self->src.plan_fd = -1;
-  self->probe_fd = -1;
   pthread_mutex_init(&self->lock, NULL);
   pthread_mutex_init(&self->pending_lock, NULL);
   return (PyObject *)self;
@@ -1233,7 +1094,6 @@ loader_finalize(PyObject *op)
   if (self->owner != getpid())
     return; /* a worker's copy: the workers and segments are not its */
   PyErr_Fetch(&type, &value, &tb);
-  probe_end(self, 1);
   if (self->l != NULL) {
     /* destroy unpins and unmaps every segment: no copy may still read
        one. */

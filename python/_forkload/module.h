@@ -32,6 +32,7 @@ typedef struct {
   PyTypeObject *view_type;
   PyTypeObject *native_type;
   PyObject *leaf_type;      /* forkload._worker.Leaf */
+  PyObject *bytes_type;     /* forkload._worker._TensorBytes */
   PyObject *worker_module;  /* forkload._worker */
   PyObject *dumps, *loads;  /* pickle's */
   PyObject *from_dlpack;    /* torch.from_dlpack, or None */
@@ -150,12 +151,17 @@ typedef struct {
   uint64_t reserved[2];
 } flpy_blob;
 
-/* Where a blob is written: the room in a segment, or (grow) a buffer that
-   grows, to measure a batch. */
+/*
+ * A loader's first room per sample, where the user gives no sample_bytes:
+ * small, for the first batch in each segment grows it to what the batches
+ * need (a segment of a larger class, kept while they need it).
+ */
+#define FLPY_ROOM_DEFAULT 4096
+
+/* Where a blob is written: the room in a segment. */
 typedef struct {
   unsigned char *base;
   size_t cap, len;
-  int grow;
   size_t nleaves;
   size_t data; /* bytes reserved, padding left out */
   int over; /* the room ran out: len is what it would have needed */
@@ -163,17 +169,15 @@ typedef struct {
      (fl_worker_grow), whose room per sample the call's nbytes say. */
   size_t *room_at; /* NULL: no growing */
   size_t samples;  /* the rooms the blob spans */
-  int grow_rc;     /* fl_worker_grow's failure, or 0 */
 } flpy_writer;
 
-void flpy_writer_init(flpy_writer *w, void *base, size_t cap, int grow);
+void flpy_writer_init(flpy_writer *w, void *base, size_t cap);
 /* w writes into a dataset call's segment room of `samples` rooms, whose
    room each nbytes says: it grows the segment as the blob needs. */
 void flpy_writer_segment(flpy_writer *w, size_t *nbytes, size_t samples);
-void flpy_writer_free(flpy_writer *w);
-/* Room for n bytes at an aligned offset: its offset, or -1 with an error
-   set (out of memory while growing).  Past the room, the writer counts on
-   with nowhere to write: *at is NULL and w->over set. */
+/* Room for n bytes at an aligned offset: its offset.  Past the room, and
+   the segment unable to grow, the writer counts on with nowhere to write:
+   *at is NULL and w->over set. */
 int64_t flpy_writer_reserve(flpy_writer *w, size_t n, unsigned char **at);
 
 /* How the worker gets a batch from the dataset (loader.c sets it up). */
@@ -287,12 +291,8 @@ struct flpy_loader {
   PyObject *last_template; /* what it unpickled to */
   size_t plan_batches;     /* FLPY_PLAN: this epoch's, */
   size_t plan_cap;         /* and the most any epoch may have */
-  /* Until the probe has measured a batch's room, no fl_loader: what
-     makes it, and the probe's child and pipe. */
-  fl_options opt;
-  size_t length, per_room;
-  pid_t probe_pid;
-  int probe_fd;
+  fl_options opt;          /* what made the fl_loader */
+  size_t length;
   int workers_up;          /* persistent workers forked and alive */
   PyGILState_STATE fork_gil; /* taken by fork_before, for fork_after */
   int closed;

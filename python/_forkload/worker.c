@@ -40,8 +40,11 @@ error_record(flpy_source *src)
   exc = flpy_take_exception();
   if (exc == NULL)
     return NULL;
+  /* Its segment grows for it as for a batch: cut only past 64 KiB. */
   rec = PyObject_CallMethod(state(src)->worker_module, "wrap", "Oin", exc,
-                            worker_id(), (Py_ssize_t)src->room - 512);
+                            worker_id(),
+                            (Py_ssize_t)(src->room > 65536 ? src->room : 65536)
+                                - 512);
   Py_DECREF(exc);
   return rec;
 }
@@ -51,7 +54,7 @@ write_error(flpy_source *src, PyObject *record, flpy_writer *w)
 {
   size_t *room_at = w->room_at, samples = w->samples;
 
-  flpy_writer_init(w, w->base, w->cap, w->grow);
+  flpy_writer_init(w, w->base, w->cap);
   flpy_writer_segment(w, room_at, samples);
   if (flpy_blob_finish(state(src), w, record, FLPY_BLOB_ERROR) != 0)
     return -1;
@@ -230,15 +233,12 @@ flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
   if (rc != 0)
     return fail_batch(src, w);
   if (w->over) {
-    /* The segment could not grow to hold the batch (fl_worker_grow
-       says why: its size and the limit), or the module has no way to
-       grow it (a probe's buffer that ran out of memory). */
+    /* The segment could not grow to hold the batch: fl_worker_grow
+       says why (its size and the limit). */
     PyErr_Format(PyExc_RuntimeError,
                  "this batch needs %zu bytes of shared memory, more than "
                  "the %zu its segment has, and no larger segment could be "
-                 "had: %s", w->len, w->cap,
-                 w->grow_rc != 0 ? fl_loader_error(NULL)
-                                 : "out of memory");
+                 "had: %s", w->len, w->cap, fl_loader_error(NULL));
     w->room_at = NULL; /* the error's record fits the room it has */
     return fail_batch(src, w);
   }
@@ -369,7 +369,7 @@ flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
   size_t i;
   int rc = -1;
 
-  flpy_writer_init(&w, dst, n * nbytes[0], 0);
+  flpy_writer_init(&w, dst, n * nbytes[0]);
   flpy_writer_segment(&w, nbytes, n);
   if (src->kind == FLPY_PLAN) {
     plan = plan_of(src);
@@ -467,7 +467,7 @@ flpy_source_next(void *ctx, void *dst, size_t *nbytes)
   flpy_writer w;
   int rc;
 
-  flpy_writer_init(&w, dst, *nbytes, 0);
+  flpy_writer_init(&w, dst, *nbytes);
   flpy_writer_segment(&w, nbytes, 1);
   if (src->stream_error != NULL) {
     rc = write_error(src, src->stream_error, &w);

@@ -95,14 +95,6 @@ def numpy_seed(base_seed, worker_id):
     return state
 
 
-def one_thread():
-    """torch on one thread, first thing in a forked child (a worker, the
-    probe): the parent's OpenMP threads are not there, and a parallel region
-    would wait for them forever."""
-    if _torch is not None:
-        _torch.set_num_threads(1)
-
-
 def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
     """A worker's start, in PyTorch's order: the thread's name (torch 2's),
     one thread for torch, seeds, WorkerInfo (the installed torch's), then
@@ -115,9 +107,12 @@ def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
                           "_set_thread_name", None)
     if name_thread is not None:
         name_thread("pt_data_worker")
-    one_thread()
     random.seed(seed)
     if _torch is not None:
+        # One thread for torch: the parent's OpenMP threads are not in
+        # this forked child, and a parallel region would wait for them
+        # forever.
+        _torch.set_num_threads(1)
         _torch.manual_seed(seed)
     if _np is not None:
         _np.random.seed(numpy_seed(base_seed, worker_id))

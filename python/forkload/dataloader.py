@@ -445,9 +445,10 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             same kind but not torch's. (default: ``'torch'``)
         sample_bytes (int, optional, keyword-only arg, forkload's own): a
             hint: the bytes one sample takes in a batch's first segments,
-            all its arrays together as collated. ``None`` measures it from
-            the first sample. A batch larger than its segment moves to a
-            larger one in its worker, whatever its size; one that cannot
+            all its arrays together as collated. ``None``: 4 KiB, and no
+            sample is read to measure it. A batch larger than its segment
+            moves to a larger one in its worker, whatever its size, which
+            keeps it while the batches need it; one that cannot
             fit anywhere (memory, ``/dev/shm``, ``ulimit -f``) raises at its
             position, saying its size and the limit, and the next batch
             comes. (default: ``None``)
@@ -624,7 +625,7 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
                              "not import here; use tensor_type='numpy'")
         if sample_bytes is not None and sample_bytes <= 0:
             raise ValueError("sample_bytes should be a positive number of "
-                             "bytes, or None to measure the first batch")
+                             "bytes, or None")
         if not isinstance(max_worker_restarts, int) or \
                 isinstance(max_worker_restarts, bool) or \
                 not 0 <= max_worker_restarts < 2**32:
@@ -720,7 +721,6 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         self._iterator = None
         self._IterableDataset_len_called = None  # read by torch's code
         self._resume = None
-        self._rooms = {}
         self._fl_box = [None]  # a weak reference to the latest Loader
         self.__initialized = True
         _check_worker_number(self)
@@ -826,9 +826,6 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             getattr(self, "_last_iterator", lambda: None)()
         if it is not None and not it._begun and not it._finished:
             it._begin(self)
-        if it is not None and it._pending is not None and \
-                it._loader is not None:
-            it._start_workers()
         fl = self._fl_box[0]() if self._fl_box[0] is not None else None
         if fl is None:
             raise RuntimeError("forkload: no loader to ask: iter(loader) "
@@ -902,7 +899,6 @@ class _Iterator:
         self._dataset = loader.dataset
         self._iterable = loader._iterable
         self._index_sampler = loader._index_sampler
-        self._rooms = loader._rooms
         self._fl_box = loader._fl_box
         self._loader = None
         self._pin, self._pin_device = _pin_mode(loader)
@@ -911,7 +907,6 @@ class _Iterator:
             # Taken by torch 2's DataLoader, refused by its iterator.
             raise AssertionError("prefetch_factor must be greater than 0 "
                                  "for MultiProcessingDataLoaderIter")
-        self._pending = None
         self._plan_cap = 0
         # Starting an epoch's workers happens once, in whichever thread
         # gets there first: the consumer's next(), or stats() and budget()
@@ -968,26 +963,14 @@ class _Iterator:
             self._finished = True  # an epoch of no batch: nothing to fork
             return
         self._make_loader(dl)
-        # The workers start now, unless the probe is still measuring the
-        # room of a batch: then at the first batch, which waits for it.
-        self._pending = (self._fl_epoch(dl), self._base_seed % 2**64,
-                         self._order.get("plan"),
-                         None if resume is None else
-                         resume["_snapshot"]["forkload"])
-        if self._loader.room:
-            self._start_workers()
-
-    def _start_workers(self):
-        with self._lock:
-            if self._pending is None or self._loader is None:
-                return
-            self._loader.begin(*self._pending)
-            self._pending = None
-            self._rooms[self._order["kind"]] = self._loader.room
-            # stats() and budget() ask it as long as it lives (its batches
-            # keep it after the epoch): once its workers are started, so
-            # that another thread never finds one still measuring.
-            self._fl_box[0] = weakref.ref(self._loader)
+        self._loader.begin(self._fl_epoch(dl), self._base_seed % 2**64,
+                           self._order.get("plan"),
+                           None if resume is None else
+                           resume["_snapshot"]["forkload"])
+        # stats() and budget() ask it as long as it lives (its batches
+        # keep it after the epoch): once its workers are started, so that
+        # another thread never finds one starting.
+        self._fl_box[0] = weakref.ref(self._loader)
 
     def _draw_order(self, dl):
         """What libforkload needs for this epoch's order: a recognised
@@ -1059,24 +1042,19 @@ class _Iterator:
             if kind != "plan" or len(plan) <= self._plan_cap:
                 return
             self._close()
-        # The probe measures one sample, collated as a batch of one.
         if kind == "plan":
             length = len(plan)
             if dl.persistent_workers:
                 length = max(length, 1) * 2
             self._plan_cap = length
-            probe = plan[0] if dl.batch_size is None and \
-                dl.batch_sampler is None else list(plan[0])[:1]
             batch_size = max(len(b) for b in plan) if \
                 dl._auto_collation else 0
         elif kind == "map":
             length = len(dl.dataset)
             batch_size = dl.batch_size or 1
-            probe = 0 if dl.batch_size is None else [0]
         else:
             length = 0
             batch_size = dl.batch_size or 0
-            probe = None
         # torch's default_collate and default_convert are done in C (None
         # and False), each where torch would call it: default_collate on
         # a list of samples, default_convert on a sample alone.
@@ -1091,10 +1069,9 @@ class _Iterator:
                                   dl.worker_init_fn)
         dataset = dl.dataset
         if dl._native is not None:
-            # libforkload's own dataset: no probe, and Python in a worker
-            # only for the user's worker_init_fn.
+            # libforkload's own dataset: Python in a worker only for the
+            # user's worker_init_fn.
             dataset = dl._native
-            probe = None
             if dl.worker_init_fn is None:
                 setup = None
         args = dict(batch_size=batch_size, length=length,
@@ -1108,7 +1085,7 @@ class _Iterator:
                     rank=o.get("rank", 0), world_size=o.get("world_size", 1),
                     shard_mode=o.get("shard_mode", "pad"),
                     sharing=dl.sharing, timeout=dl.timeout,
-                    tensor_type=dl.tensor_type, probe=probe,
+                    tensor_type=dl.tensor_type,
                     unbatched=not dl._auto_collation)
         if dl.faults is not None:
             args["faults"] = dl.faults
@@ -1120,8 +1097,6 @@ class _Iterator:
             args["seed"] = self._base_seed % 2**64
         elif dl.sample_bytes is not None:
             args["sample_bytes"] = dl.sample_bytes
-        elif dl._rooms.get(kind):
-            args["room"] = dl._rooms[kind]  # measured for an earlier epoch
         self._loader = _forkload.Loader(dataset, kind, collate, setup,
                                         **args)
         with _live_lock:
@@ -1150,8 +1125,6 @@ class _Iterator:
         if self._finished or self._loader is None:  # empty, or interrupted
             raise StopIteration
         try:
-            if self._pending is not None:
-                self._start_workers()
             batch = self._loader.next()
         except StopIteration:  # the end of the epoch, never a batch's value
             self._finished = True
@@ -1183,8 +1156,6 @@ class _Iterator:
         # it is in the state, and the first batch comes from it as well.
         if not self._begun:
             self._begin(self._owner)
-        if self._pending is not None and self._loader is not None:
-            self._start_workers()
         # Every batch of the epoch handed out: what is left is nothing,
         # and libforkload's state would start the epoch again.
         done = self._finished or self._loader is None or (

@@ -18,6 +18,13 @@ each forkload's side beside PyTorch's in the same run:
             workers: the same dataset object in both loaders; samples/s,
             goal >= 2x.
   sleep     the same with a 1 ms time.sleep in __getitem__; goal >= 1x.
+  first     the dummy row's dataset, batch 64, 4 workers that are not
+            persistent: a fresh loader for each epoch, as a loop over
+            epochs without persistent_workers has; the seconds from
+            iter() to the first batch, goal: no more than PyTorch's (no
+            sample is read before the workers, and each segment grows to
+            the 38 MB batches at its first batch); and samples/s over
+            whole epochs, their starts included, goal >= 1x.
   images    torchvision's training transform at 224 (RandomResizedCrop, a
             flip, ToTensor, Normalize), 2 persistent workers, batch 32,
             over 320 JPEGs from `forkload gen images`:
@@ -31,7 +38,8 @@ each forkload's side beside PyTorch's in the same run:
             batch 32, 2 persistent workers, a collate_fn that pads each
             batch to its longest sequence with an attention mask (Hugging
             Face's DataCollatorWithPadding's output); no sample_bytes given:
-            forkload measures sample 0 and grows segments as batches need;
+            forkload reads no sample to size them, and grows segments as
+            batches need;
             samples/s, goal >= 1x, and the peak PSS of all processes, goal:
             forkload's no more than PyTorch's.
   train     examples/python/train_images.py --loader forkload against
@@ -73,7 +81,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-ROWS = ("overhead", "dummy", "sleep", "images", "text", "train")
+ROWS = ("overhead", "dummy", "sleep", "first", "images", "text", "train")
 MIN_SECONDS = 1.0  # timed epochs run at least this long (smoke: a tenth)
 
 
@@ -98,6 +106,7 @@ def sizes(smoke):
                           sleep=0.0),
             "sleep": dict(n=64, batch=16, workers=4, shape=[3, 16, 16],
                           sleep=0.001),
+            "first": dict(n=64, batch=16, workers=4, shape=[3, 16, 16]),
             "images": dict(n=16, batch=8, workers=2, size=32),
             "text": dict(n=256, batch=32, workers=2, most=2048),
             "train": None,
@@ -108,6 +117,7 @@ def sizes(smoke):
                       sleep=0.0),
         "sleep": dict(n=1024, batch=64, workers=4, shape=[3, 224, 224],
                       sleep=0.001),
+        "first": dict(n=512, batch=64, workers=4, shape=[3, 224, 224]),
         "images": dict(n=320, batch=32, workers=2, size=224),
         "text": dict(n=4096, batch=32, workers=2, most=2048),
         "train": dict(size=64, batch=32, workers=2, epochs=2, warmup=2),
@@ -267,13 +277,15 @@ def timed_epochs(loader, epoch, min_s):
             return units / seconds
 
 
-def make_loader(side, dataset, batch, workers, shuffle=False):
+def make_loader(side, dataset, batch, workers, shuffle=False,
+                persistent=True):
     if side == "forkload":
         from forkload import DataLoader
     else:
         from torch.utils.data import DataLoader
     return DataLoader(dataset, batch_size=batch, shuffle=shuffle,
-                      num_workers=workers, persistent_workers=workers > 0)
+                      num_workers=workers,
+                      persistent_workers=persistent and workers > 0)
 
 
 def row_overhead(side, cfg, work, min_s):
@@ -319,6 +331,25 @@ def row_dummy(side, cfg, work, min_s):
     rate = timed_epochs(loader, epoch, min_s)
     del loader
     return {"samples_per_s": rate}
+
+
+def row_first(side, cfg, work, min_s):
+    n = cfg["n"]
+    dataset = DummyDataset(n, cfg["shape"])
+    firsts, samples, start = [], 0, time.perf_counter()
+    while len(firsts) < 3 or time.perf_counter() - start < min_s:
+        t0 = time.perf_counter()
+        loader = make_loader(side, dataset, cfg["batch"], cfg["workers"],
+                             persistent=False)
+        it = iter(loader)
+        x, y = next(it)
+        firsts.append(time.perf_counter() - t0)
+        got = len(y) + sum(len(y) for _, y in it)
+        check("first: samples of an epoch", got, n)
+        samples += got
+        del it, loader, x, y
+    return {"first_s": median(firsts),
+            "samples_per_s": samples / (time.perf_counter() - start)}
 
 
 def row_images(side, cfg, work, min_s):
@@ -410,6 +441,8 @@ def measure(row, side, cfg, work, min_s, train_script=None):
         return row_overhead(side, cfg, work, min_s)
     if row in ("dummy", "sleep"):
         return row_dummy(side, cfg, work, min_s)
+    if row == "first":
+        return row_first(side, cfg, work, min_s)
     if row == "images":
         return row_images(side, cfg, work, min_s)
     if row == "text":
@@ -600,6 +633,15 @@ def main():
         row_line("py dummy sleep 1 ms", "samples/s",
                  col("sleep", "forkload", "samples_per_s"),
                  col("sleep", "torch", "samples_per_s"),
+                 ">= 1x PyTorch", lambda f, p: f >= p, s)
+    if "first" in rows:
+        row_line("py first batch, fresh", "s",
+                 col("first", "forkload", "first_s"),
+                 col("first", "torch", "first_s"),
+                 "<= PyTorch's", lambda f, p: f <= p, s, decimals=3)
+        row_line("  epochs, starts incl.", "samples/s",
+                 col("first", "forkload", "samples_per_s"),
+                 col("first", "torch", "samples_per_s"),
                  ">= 1x PyTorch", lambda f, p: f >= p, s)
     if "images" in rows and "images" in skipped:
         print(f"{'py images train (RRC)':<22} {'-':<14} "

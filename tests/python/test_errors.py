@@ -494,7 +494,7 @@ class Slow(tud.Dataset):
         return 1000
 
     def __getitem__(self, i):
-        if i == 0:  # the probe's sample (and batch 0): both workers then wait
+        if i == 0:  # batch 0 comes; then both workers wait
             return i
         open(os.path.join(where, "waiting.%d" % os.getpid()), "w").close()
         deadline = time.monotonic() + 60

@@ -512,3 +512,92 @@ def test_empty_arrays_collate_as_torchs(num_workers, batch_size):
                                    "a": np.zeros((2, 0)), "i": i})
     fl, th = both(ds, batch_size=batch_size, num_workers=num_workers)
     assert_batches_same(fl, th)
+
+
+# --------------------------------------------------------------------------
+# No sample is read before the workers, nor anywhere torch reads none
+# --------------------------------------------------------------------------
+
+class Reads(tud.Dataset):
+    """Counts its reads in shared memory, and returns with each sample
+    what the reading process knew: its worker id (-1: none) and whether
+    worker_init_fn had run there."""
+
+    def __init__(self, n):
+        self.n = n
+        self.reads = torch.zeros(n, dtype=torch.int64).share_memory_()
+        self.initialised = False
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        self.reads[i] += 1
+        info = tud.get_worker_info()
+        return i, -1 if info is None else info.id, self.initialised
+
+
+def mark_initialised(worker_id):
+    tud.get_worker_info().dataset.initialised = True
+
+
+def plain(b):
+    if isinstance(b, (list, tuple)):
+        return [plain(x) for x in b]
+    return b.tolist() if isinstance(b, torch.Tensor) else b
+
+
+def reads_of(make, epochs, **kwargs):
+    dataset = Reads(12)
+    loader = make(dataset, worker_init_fn=mark_initialised
+                  if kwargs.get("num_workers") else None, **kwargs)
+    batches = [plain(b) for _ in range(epochs) for b in loader]
+    del loader
+    return batches, dataset.reads.tolist()
+
+
+@pytest.mark.parametrize("kw", [
+    dict(num_workers=0, batch_size=3),
+    dict(num_workers=2, batch_size=3),
+    dict(num_workers=2, batch_size=3, persistent_workers=True),
+    dict(num_workers=2, batch_size=None),
+    dict(num_workers=2, batch_size=3, shuffle=True,
+         generator=torch.Generator().manual_seed(5)),
+    dict(num_workers=3, sampler=[7, 1, 4], batch_size=2),
+])
+def test_each_sample_is_read_where_and_as_often_as_torch_reads_it(kw):
+    fl = reads_of(forkload.DataLoader, 2, **dict(kw))
+    if "generator" in kw:
+        kw["generator"] = torch.Generator().manual_seed(5)
+    th = reads_of(tud.DataLoader, 2, **kw)
+    assert fl == th
+
+
+class Barrier(tud.Dataset):
+    """Each worker's first sample waits for every other worker's (torch's
+    own test_worker_seed does): a read outside the workers never meets
+    them."""
+
+    def __init__(self, n, workers):
+        import multiprocessing
+        self.n = n
+        self.barrier = multiprocessing.get_context("fork").Barrier(
+            workers, timeout=30)
+        self.waited = False
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if not self.waited:
+            self.barrier.wait()
+            self.waited = True
+        return torch.initial_seed() - tud.get_worker_info().seed
+
+
+def test_a_dataset_whose_workers_meet_at_a_barrier_loads_as_torchs():
+    for make in (forkload.DataLoader, tud.DataLoader):
+        got = [int(x) for b in make(Barrier(8, 2), batch_size=1,
+                                    num_workers=2) for x in b]
+        assert got == [0] * 8, make
+

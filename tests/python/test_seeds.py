@@ -330,9 +330,9 @@ class ParallelDataset(tud.Dataset):
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_a_dataset_using_torch_threads_loads_after_the_consumer_used_them(
         num_workers):
-    # The consumer's OpenMP threads are not in a forked child; a child that
-    # entered a parallel region on the consumer's thread count (the probe
-    # once did) waited for them forever.
+    # The consumer's OpenMP threads are not in a forked child; a worker
+    # that entered a parallel region on the consumer's thread count waited
+    # for them forever.
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
