@@ -957,7 +957,7 @@ flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
   int64_t off;
   flpy_blob *h;
 
-  if (kind == FLPY_BLOB_ERROR) {
+  if (kind != FLPY_BLOB_BATCH) {
     bytes = skeleton;
     Py_INCREF(bytes);
   } else {

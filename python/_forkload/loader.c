@@ -1047,6 +1047,7 @@ loader_traverse(PyObject *op, visitproc visit, void *arg)
   Py_VISIT(self->src.init_error);
   Py_VISIT(self->src.iterator);
   Py_VISIT(self->src.stream_error);
+  Py_VISIT(self->src.inline_batches);
   Py_VISIT(self->src.plan);
   Py_VISIT(self->last_skel);
   Py_VISIT(self->last_template);
@@ -1070,6 +1071,7 @@ loader_clear(PyObject *op)
   Py_CLEAR(self->src.init_error);
   Py_CLEAR(self->src.iterator);
   Py_CLEAR(self->src.stream_error);
+  Py_CLEAR(self->src.inline_batches);
   Py_CLEAR(self->src.plan);
   Py_CLEAR(self->last_skel);
   Py_CLEAR(self->last_template);

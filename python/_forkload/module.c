@@ -153,6 +153,9 @@ module_exec(PyObject *m)
   st->leaf_type = PyObject_GetAttrString(st->worker_module, "Leaf");
   if (st->leaf_type == NULL)
     goto out;
+  st->bytes_type = PyObject_GetAttrString(st->worker_module, "_TensorBytes");
+  if (st->bytes_type == NULL)
+    goto out;
   torch = optional_import("torch");
   numpy = optional_import("numpy");
   st->from_dlpack = optional_attr(torch, "from_dlpack");
@@ -182,6 +185,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
   Py_VISIT(st->view_type);
   Py_VISIT(st->native_type);
   Py_VISIT(st->leaf_type);
+  Py_VISIT(st->bytes_type);
   Py_VISIT(st->worker_module);
   Py_VISIT(st->dumps);
   Py_VISIT(st->loads);
@@ -207,6 +211,7 @@ module_clear(PyObject *m)
   Py_CLEAR(st->view_type);
   Py_CLEAR(st->native_type);
   Py_CLEAR(st->leaf_type);
+  Py_CLEAR(st->bytes_type);
   Py_CLEAR(st->worker_module);
   Py_CLEAR(st->dumps);
   Py_CLEAR(st->loads);

@@ -139,7 +139,14 @@ enum flpy_leaf_kind { FLPY_LEAF_TENSOR, FLPY_LEAF_NDARRAY };
  */
 #define FLPY_MAGIC 0x59504c46u /* "FLPY" */
 #define FLPY_ALIGN 64
-enum flpy_blob_kind { FLPY_BLOB_BATCH = 1, FLPY_BLOB_ERROR = 2 };
+/* FLPY_BLOB_INLINE: with num_workers 0, a batch whose skeleton stays an
+   object in the consumer (flpy_source's inline), the blob holding its
+   8-byte key: nothing is pickled where torch pickles nothing. */
+enum flpy_blob_kind {
+  FLPY_BLOB_BATCH = 1,
+  FLPY_BLOB_ERROR = 2,
+  FLPY_BLOB_INLINE = 3
+};
 typedef struct {
   uint32_t magic;
   uint32_t kind;
@@ -216,6 +223,10 @@ typedef struct {
   PyObject *iterator;     /* FLPY_ITERABLE: this worker's stream, */
   PyObject *stream_error; /* or why iter(dataset) failed */
   int exhausted;
+  /* num_workers 0: the skeletons of the batches written and not yet
+     unpacked, by key (FLPY_BLOB_INLINE). */
+  PyObject *inline_batches;
+  uint64_t inline_next;
   /* max_worker_restarts over a map-style dataset: each worker's generator
      states (forkload._worker.rng_state) after each batch, in a shared
      mapping of flpy_rng_bytes(num_workers), so that a respawned worker
@@ -248,8 +259,9 @@ int flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w);
 PyObject *flpy_collate(flpy_state *st, PyObject *samples, flpy_writer *w);
 PyObject *flpy_convert(flpy_state *st, PyObject *obj, int custom,
                        flpy_writer *w);
-/* Finish a blob: pickle the skeleton after the arrays, write the header.
-   0, or -1 and a Python error. */
+/* Finish a blob: pickle the skeleton after the arrays (a batch's; an
+   error's and an inline batch's come as bytes), write the header.  0, or
+   -1 and a Python error. */
 int flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
                      int kind);
 

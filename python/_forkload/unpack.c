@@ -204,6 +204,10 @@ rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
 
   if (Py_IS_TYPE(o, (PyTypeObject *)st->leaf_type))
     return leaf_view(self, st, segment, o);
+  /* torch's collation of a column, carried as it is by a batch that was
+     never pickled (FLPY_BLOB_INLINE). */
+  if (Py_IS_TYPE(o, (PyTypeObject *)st->bytes_type))
+    return PyObject_GetAttrString(o, "tensor");
   if (PyDict_Check(o)) {
     d = PyDict_New();
     if (d == NULL)
@@ -309,6 +313,38 @@ raise_record(flpy_state *st, PyObject *record)
   return NULL;
 }
 
+/* A batch written in this process: its skeleton, taken from where the
+   fill kept it. */
+static PyObject *
+unpack_inline(flpy_loader *self, flpy_state *st, PyObject *segment,
+              const char *skel, uint64_t len)
+{
+  PyObject *k, *tmpl = NULL, *out;
+  uint64_t key;
+
+  if (len == sizeof(key) && self->src.inline_batches != NULL) {
+    memcpy(&key, skel, sizeof(key));
+    k = PyLong_FromUnsignedLongLong(key);
+    if (k == NULL)
+      return NULL;
+    tmpl = PyDict_GetItemWithError(self->src.inline_batches, k);
+    Py_XINCREF(tmpl);
+    if (tmpl != NULL && PyDict_DelItem(self->src.inline_batches, k) != 0)
+      Py_CLEAR(tmpl);
+    Py_DECREF(k);
+    if (tmpl == NULL && PyErr_Occurred())
+      return NULL;
+  }
+  if (tmpl == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "forkload: a malformed batch (no "
+                    "batch of this process under its key)");
+    return NULL;
+  }
+  out = rebuild(self, st, segment, tmpl);
+  Py_DECREF(tmpl);
+  return out;
+}
+
 PyObject *
 flpy_unpack(flpy_loader *self, PyObject *segment)
 {
@@ -331,6 +367,8 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
     return NULL;
   }
   skel = (const char *)data + h->skel_off;
+  if (h->kind == FLPY_BLOB_INLINE)
+    return unpack_inline(self, st, segment, skel, h->skel_len);
   /* Fixed-shape samples give the same skeleton batch after batch: the
      last one's template serves, with nothing copied or unpickled. */
   if (h->kind == FLPY_BLOB_BATCH && self->last_skel != NULL &&

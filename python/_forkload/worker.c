@@ -75,6 +75,37 @@ fail_batch(flpy_source *src, flpy_writer *w)
   return rc;
 }
 
+/*
+ * With num_workers 0 the batch never leaves the consumer: its skeleton is
+ * kept as it is, under the key its blob holds, as torch hands the
+ * collate_fn's result over without pickling it (a generator, a namedtuple
+ * defined in a class body).  Kept only once the blob is whole.
+ */
+static int
+finish_inline(flpy_source *src, flpy_writer *w, PyObject *out)
+{
+  uint64_t key = ++src->inline_next;
+  PyObject *bytes, *k;
+  int rc;
+
+  if (src->inline_batches == NULL &&
+      (src->inline_batches = PyDict_New()) == NULL)
+    return -1;
+  bytes = PyBytes_FromStringAndSize((const char *)&key, sizeof(key));
+  if (bytes == NULL)
+    return -1;
+  rc = flpy_blob_finish(state(src), w, bytes, FLPY_BLOB_INLINE);
+  Py_DECREF(bytes);
+  if (rc != 0 || w->over)
+    return rc;
+  k = PyLong_FromUnsignedLongLong(key);
+  if (k == NULL)
+    return -1;
+  rc = PyDict_SetItem(src->inline_batches, k, out);
+  Py_DECREF(k);
+  return rc;
+}
+
 /* FLPY_PLAN: where the current plan lies, read whole under the parent's
    sequence lock (module.h): its generation, length and offset. */
 static uint64_t
@@ -228,7 +259,8 @@ flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
   Py_XDECREF(data);
   if (out == NULL)
     return fail_batch(src, w);
-  rc = flpy_blob_finish(st, w, out, FLPY_BLOB_BATCH);
+  rc = worker_id() < 0 ? finish_inline(src, w, out)
+                       : flpy_blob_finish(st, w, out, FLPY_BLOB_BATCH);
   Py_DECREF(out);
   if (rc != 0)
     return fail_batch(src, w);

@@ -601,3 +601,44 @@ def test_a_dataset_whose_workers_meet_at_a_barrier_loads_as_torchs():
                                     num_workers=2) for x in b]
         assert got == [0] * 8, make
 
+
+# --------------------------------------------------------------------------
+# Without workers nothing is pickled, as torch pickles nothing
+# --------------------------------------------------------------------------
+
+class Holder:
+    Point = __import__("collections").namedtuple("Point", "x y")
+
+
+def to_points(batch):
+    return Holder.Point(torch.stack(batch), len(batch))
+
+
+def to_generator(batch):
+    return (int(x) for x in batch)
+
+
+def to_unpicklable(batch):
+    return {"values": torch.stack(batch), "lock": threading.Lock(),
+            "double": lambda x: 2 * x}
+
+
+def test_a_namedtuple_of_a_class_body_comes_without_workers_as_torchs():
+    fl, th = both([torch.tensor(i) for i in range(6)], batch_size=4,
+                  collate_fn=to_points)
+    assert [type(b) for b in fl] == [Holder.Point] * 2
+    assert_batches_same(fl, th)
+
+
+def test_a_generator_from_collate_fn_comes_without_workers_as_torchs():
+    fl, th = both(list(range(5)), batch_size=2, collate_fn=to_generator)
+    assert [list(b) for b in fl] == [list(b) for b in th] == [[0, 1], [2, 3],
+                                                              [4]]
+
+
+def test_objects_that_cannot_be_pickled_come_without_workers_as_torchs():
+    fl, th = both([torch.tensor(i) for i in range(4)], batch_size=2,
+                  collate_fn=to_unpicklable)
+    for a, b in zip(fl, th):
+        assert a["values"].tolist() == b["values"].tolist()
+        assert a["double"](3) == 6 and a["lock"].acquire(blocking=False)
