@@ -1049,12 +1049,22 @@ class _Iterator:
             self._plan_cap = length
             batch_size = max(len(b) for b in plan) if \
                 dl._auto_collation else 0
+            batches = length
         elif kind == "map":
             length = len(dl.dataset)
             batch_size = dl.batch_size or 1
+            batches = -(-length // batch_size)
         else:
             length = 0
             batch_size = dl.batch_size or 0
+            batches = None
+        # The window never holds more than the epoch's batches: a
+        # prefetch_factor beyond them reserves nothing more (torch's queues
+        # hold only what was sent).
+        prefetch = dl.prefetch_factor or 2
+        if batches is not None and dl.num_workers > 0:
+            prefetch = min(prefetch,
+                           max(1, -(-batches // dl.num_workers)))
         # torch's default_collate and default_convert are done in C (None
         # and False), each where torch would call it: default_collate on
         # a list of samples, default_convert on a sample alone.
@@ -1076,7 +1086,7 @@ class _Iterator:
                 setup = None
         args = dict(batch_size=batch_size, length=length,
                     num_workers=dl.num_workers,
-                    prefetch_factor=dl.prefetch_factor or 2,
+                    prefetch_factor=prefetch,
                     persistent_workers=dl.persistent_workers,
                     in_order=dl.in_order,
                     drop_last=dl.drop_last,

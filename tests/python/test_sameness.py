@@ -642,3 +642,21 @@ def test_objects_that_cannot_be_pickled_come_without_workers_as_torchs():
     for a, b in zip(fl, th):
         assert a["values"].tolist() == b["values"].tolist()
         assert a["double"](3) == 6 and a["lock"].acquire(blocking=False)
+
+
+# --------------------------------------------------------------------------
+# A prefetch_factor larger than the epoch
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw", [
+    dict(),
+    dict(persistent_workers=True),
+    dict(sampler=list(range(39, -1, -1))),
+])
+def test_a_prefetch_factor_past_the_epochs_batches_loads_as_torchs(kw):
+    # Each 1 MiB: a window of 10**6 batches a worker would need 4 TB.
+    dataset = [torch.full((1 << 18,), i, dtype=torch.int32)
+               for i in range(40)]
+    fl, th = both(dataset, batch_size=4, num_workers=2, prefetch_factor=10**6,
+                  **kw)
+    assert_batches_same(fl, th)
