@@ -466,7 +466,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       "in_order", "drop_last", "shuffle", "shuffle_algorithm", "seed",
       "rank", "world_size", "shard_mode", "sharing", "sample_bytes",
       "timeout", "tensor_type", "pinner",
-      "max_worker_restarts", "faults", "unbatched", NULL};
+      "max_worker_restarts", "faults", "unbatched", "on_end", NULL};
   static const char *const kinds[] = {"map", "plan", "iterable", NULL};
   static const char *const shards[] = {"pad", "trim", "uneven", NULL};
   static const char *const sharings[] = {"fd", "file_system", NULL};
@@ -476,7 +476,7 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   const char *kind, *shard = "pad", *sharing = "fd", *algo = "torch",
              *tensor = "torch";
   PyObject *dataset, *collate_fn, *setup;
-  PyObject *pinner = Py_None, *timeout_given = NULL;
+  PyObject *pinner = Py_None, *timeout_given = NULL, *on_end = Py_None;
   const char *faults = NULL;
   unsigned restarts = 0;
   Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0;
@@ -490,11 +490,12 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   int k;
 
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwds, "OsOO|$nnIIppppsKIIssnOsOIzp:Loader", kwlist,
+          args, kwds, "OsOO|$nnIIppppsKIIssnOsOIzpO:Loader", kwlist,
           &dataset, &kind, &collate_fn, &setup, &batch_size, &length,
           &num_workers, &prefetch, &persistent, &in_order, &drop_last,
           &shuffle, &algo, &seed, &rank, &world, &shard, &sharing,
-          &sample_bytes, &timeout_given, &tensor, &pinner, &restarts, &faults, &unbatched))
+          &sample_bytes, &timeout_given, &tensor, &pinner, &restarts,
+          &faults, &unbatched, &on_end))
     return -1;
   /* Once: a second call after a failure late in the first would
      overwrite what the first kept (the dataset, generator states, the
@@ -617,6 +618,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
     }
     opt.faults = self->faults;
   }
+  if (on_end != Py_None)
+    self->on_end = Py_NewRef(on_end);
   if (pinner != Py_None) {
     /* pin_memory: each segment registered once, through the pinner. */
     self->pinner = Py_NewRef(pinner);
@@ -1054,6 +1057,7 @@ loader_traverse(PyObject *op, visitproc visit, void *arg)
   Py_VISIT(self->pinner);
   Py_VISIT(self->pin_error);
   Py_VISIT(self->timeout_given);
+  Py_VISIT(self->on_end);
   return 0;
 }
 
@@ -1078,6 +1082,7 @@ loader_clear(PyObject *op)
   Py_CLEAR(self->pinner);
   Py_CLEAR(self->pin_error);
   Py_CLEAR(self->timeout_given);
+  Py_CLEAR(self->on_end);
   return 0;
 }
 
@@ -1087,6 +1092,25 @@ loader_clear(PyObject *op)
  * collector runs before it clears a cycle, and dealloc runs where it has
  * not run.  Once: the fl_loader is gone after it.
  */
+/* Its counters and budget at its end, its batches freed, to on_end:
+   what DataLoader.stats() and budget() say once it is gone. */
+static void
+report_end(flpy_loader *self)
+{
+  PyObject *st, *b = NULL, *r = NULL;
+
+  st = loader_stats((PyObject *)self, NULL);
+  if (st != NULL)
+    b = loader_budget((PyObject *)self, NULL);
+  if (b != NULL)
+    r = PyObject_CallFunctionObjArgs(self->on_end, st, b, NULL);
+  if (r == NULL)
+    PyErr_WriteUnraisable(self->on_end);
+  Py_XDECREF(r);
+  Py_XDECREF(b);
+  Py_XDECREF(st);
+}
+
 static void
 loader_finalize(PyObject *op)
 {
@@ -1104,6 +1128,10 @@ loader_finalize(PyObject *op)
     /* Reaping the workers can wait: let other threads run. */
     Py_BEGIN_ALLOW_THREADS
     flpy_loader_drain(self);
+    Py_END_ALLOW_THREADS
+    if (self->on_end != NULL)
+      report_end(self);
+    Py_BEGIN_ALLOW_THREADS
     fl_loader_destroy(self->l);
     Py_END_ALLOW_THREADS
     self->l = NULL;

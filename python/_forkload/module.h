@@ -299,6 +299,7 @@ struct flpy_loader {
   int tensor_type;         /* FLPY_LEAF_TENSOR: torch; NDARRAY: numpy */
   double timeout;          /* seconds; 0: none */
   PyObject *timeout_given; /* as the user gave it, for the message */
+  PyObject *on_end;        /* called with stats and budget at its end */
   PyObject *last_skel;     /* bytes of the last skeleton, and */
   PyObject *last_template; /* what it unpickled to */
   size_t plan_batches;     /* FLPY_PLAN: this epoch's, */

@@ -65,12 +65,13 @@ class Loader:
         sample_bytes: int = 0,
         timeout: float = 0,
         tensor_type: Literal["torch", "numpy"] = "torch",
-        probe: object = None,
-        room: int = 0,
         pinner: _Pinner | None = None,
         max_worker_restarts: int = 0,
         faults: str | None = None,
         unbatched: bool = False,
+        on_end: Callable[[dict[str, int | float],
+                          tuple[list[dict[str, Any]], int]], object]
+        | None = None,
     ) -> None: ...
     def begin(self, epoch: int, base_seed: int,
               plan: Sequence[Any] | None = None,

@@ -721,7 +721,7 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         self._iterator = None
         self._IterableDataset_len_called = None  # read by torch's code
         self._resume = None
-        self._fl_box = [None]  # a weak reference to the latest Loader
+        self._latest = _Latest()
         self.__initialized = True
         _check_worker_number(self)
 
@@ -818,27 +818,29 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             self._iterator._close()
             self._iterator = None
 
-    def _fl_loader(self):
-        """The libforkload loader of this loader's latest iterator, its
-        workers started (as the first batch starts them), while it or a
-        batch of it lives."""
+    def _ask(self, what):
+        """What the libforkload loader of this loader's latest iterator
+        says (its workers started, as the first batch starts them), or
+        said at its end, once it and its batches are gone."""
         it = self._iterator if self.persistent_workers else \
             getattr(self, "_last_iterator", lambda: None)()
         if it is not None and not it._begun and not it._finished:
             it._begin(self)
-        fl = self._fl_box[0]() if self._fl_box[0] is not None else None
-        if fl is None:
+        got = self._latest.ask(what)
+        if got is None:
             raise RuntimeError("forkload: no loader to ask: iter(loader) "
-                               "first (an epoch over, its batches gone, "
-                               "or of no batch, has none)")
-        return fl
+                               "first (an epoch of no batch has none)")
+        return got
 
     def stats(self):
         """The counters of the latest iterator's loader (fl_loader_stats):
         segments, bytes_mapped, fds and their peaks, batches_held (handed
         out, not yet freed), batches_delivered, in_flight, reorder_depth,
-        wait_seconds, worker_restarts and faults_injected, as a dict."""
-        return self._fl_loader().stats()
+        wait_seconds and faults_injected, as a dict; once the loader and
+        its batches are gone, what they were at its end.  worker_restarts
+        counts the DataLoader's whole life, as max_worker_restarts
+        does."""
+        return self._ask("stats")
 
     def budget(self):
         """What will stop this loader as batches are held, as ``forkload
@@ -848,13 +850,58 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         held, those held now included, before that limit), ``binding``:
         the resource that binds first, and its ``max_held``.  ``None`` is
         no limit.  ``max_held`` is a floor: in order, up to ``(num_workers
-        - 1) * prefetch_factor`` batches that came early may count too."""
-        items, binding = self._fl_loader().budget()
+        - 1) * prefetch_factor`` batches that came early may count too.
+        Once the latest loader and its batches are gone, its budget at its
+        end, nothing held."""
+        items, binding = self._ask("budget")
         first = items[binding] if binding >= 0 else None
         return {"binding": None if first is None else first["resource"],
                 "max_held": None if first is None else first["max_held"],
                 "items": items}
 
+
+
+class _Latest:
+    """What stats() and budget() read of a DataLoader's latest libforkload
+    loader: a weak reference to it while it lives (its batches keep it),
+    then what it said at its end.  And the worker restarts its loaders
+    spent: max_worker_restarts spans the DataLoader's life, and an epoch
+    without persistent workers has a loader of its own."""
+
+    def __init__(self):
+        self.ref = None
+        self.made = 0          # loaders made; the latest's number
+        self.end = None        # (stats, budget) of the latest, at its end
+        self.before = 0        # restarts spent before the latest
+        self.spent = 0         # by the loaders closed
+
+    def new_loader(self):
+        """A loader is made: its number, for on_end, and the restarts it
+        may spend."""
+        self.made += 1
+        self.ref, self.end, self.before = None, None, self.spent
+        return self.made
+
+    def closed(self, fl):
+        """Its workers are stopped: no restart comes after."""
+        self.spent += fl.stats()["worker_restarts"]
+
+    def ended(self, number, stats, budget):
+        if number == self.made:
+            self.end = (stats, budget)
+
+    def ask(self, what):
+        fl = self.ref() if self.ref is not None else None
+        if fl is not None:
+            got = fl.stats() if what == "stats" else fl.budget()
+        elif self.end is not None:
+            got = self.end[0 if what == "stats" else 1]
+        else:
+            return None
+        if what == "stats":
+            got = dict(got, worker_restarts=self.before +
+                       got["worker_restarts"])
+        return got
 
 
 def _check_context(ctx):
@@ -899,7 +946,7 @@ class _Iterator:
         self._dataset = loader.dataset
         self._iterable = loader._iterable
         self._index_sampler = loader._index_sampler
-        self._fl_box = loader._fl_box
+        self._latest = loader._latest
         self._loader = None
         self._pin, self._pin_device = _pin_mode(loader)
         if loader.num_workers > 0 and loader.prefetch_factor is not None \
@@ -970,7 +1017,7 @@ class _Iterator:
         # stats() and budget() ask it as long as it lives (its batches
         # keep it after the epoch): once its workers are started, so that
         # another thread never finds one starting.
-        self._fl_box[0] = weakref.ref(self._loader)
+        self._latest.ref = weakref.ref(self._loader)
 
     def _draw_order(self, dl):
         """What libforkload needs for this epoch's order: a recognised
@@ -1099,8 +1146,11 @@ class _Iterator:
                     unbatched=not dl._auto_collation)
         if dl.faults is not None:
             args["faults"] = dl.faults
+        number = self._latest.new_loader()
+        args["on_end"] = functools.partial(self._latest.ended, number)
         if dl.max_worker_restarts:
-            args["max_worker_restarts"] = dl.max_worker_restarts
+            args["max_worker_restarts"] = max(
+                0, dl.max_worker_restarts - self._latest.spent)
         if self._pin == "register":
             args["pinner"] = _Pinner(_cuda)
         if dl._native is not None:
@@ -1179,6 +1229,7 @@ class _Iterator:
 
     def _close(self):
         if self._loader is not None:
+            self._latest.closed(self._loader)
             self._loader.close()
             self._loader = None
 

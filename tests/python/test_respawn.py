@@ -173,8 +173,11 @@ def test_a_poison_sample_is_its_batchs_error_and_the_epoch_goes_on():
 
 
 class Pids(tud.Dataset):
+    def __init__(self, n=10 ** 6):
+        self.n = n
+
     def __len__(self):
-        return 10 ** 6
+        return self.n
 
     def __getitem__(self, i):
         time.sleep(0.002)
@@ -203,6 +206,20 @@ def test_past_the_budget_a_death_is_the_error():
     with pytest.raises(RuntimeError, match="budget of 1 worker restarts"):
         for _ in dl:
             pass
+    del dl
+
+
+def test_the_budget_spans_the_loaders_life_not_an_epoch():
+    # Without persistent workers each epoch has a loader of its own; the
+    # faults kill a worker in each.
+    dl = forkload.DataLoader(Pids(20), batch_size=2, num_workers=2,
+                             max_worker_restarts=1, faults="kill@2")
+    assert len(list(dl)) == len(dl)
+    assert dl.stats()["worker_restarts"] == 1
+    with pytest.raises(RuntimeError, match="is killed by signal"):
+        for _ in dl:
+            pass
+    assert dl.stats()["worker_restarts"] == 1
     del dl
 
 
