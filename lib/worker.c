@@ -387,6 +387,15 @@ blame(fl_loader *l, unsigned wi)
   return first;
 }
 
+/* How a death's sentence names the batch its worker was filling. */
+static void
+name_batch(const fl_batch *b, char *what, size_t len)
+{
+  if (b != NULL)
+    snprintf(what, len, " while filling batch %llu",
+             (unsigned long long)b->seq);
+}
+
 /*
  * A batch whose filling killed its worker twice is not tried again: its
  * place holds a dataset error, as any bad sample's, naming its first
@@ -443,9 +452,7 @@ respawn(fl_loader *l, unsigned wi, const char *how, const char *brief)
                  FL__ATTEMPT(culprit))))
     l->stats.faults_injected++;
   /* Said now: the loop below may free the culprit's slot. */
-  if (culprit != NULL)
-    snprintf(what, sizeof(what), " while filling batch %llu",
-             (unsigned long long)culprit->seq);
+  name_batch(culprit, what, sizeof(what));
   pool_free_segments(l, wi);
   todo = malloc((l->nslots ? l->nslots : 1) * sizeof(*todo));
   if (todo == NULL)
@@ -496,7 +503,8 @@ static void
 exited(fl_loader *l, unsigned wi, int flags)
 {
   fl__worker *w = &l->workers[wi];
-  char how[FL__ERRMSG_MAX / 2], brief[32];
+  char how[FL__ERRMSG_MAX / 2], brief[32], what[48] = "";
+  const fl_batch *culprit;
   siginfo_t si;
   pid_t pid = w->pid;
   int rc;
@@ -516,11 +524,13 @@ exited(fl_loader *l, unsigned wi, int flags)
     respawn(l, wi, how, brief);
     return;
   }
+  culprit = blame(l, wi);
+  name_batch(culprit, what, sizeof(what));
   if (l->opt.max_worker_restarts > 0)
-    fl__loader_fail(l, FL_EWORKER, "%s; the budget of %u worker restarts is "
-                    "spent", how, l->opt.max_worker_restarts);
+    fl__loader_fail(l, FL_EWORKER, "%s%s; the budget of %u worker restarts "
+                    "is spent", how, what, l->opt.max_worker_restarts);
   else
-    fl__loader_fail(l, FL_EWORKER, "%s", how);
+    fl__loader_fail(l, FL_EWORKER, "%s%s", how, what);
   fl__worker_forget(l, wi);
 }
 

@@ -661,6 +661,41 @@ host_that_reaps(void (*handler)(int))
   flt_assert_clean(&base);
 }
 
+/* A worker killed by a sample, without restarts: the error names the
+   batch it was filling (sample 21 of batches of 4: batch 5), as the
+   Python module's documentation says. */
+static void
+dead_worker_error_names_the_batch_it_was_filling(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l;
+  fl_batch *b;
+  flt_data d;
+  int rc;
+
+  (void)state;
+  flt_baseline_take(&base);
+  flt_data_init(&d, &ds, 40, 16);
+  d.kill_index = 21;
+  d.kill_signal = SIGKILL;
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  opt.batch_size = 4;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  assert_int_equal(fl_loader_begin(l), 0);
+  while ((rc = fl_loader_next(l, &b)) == 1)
+    fl_batch_release(b);
+  assert_int_equal(rc, FL_EWORKER);
+  assert_non_null(strstr(fl_loader_error(l), "was killed by signal 9 "
+                                             "(SIGKILL: Killed) while "
+                                             "filling batch 5"));
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+  flt_assert_clean(&base);
+}
+
 static void
 host_reaping_children_itself_does_not_hide_a_dead_worker(void **state)
 {
@@ -692,6 +727,7 @@ main(void)
       cmocka_unit_test(killed_parent_takes_its_workers_down_promptly),
       cmocka_unit_test(
           host_reaping_children_itself_does_not_hide_a_dead_worker),
+      cmocka_unit_test(dead_worker_error_names_the_batch_it_was_filling),
   };
 
   flt_fd_limit_save();

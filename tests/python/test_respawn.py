@@ -9,6 +9,7 @@ of the epoch comes."""
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -196,6 +197,11 @@ def test_with_no_restarts_a_death_is_torchs_error_within_a_second():
     assert time.monotonic() - killed < 1.0
     assert str(e.value).startswith(
         f"DataLoader worker (pid {victim}) is killed by signal: Killed. ")
+    # forkload's sentence follows, naming the batch the worker was filling
+    # (at 2 ms a sample, it had one taken when killed).
+    assert re.search(r"forkload: worker \d \(pid %d\) was killed by signal 9 "
+                     r"\(SIGKILL: Killed\) while filling batch \d+ "
+                     r"\(FL_EWORKER\)$" % victim, str(e.value))
     del it, dl
 
 
