@@ -466,7 +466,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
       "in_order", "drop_last", "shuffle", "shuffle_algorithm", "seed",
       "rank", "world_size", "shard_mode", "sharing", "sample_bytes",
       "timeout", "tensor_type", "pinner",
-      "max_worker_restarts", "faults", "unbatched", "on_end", NULL};
+      "max_worker_restarts", "faults", "unbatched", "on_end", "epoch_start",
+      NULL};
   static const char *const kinds[] = {"map", "plan", "iterable", NULL};
   static const char *const shards[] = {"pad", "trim", "uneven", NULL};
   static const char *const sharings[] = {"fd", "file_system", NULL};
@@ -476,7 +477,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   const char *kind, *shard = "pad", *sharing = "fd", *algo = "torch",
              *tensor = "torch";
   PyObject *dataset, *collate_fn, *setup;
-  PyObject *pinner = Py_None, *timeout_given = NULL, *on_end = Py_None;
+  PyObject *pinner = Py_None, *timeout_given = NULL, *on_end = Py_None,
+           *epoch_start = Py_None;
   const char *faults = NULL;
   unsigned restarts = 0;
   Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0;
@@ -490,12 +492,12 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   int k;
 
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwds, "OsOO|$nnIIppppsKIIssnOsOIzpO:Loader", kwlist,
+          args, kwds, "OsOO|$nnIIppppsKIIssnOsOIzpOO:Loader", kwlist,
           &dataset, &kind, &collate_fn, &setup, &batch_size, &length,
           &num_workers, &prefetch, &persistent, &in_order, &drop_last,
           &shuffle, &algo, &seed, &rank, &world, &shard, &sharing,
           &sample_bytes, &timeout_given, &tensor, &pinner, &restarts,
-          &faults, &unbatched, &on_end))
+          &faults, &unbatched, &on_end, &epoch_start))
     return -1;
   /* Once: a second call after a failure late in the first would
      overwrite what the first kept (the dataset, generator states, the
@@ -620,6 +622,8 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   }
   if (on_end != Py_None)
     self->on_end = Py_NewRef(on_end);
+  if (epoch_start != Py_None)
+    self->src.epoch_start = Py_NewRef(epoch_start);
   if (pinner != Py_None) {
     /* pin_memory: each segment registered once, through the pinner. */
     self->pinner = Py_NewRef(pinner);
@@ -1044,6 +1048,7 @@ loader_traverse(PyObject *op, visitproc visit, void *arg)
   Py_VISIT(self->src.dataset);
   Py_VISIT(self->src.collate_fn);
   Py_VISIT(self->src.worker_setup);
+  Py_VISIT(self->src.epoch_start);
   Py_VISIT(self->src.getitems);
   Py_VISIT(self->src.rng_get);
   Py_VISIT(self->src.rng_set);
@@ -1069,6 +1074,7 @@ loader_clear(PyObject *op)
   Py_CLEAR(self->src.dataset);
   Py_CLEAR(self->src.collate_fn);
   Py_CLEAR(self->src.worker_setup);
+  Py_CLEAR(self->src.epoch_start);
   Py_CLEAR(self->src.getitems);
   Py_CLEAR(self->src.rng_get);
   Py_CLEAR(self->src.rng_set);

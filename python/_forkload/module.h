@@ -200,6 +200,8 @@ typedef struct {
   PyObject *dataset;
   PyObject *collate_fn;   /* FLPY_CUSTOM's */
   PyObject *worker_setup; /* forkload._worker's setup, bound to the loader */
+  PyObject *epoch_start;  /* FLPY_ITERABLE: called with the epoch before
+                             each worker's stream's iter(), or NULL */
   PyObject *getitems;     /* dataset.__getitems__, or NULL */
   int kind, collate;
   int unbatched;          /* batch_size None: a key a batch, no list */

@@ -479,10 +479,19 @@ flpy_source_open(void *ctx, const fl_worker_info *info)
 {
   flpy_source *src = ctx;
   PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *r;
 
-  (void)info;
   src->exhausted = 0;
-  Py_XSETREF(src->iterator, PyObject_GetIter(src->dataset));
+  /* First what the epoch sets up in a worker (an IterDataPipe's seeds, as
+     torch's worker sets them; without workers, info NULL, the consumer
+     did), then the stream; a failure of either is the stream's error. */
+  r = src->epoch_start == NULL || info == NULL
+          ? Py_NewRef(Py_None)
+          : PyObject_CallFunction(src->epoch_start, "K",
+                                  (unsigned long long)info->epoch);
+  Py_XSETREF(src->iterator, r == NULL ? NULL
+                                      : PyObject_GetIter(src->dataset));
+  Py_XDECREF(r);
   /* Raised at this stream's first batch, which is then its last. */
   if (src->iterator == NULL)
     Py_XSETREF(src->stream_error, error_record(src));

@@ -72,6 +72,7 @@ class Loader:
         on_end: Callable[[dict[str, int | float],
                           tuple[list[dict[str, Any]], int]], object]
         | None = None,
+        epoch_start: Callable[[int], object] | None = None,
     ) -> None: ...
     def begin(self, epoch: int, base_seed: int,
               plan: Sequence[Any] | None = None,

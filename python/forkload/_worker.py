@@ -95,10 +95,11 @@ def numpy_seed(base_seed, worker_id):
     return state
 
 
-def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
+def setup(num_workers, dataset, worker_init_fn, shard, worker_id, base_seed):
     """A worker's start, in PyTorch's order: the thread's name (torch 2's),
-    one thread for torch, seeds, WorkerInfo (the installed torch's), then
-    worker_init_fn."""
+    one thread for torch, seeds, WorkerInfo (the installed torch's), a
+    DataPipe's sharding (shard: torch.distributed's world size and rank,
+    None for other datasets), then worker_init_fn."""
     global _worker_info
     seed = base_seed + worker_id
     # torch 2 names its workers' thread (ps and top show "pt_data_worker");
@@ -127,6 +128,13 @@ def setup(num_workers, dataset, worker_init_fn, worker_id, base_seed):
     else:
         _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers,
                                   seed=seed, dataset=dataset)
+    if shard is not None:
+        # torch's _sharding_worker_init_fn: across the processes first,
+        # then across their workers.
+        from torch.utils.data import graph_settings
+        world_size, rank = shard
+        graph_settings.apply_sharding(dataset, num_workers * world_size,
+                                      worker_id * world_size + rank)
     if worker_init_fn is not None:
         worker_init_fn(worker_id)
 

@@ -31,6 +31,12 @@ except ImportError:  # numpy arrays, without torch's samplers
     BatchSampler = DistributedSampler = RandomSampler = None
     SequentialSampler = IterableDataset = None
     _TorchDataLoader = object
+try:
+    from torch.utils.data import IterDataPipe, MapDataPipe, graph_settings
+    from torch.utils.data.datapipes.datapipe import (
+        _IterDataPipeSerializationWrapper, _MapDataPipeSerializationWrapper)
+except ImportError:  # no torch, or one without DataPipes
+    IterDataPipe = MapDataPipe = None
 
 # torch's _DatasetKind values, which code written for torch's loader reads
 # from its _dataset_kind.
@@ -266,6 +272,26 @@ def _native_of(dataset):
     None for a Python dataset."""
     native = getattr(dataset, "_native", None)
     return native if isinstance(native, _forkload.NativeDataset) else None
+
+
+def _is_pipe(dataset, kind="any"):
+    """Whether dataset is a DataPipe of that kind ("iter", "map", or
+    "any"), which torch's loader seeds, shuffles and shards itself."""
+    if IterDataPipe is None:
+        return False
+    types = {"iter": IterDataPipe, "map": MapDataPipe,
+             "any": (IterDataPipe, MapDataPipe)}[kind]
+    return isinstance(dataset, types)
+
+
+def _distributed():
+    """torch.distributed's (world size, rank), or (1, 0) outside it: the
+    sharding of a DataPipe across processes, as torch's iterator reads
+    it."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
 
 
 def _is_iterable_dataset(dataset):
@@ -643,6 +669,11 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
                 "its batches are made in C, in the workers, with no Python")
         self._epochs = 0
         self.dataset = dataset
+        # torch's wrappers of DataPipes (for pickling; workers here fork).
+        if _is_pipe(dataset, "iter"):
+            self.dataset = _IterDataPipeSerializationWrapper(dataset)
+        elif _is_pipe(dataset, "map"):
+            self.dataset = _MapDataPipeSerializationWrapper(dataset)
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
         self.pin_memory = pin_memory
@@ -661,7 +692,12 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         if _is_iterable_dataset(dataset):
             self._iterable = True
             self._dataset_kind = _ITERABLE
-            if shuffle not in {False, None}:
+            if _is_pipe(dataset, "iter"):
+                # The pipe's own Shuffler steps take the setting.
+                if shuffle is not None:
+                    dataset = graph_settings.apply_shuffle_settings(
+                        dataset, shuffle=shuffle)
+            elif shuffle not in {False, None}:
                 raise ValueError(
                     "DataLoader with IterableDataset: expected unspecified "
                     f"shuffle option, but got shuffle={shuffle}")
@@ -861,6 +897,14 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
 
 
 
+def _seed_pipe(pipe, seed):
+    """An IterDataPipe's random steps seeded for the epoch, as torch seeds
+    them in its iterator and again in each worker."""
+    rng = torch.Generator()
+    rng.manual_seed(seed)
+    graph_settings.apply_random_seed(pipe, rng)
+
+
 class _Latest:
     """What stats() and budget() read of a DataLoader's latest libforkload
     loader: a weak reference to it while it lives (its batches keep it),
@@ -973,11 +1017,24 @@ class _Iterator:
     def _start_locked(self, dl, first):
         resume = dl._resume
         dl._resume = None
+        self._pipe_seed = None
+        if _is_pipe(self._dataset, "iter"):
+            # torch's first draw of an epoch over an IterDataPipe: the seed
+            # its random steps share in every worker.
+            self._pipe_seed = _draw_seed(dl.generator)
+            _seed_pipe(self._dataset, self._pipe_seed)
+        if dl.num_workers == 0 and _is_pipe(self._dataset):
+            graph_settings.apply_sharding(self._dataset, *_distributed())
         if resume is not None:
             if first or not dl.persistent_workers:
                 self._base_seed = resume["_snapshot"]["base_seed"]
         elif first:
             self._base_seed = _draw_seed(dl.generator)
+        if first and dl.num_workers > 0 and self._pipe_seed is not None:
+            # torch's iterator with workers draws a second shared seed as
+            # it is made (its _reset), for the consumer's graph; its
+            # workers keep the first.
+            _seed_pipe(self._dataset, _draw_seed(dl.generator))
         self._yielded = 0 if resume is None else resume["_num_yielded"]
         self._len_called = dl.__dict__.get("_IterableDataset_len_called")
         self._finished = False
@@ -1048,7 +1105,9 @@ class _Iterator:
 
     def _draw_sampler(self, dl):
         if dl._iterable:
-            return {"kind": "iterable", "epoch": 0}
+            # An IterDataPipe's epoch carries its shared seed to the
+            # workers (epoch_start).
+            return {"kind": "iterable", "epoch": self._pipe_seed or 0}
         sampler = dl.sampler if dl.batch_sampler is None else \
             getattr(dl.batch_sampler, "sampler", None)
         bs = dl.batch_sampler
@@ -1122,8 +1181,9 @@ class _Iterator:
         elif not dl._auto_collation and (collate is None or
                                          collate is _default_convert):
             collate = False
-        setup = functools.partial(_worker.setup, dl.num_workers, dl.dataset,
-                                  dl.worker_init_fn)
+        setup = functools.partial(
+            _worker.setup, dl.num_workers, dl.dataset, dl.worker_init_fn,
+            _distributed() if _is_pipe(dl.dataset) else None)
         dataset = dl.dataset
         if dl._native is not None:
             # libforkload's own dataset: Python in a worker only for the
@@ -1146,6 +1206,8 @@ class _Iterator:
                     unbatched=not dl._auto_collation)
         if dl.faults is not None:
             args["faults"] = dl.faults
+        if self._pipe_seed is not None:
+            args["epoch_start"] = functools.partial(_seed_pipe, dl.dataset)
         number = self._latest.new_loader()
         args["on_end"] = functools.partial(self._latest.ended, number)
         if dl.max_worker_restarts:

@@ -660,3 +660,73 @@ def test_a_prefetch_factor_past_the_epochs_batches_loads_as_torchs(kw):
     fl, th = both(dataset, batch_size=4, num_workers=2, prefetch_factor=10**6,
                   **kw)
     assert_batches_same(fl, th)
+
+
+# --------------------------------------------------------------------------
+# DataPipes: shuffled, seeded and sharded as torch's loader does it
+# --------------------------------------------------------------------------
+
+def times_ten(x):
+    return x * 10
+
+
+def pipe_of(n):
+    from torch.utils.data.datapipes.iter import IterableWrapper
+    return IterableWrapper(range(n)).shuffle().sharding_filter().map(
+        times_ten)
+
+
+def map_pipe_of(n):
+    from torch.utils.data.datapipes.map import SequenceWrapper
+    return SequenceWrapper(list(range(n))).map(times_ten)
+
+
+def epochs_of(make, pipe, epochs=3, **kw):
+    """Each epoch's batches, then three draws of the global generator
+    (what the loader drew from it shows there)."""
+    torch.manual_seed(7)
+    loader = make(pipe, **kw)
+    got = [[plain(b) for b in loader] for _ in range(epochs)]
+    return got, torch.randint(1000, (3,)).tolist()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("shuffle", [None, True, False])
+@pytest.mark.parametrize("kw", [
+    dict(num_workers=0),
+    dict(num_workers=1),
+    dict(num_workers=2),
+    dict(num_workers=3, batch_size=5),
+    dict(num_workers=2, persistent_workers=True),
+    dict(num_workers=2, batch_size=None),
+    dict(num_workers=2, generator=7),
+])
+def test_an_iterdatapipe_is_shuffled_and_sharded_as_torchs(shuffle, kw):
+    kw = dict(dict(batch_size=4), **kw)
+    fl_kw, th_kw = dict(kw), dict(kw)
+    if "generator" in kw:
+        fl_kw["generator"] = torch.Generator().manual_seed(kw["generator"])
+        th_kw["generator"] = torch.Generator().manual_seed(kw["generator"])
+    fl = epochs_of(forkload.DataLoader, pipe_of(26), shuffle=shuffle,
+                   **fl_kw)
+    th = epochs_of(tud.DataLoader, pipe_of(26), shuffle=shuffle, **th_kw)
+    assert fl == th
+    # Every sample once an epoch: sharded across the workers, not copied.
+    flat = sorted(x for b in fl[0][0] for x in (b if isinstance(b, list)
+                                                  else [b]))
+    assert flat == [10 * i for i in range(26)]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_mapdatapipe_loads_as_torchs(num_workers):
+    fl = epochs_of(forkload.DataLoader, map_pipe_of(10), batch_size=3,
+                   shuffle=True, num_workers=num_workers)
+    th = epochs_of(tud.DataLoader, map_pipe_of(10), batch_size=3,
+                   shuffle=True, num_workers=num_workers)
+    assert fl == th
+
+
+def test_a_datapipe_is_wrapped_as_torch_wraps_it():
+    pipe = pipe_of(4)
+    assert type(forkload.DataLoader(pipe).dataset) is type(
+        tud.DataLoader(pipe).dataset)
