@@ -5,6 +5,7 @@ workers through forkload._forkload.Loader (C)."""
 import functools
 import inspect
 import math
+import os
 import threading
 import types
 import typing
@@ -918,17 +919,22 @@ class _Latest:
         self.end = None        # (stats, budget) of the latest, at its end
         self.before = 0        # restarts spent before the latest
         self.spent = 0         # by the loaders closed
+        self.pid = None        # the process that made the latest
 
     def new_loader(self):
         """A loader is made: its number, for on_end, and the restarts it
         may spend."""
         self.made += 1
         self.ref, self.end, self.before = None, None, self.spent
+        self.pid = os.getpid()
         return self.made
 
     def closed(self, fl):
-        """Its workers are stopped: no restart comes after."""
-        self.spent += fl.stats()["worker_restarts"]
+        """Its workers are stopped: no restart comes after.  (Not in a
+        child forked since, by another loader say, whose copy of an
+        iterator may go there: a loader answers only its maker.)"""
+        if os.getpid() == self.pid:
+            self.spent += fl.stats()["worker_restarts"]
 
     def ended(self, number, stats, budget):
         if number == self.made:

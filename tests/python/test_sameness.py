@@ -730,3 +730,22 @@ def test_a_datapipe_is_wrapped_as_torch_wraps_it():
     pipe = pipe_of(4)
     assert type(forkload.DataLoader(pipe).dataset) is type(
         tud.DataLoader(pipe).dataset)
+
+
+def test_an_iterator_collected_in_a_child_forked_since_says_nothing():
+    import sys
+    it = iter(forkload.DataLoader(list(range(8)), batch_size=2,
+                                  num_workers=2))
+    next(it)
+    pid = os.fork()
+    if pid == 0:
+        heard = []
+        sys.unraisablehook = heard.append
+        global_it = [it]
+        del it
+        global_it.clear()
+        gc.collect()
+        os._exit(3 if heard else 0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [b.tolist() for b in it] == [[2, 3], [4, 5], [6, 7]]
