@@ -198,8 +198,33 @@ dl_dtype(flpy_dl_dtype t)
   return -1;
 }
 
+/* Whether DLPack can take tensor t: strided, and not nested (whose
+   __dlpack__ raises torch's internal error).  -1 with an error. */
+static int
+dlpack_takes(flpy_state *st, PyObject *t)
+{
+  PyObject *layout, *nested;
+  int ok;
+
+  layout = PyObject_GetAttrString(t, "layout");
+  if (layout == NULL)
+    return -1;
+  ok = layout == st->torch_strided;
+  Py_DECREF(layout);
+  if (!ok)
+    return 0;
+  nested = PyObject_GetAttrString(t, "is_nested");
+  if (nested == NULL)
+    return -1;
+  ok = nested != Py_True;
+  Py_DECREF(nested);
+  return ok;
+}
+
 /* A CPU tensor through __dlpack__ (bool and tensors that need grad go
-   through a uint8 view or detach() first: DLPack takes neither). */
+   through a uint8 view or detach() first: DLPack takes neither).  A
+   nested or sparse one is a TypeError, as a dtype not written here is:
+   torch's collate makes it, or it travels pickled. */
 static int
 tensor_ref(flpy_state *st, PyObject *t, array_ref *a)
 {
@@ -208,6 +233,12 @@ tensor_ref(flpy_state *st, PyObject *t, array_ref *a)
   int is_bool, rc = -1, i;
 
   Py_INCREF(src);
+  if ((i = dlpack_takes(st, t)) <= 0) {
+    if (i == 0)
+      PyErr_SetString(PyExc_TypeError, "forkload cannot write a nested or "
+                      "sparse tensor");
+    goto out;
+  }
   dtype = PyObject_GetAttrString(t, "dtype");
   if (dtype == NULL)
     goto out;

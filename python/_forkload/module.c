@@ -162,6 +162,7 @@ module_exec(PyObject *m)
   st->tensor_type = optional_attr(torch, "Tensor");
   st->torch_bool = optional_attr(torch, "bool");
   st->torch_uint8 = optional_attr(torch, "uint8");
+  st->torch_strided = optional_attr(torch, "strided");
   st->ndarray_type = optional_attr(numpy, "ndarray");
   st->np_generic = optional_attr(numpy, "generic");
   st->np_asarray = optional_attr(numpy, "asarray");
@@ -193,6 +194,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
   Py_VISIT(st->tensor_type);
   Py_VISIT(st->torch_bool);
   Py_VISIT(st->torch_uint8);
+  Py_VISIT(st->torch_strided);
   Py_VISIT(st->ndarray_type);
   Py_VISIT(st->np_generic);
   Py_VISIT(st->np_asarray);
@@ -219,6 +221,7 @@ module_clear(PyObject *m)
   Py_CLEAR(st->tensor_type);
   Py_CLEAR(st->torch_bool);
   Py_CLEAR(st->torch_uint8);
+  Py_CLEAR(st->torch_strided);
   Py_CLEAR(st->ndarray_type);
   Py_CLEAR(st->np_generic);
   Py_CLEAR(st->np_asarray);

@@ -39,6 +39,7 @@ typedef struct {
   PyObject *tensor_type;    /* torch.Tensor, or None */
   PyObject *torch_bool;     /* torch.bool, or None */
   PyObject *torch_uint8;    /* torch.uint8, or None */
+  PyObject *torch_strided;  /* torch.strided, or None */
   PyObject *ndarray_type;   /* numpy.ndarray, or None */
   PyObject *np_generic;     /* numpy.generic, or None */
   PyObject *np_asarray;     /* numpy.asarray, or None */
