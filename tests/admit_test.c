@@ -338,7 +338,7 @@ memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost(
 static void
 workers_past_their_message_queues_cost_an_fd_each(void **state)
 {
-  struct rlimit files, queues, low;
+  struct rlimit files, low;
   fl_options opt;
   fl_dataset ds;
   fl_loader *l = NULL;
@@ -348,13 +348,10 @@ workers_past_their_message_queues_cost_an_fd_each(void **state)
 
   (void)state;
   getrlimit(RLIMIT_NOFILE, &files);
-  getrlimit(RLIMIT_MSGQUEUE, &queues);
   flt_data_init(&d, &ds, 1000, 64);
   fl_options_init(&opt);
   opt.num_workers = 16;
-  low = queues;
-  low.rlim_cur = 0;
-  assert_int_equal(setrlimit(RLIMIT_MSGQUEUE, &low), 0);
+  flt_msgqueue_limit_lower(0);
   low = files;
   low.rlim_cur = 64;
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
@@ -363,14 +360,10 @@ workers_past_their_message_queues_cost_an_fd_each(void **state)
   msg = fl_loader_error(NULL);
   if (rc != FL_EMFILE ||
       strstr(msg, "the prefetch window needs 102 fds") == NULL ||
-      strstr(msg, "and 69 of the loader's own") == NULL) {
-    setrlimit(RLIMIT_MSGQUEUE, &queues);
+      strstr(msg, "and 69 of the loader's own") == NULL)
     fail_msg("%s: %s", fl_err_name(rc), msg);
-  }
   /* Under the fd limit, the same options are admitted. */
-  rc = fl_loader_create(&l, &ds, &opt);
-  setrlimit(RLIMIT_MSGQUEUE, &queues);
-  assert_int_equal(rc, 0);
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
   fl_loader_destroy(l);
   flt_data_free(&d);
 }
@@ -586,7 +579,9 @@ main(void)
           flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test(
           window_beyond_the_fd_limit_is_refused_with_the_arithmetic),
-      cmocka_unit_test(workers_past_their_message_queues_cost_an_fd_each),
+      cmocka_unit_test_teardown(
+          workers_past_their_message_queues_cost_an_fd_each,
+          flt_msgqueue_limit_teardown),
       cmocka_unit_test(an_order_too_large_for_memory_is_refused),
       cmocka_unit_test(iterable_batch_size_is_the_segment_and_is_checked),
       cmocka_unit_test_setup_teardown(

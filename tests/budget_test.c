@@ -313,22 +313,18 @@ queues_of(const fl_loader *l, fl_budget *b)
 static void
 workers_past_rlimit_msgqueue_are_not_refused(void **s)
 {
-  struct rlimit saved, low;
   const fl_budget_item *q;
   fl_budget b;
   flt_case c;
 
   (void)s;
-  getrlimit(RLIMIT_MSGQUEUE, &saved);
-  low = saved;
-  low.rlim_cur = 100;
-  assert_int_equal(setrlimit(RLIMIT_MSGQUEUE, &low), 0);
+  flt_msgqueue_limit_lower(100);
   start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 1);
   q = queues_of(c.l, &b);
   assert_int_equal(q->limit, 0);
   assert_int_equal(q->in_use, 0);
   assert_int_equal(q->max_held, UINT64_MAX);
-  setrlimit(RLIMIT_MSGQUEUE, &saved);
+  flt_msgqueue_limit_restore();
   assert_int_equal(fl_loader_begin(c.l), 0);
   assert_int_equal(flt_drain(c.l, 0), 100000 / BATCH);
   flt_case_end(&c);
@@ -421,7 +417,8 @@ main(void)
           workers_need_queues_and_processes_but_no_held_batch_does),
       cmocka_unit_test(pin_memory_with_mlock_adds_memlock_bytes),
       cmocka_unit_test(bad_arguments_and_a_child_process_are_refused),
-      cmocka_unit_test(workers_past_rlimit_msgqueue_are_not_refused),
+      cmocka_unit_test_teardown(workers_past_rlimit_msgqueue_are_not_refused,
+                                flt_msgqueue_limit_teardown),
       cmocka_unit_test(a_queue_refused_past_admission_gives_a_socket_pair),
       cmocka_unit_test_setup_teardown(
           workers_past_fs_mqueue_queues_max_are_not_refused, flt_tree_setup,

@@ -500,3 +500,35 @@ flt_fd_limit_teardown(void **state)
   flt_fd_limit_restore();
   return 0;
 }
+
+static struct rlimit saved_msgqueue;
+static int msgqueue_lowered;
+
+void
+flt_msgqueue_limit_lower(rlim_t bytes)
+{
+  struct rlimit low;
+
+  if (!msgqueue_lowered)
+    assert_int_equal(getrlimit(RLIMIT_MSGQUEUE, &saved_msgqueue), 0);
+  msgqueue_lowered = 1;
+  low = saved_msgqueue;
+  low.rlim_cur = bytes;
+  assert_int_equal(setrlimit(RLIMIT_MSGQUEUE, &low), 0);
+}
+
+void
+flt_msgqueue_limit_restore(void)
+{
+  if (msgqueue_lowered)
+    setrlimit(RLIMIT_MSGQUEUE, &saved_msgqueue);
+  msgqueue_lowered = 0;
+}
+
+int
+flt_msgqueue_limit_teardown(void **state)
+{
+  (void)state;
+  flt_msgqueue_limit_restore();
+  return 0;
+}

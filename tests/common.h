@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -51,6 +52,15 @@ void flt_fd_limit_lower(int headroom);
 void flt_fd_limit_leave(int free);
 void flt_fd_limit_restore(void);
 int flt_fd_limit_teardown(void **state);
+
+/*
+ * RLIMIT_MSGQUEUE, for cases whose workers do not all get a message queue:
+ * lower its soft limit to `bytes`, and restore it as it was before
+ * (flt_msgqueue_limit_teardown does that, whatever the case did).
+ */
+void flt_msgqueue_limit_lower(rlim_t bytes);
+void flt_msgqueue_limit_restore(void);
+int flt_msgqueue_limit_teardown(void **state);
 
 /* Monotonic seconds. */
 double flt_now(void);

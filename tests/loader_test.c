@@ -762,7 +762,6 @@ past_the_queues(fl_sharing sharing)
 {
   const size_t len = 400, sb = 16;
   unsigned char seen[400];
-  struct rlimit saved, low;
   const fl_budget_item *q = NULL;
   fl_budget bg;
   fl_stats st;
@@ -780,13 +779,10 @@ past_the_queues(fl_sharing sharing)
   f.d.kill_index = 123;
   f.d.kill_signal = SIGKILL;
   f.d.kill_times = 1;
-  assert_int_equal(getrlimit(RLIMIT_MSGQUEUE, &saved), 0);
-  low = saved;
-  low.rlim_cur = fl__index_queue_bytes(
-      fl__index_queue_depth(f.opt.prefetch_factor + 1));
-  assert_int_equal(setrlimit(RLIMIT_MSGQUEUE, &low), 0);
+  flt_msgqueue_limit_lower(fl__index_queue_bytes(
+      fl__index_queue_depth(f.opt.prefetch_factor + 1)));
   flt_case_create(&f);
-  setrlimit(RLIMIT_MSGQUEUE, &saved);
+  flt_msgqueue_limit_restore();
   assert_int_equal(fl_loader_budget(f.l, &bg), 0);
   for (i = 0; i < bg.n; i++)
     if (strcmp(bg.item[i].resource, "message queues") == 0)
@@ -2166,8 +2162,9 @@ main(void)
       cmocka_unit_test(drop_last_drops_the_short_batch),
       cmocka_unit_test(batches_of_65536_samples_fit_stock_queue_limits),
       cmocka_unit_test(prefetch_deeper_than_the_queue_still_delivers_all),
-      cmocka_unit_test(
-          workers_past_their_message_queues_get_every_batch_in_order),
+      cmocka_unit_test_teardown(
+          workers_past_their_message_queues_get_every_batch_in_order,
+          flt_msgqueue_limit_teardown),
       cmocka_unit_test(
           more_workers_than_fs_mqueue_queues_max_deliver_every_batch),
       cmocka_unit_test(
