@@ -95,6 +95,15 @@ int flt_epoch_error(fl_loader *l, char *buf, size_t len);
 int flt_tree_teardown(void **state);
 void flt_tree_put(const char *path, const char *text);
 
+/*
+ * Runs fn(arg, why, len) in a forked child, where no assert may run (one
+ * would go on with the parent's cases there): what fn returns is the
+ * child's exit status, and what it wrote in why comes back in why.
+ * Returns that status, or -1 when the child did not exit.
+ */
+int flt_in_child(int (*fn)(void *arg, char *why, size_t len), void *arg,
+                 char *why, size_t len);
+
 /* Print a TAP "skip all" plan with the reason and exit 77. */
 /*
  * Puts this process in a private mount namespace with its own tmpfs over

@@ -817,10 +817,10 @@ workers_past_their_message_queues_get_every_batch_in_order(void **state)
   past_the_queues(FL_SHARE_FILE_SYSTEM);
 }
 
-/* In the child: a loader of queues_max + 1 workers, in order.  0, or a
-   code with why. */
+/* In the child, in an IPC namespace of its own: a loader of queues_max +
+   1 workers, in order.  0, 77 without the namespace, or a code with why. */
 static int
-more_workers_than_queues_max(char *why, size_t len)
+more_workers_than_queues_max(void *arg, char *why, size_t len)
 {
   const size_t sb = 8;
   unsigned long long max = 0;
@@ -834,6 +834,13 @@ more_workers_than_queues_max(char *why, size_t len)
   size_t n, nb;
   int rc;
 
+  (void)arg;
+  if (unshare(CLONE_NEWIPC) != 0 &&
+      unshare(CLONE_NEWUSER | CLONE_NEWIPC) != 0) {
+    snprintf(why, len, "not run: no IPC namespace of its own (unshare: %s)",
+             strerror(errno));
+    return 77;
+  }
   f = fopen("/proc/sys/fs/mqueue/queues_max", "re");
   if (f == NULL || fscanf(f, "%llu", &max) != 1 || max > 4096) {
     snprintf(why, len, "fs.mqueue.queues_max unreadable or past 4096");
@@ -883,36 +890,14 @@ more_workers_than_queues_max(char *why, size_t len)
 static void
 more_workers_than_fs_mqueue_queues_max_deliver_every_batch(void **state)
 {
-  char why[400] = "";
-  int p[2], status;
-  ssize_t got;
-  pid_t pid;
+  char why[400];
+  int status;
 
   (void)state;
-  assert_int_equal(pipe(p), 0);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    close(p[0]);
-    status = unshare(CLONE_NEWIPC) == 0 ||
-                     unshare(CLONE_NEWUSER | CLONE_NEWIPC) == 0
-                 ? more_workers_than_queues_max(why, sizeof(why))
-                 : 77;
-    if (status == 77)
-      snprintf(why, sizeof(why), "not run: no IPC namespace of its own "
-               "(unshare: %s)", strerror(errno));
-    if (write(p[1], why, strlen(why)) < 0)
-      status = 9;
-    _exit(status);
-  }
-  close(p[1]);
-  got = read(p[0], why, sizeof(why) - 1);
-  why[got > 0 ? got : 0] = '\0';
-  close(p[0]);
-  assert_int_equal(waitpid(pid, &status, 0), pid);
+  status = flt_in_child(more_workers_than_queues_max, NULL, why,
+                        sizeof(why));
   print_message("# %s\n", why);
-  if (!WIFEXITED(status) ||
-      (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 77))
+  if (status != 0 && status != 77)
     fail_msg("status %d: %s", status, why);
 }
 
