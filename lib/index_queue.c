@@ -56,7 +56,7 @@ static int
 socket_pair(struct fl__index_queue *q, unsigned worker, int mq_errno,
             char *err, size_t errlen)
 {
-  int sv[2];
+  int sv[2], e;
 
   if (mq_errno != ENOSPC && mq_errno != EMFILE && mq_errno != ENFILE &&
       mq_errno != ENOMEM) {
@@ -65,11 +65,12 @@ socket_pair(struct fl__index_queue *q, unsigned worker, int mq_errno,
     return -mq_errno;
   }
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    e = errno;
     snprintf(err, errlen, "cannot create the index queue of worker %u: "
              "neither a message queue (%s) nor a socket pair (%s)%s", worker,
-             fl__strerror(mq_errno), fl__strerror(errno),
-             errno == EMFILE ? ": raise `ulimit -n`" : "");
-    return -errno;
+             fl__strerror(mq_errno), fl__strerror(e),
+             e == EMFILE ? ": raise `ulimit -n`" : "");
+    return -e;
   }
   q->send = sv[0];
   q->recv = sv[1];
