@@ -923,8 +923,8 @@ cli_create_error(int rc)
   cli_error("%s", msg);
   free(text);
   /* The library checks the options, and that the prefetch window fits in
-     memory, fds and /dev/shm, and the workers in message queues and
-     processes: what it refuses is bad input. */
+     memory, fds and /dev/shm, and the workers in processes: what it
+     refuses is bad input. */
   return rc == FL_EINVAL || rc == FL_ENOMEM || rc == FL_ENOSPC ||
                  rc == FL_EMFILE || rc == FL_EAGAIN
              ? 2

@@ -3,8 +3,8 @@
  * epoch, the layout of a segment (which holds at most that many samples,
  * whatever batch_size says), the segments the prefetch window needs, and
  * what all of it costs in memory.  Then admission: the plan must fit what
- * the machine can give now (limits.c), memory, fds, file size, /dev/shm,
- * message queues and processes, or fl_loader_create refuses it with the
+ * the machine can give now (limits.c), memory, fds, file size, /dev/shm
+ * and processes, or fl_loader_create refuses it with the
  * arithmetic, the limit and its source, and the options that would fit.
  * That is what keeps a typo in batch_size from reserving memfd memory until
  * the kernel's OOM killer takes down unrelated processes.
@@ -58,12 +58,16 @@ fl__own_segments_first(const fl_options *opt)
          opt->reuse_segments;
 }
 
-/* The loader's own fds: each worker's queue, socket and pidfd, and the
-   event loop's (epoll, a pipe and an eventfd). */
+/* The loader's own fds: each worker's queue, socket and pidfd, a second
+   for the queue of each worker past the message queues the limits allow
+   (a socket pair, index_queue.c), and the event loop's (epoll, a pipe and
+   an eventfd).  No queue is refused: fds are what the workers cost. */
 static uint64_t
-own_fds(unsigned nw)
+own_fds(unsigned pf, unsigned nw)
 {
-  return 3 * (uint64_t)nw + 5;
+  uint64_t mqs = fl__index_queue_mq_limit(pf + 1);
+
+  return 3 * (uint64_t)nw + (nw > mqs ? nw - mqs : 0) + 5;
 }
 
 /* Samples of an epoch before batching; 0 for an iterable dataset. */
@@ -141,7 +145,7 @@ cost_of(struct cost *c, const fl_dataset *ds, const fl_options *opt,
                          sat_mul(c->moved_slots, 2 * sizeof(size_t)));
   c->segs_bytes = sat_mul(c->nsegs, c->layout.size);
   c->total = sat_add(c->segs_bytes, sat_add(c->order_bytes, c->own_bytes));
-  c->fds = own_fds(nw) +
+  c->fds = own_fds(pf, nw) +
            (nw && opt->sharing == FL_SHARE_FILE_DESCRIPTOR ? c->nsegs : 0);
   return 0;
 }
@@ -303,7 +307,9 @@ refuse(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
              "FL_SHARE_FILE_SYSTEM, which keeps no fd per segment; or raise "
              "`ulimit -n`",
              (unsigned long long)p->fds, segs,
-             (unsigned long long)own_fds(opt->num_workers), room->source,
+             (unsigned long long)own_fds(opt->prefetch_factor,
+                                         opt->num_workers),
+             room->source,
              (unsigned long long)room->amount, fit);
   else if (which == FILE_SIZE)
     snprintf(err, errlen,
@@ -328,52 +334,6 @@ refuse(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
                    "(FL_SHARE_FILE_DESCRIPTOR without fd_in_dev_shm)"
                  : "");
   return code;
-}
-
-/* One index queue per worker, each of prefetch_factor + 1 tasks at most:
-   under fs.mqueue.queues_max, and under RLIMIT_MSGQUEUE, which counts
-   bytes.  Refused with FL_EAGAIN, as mq_open would fail. */
-static int
-admit_queues(const fl_options *opt, char *err, size_t errlen)
-{
-  unsigned nw = opt->num_workers,
-           depth = fl__index_queue_depth(opt->prefetch_factor + 1);
-  uint64_t per = fl__index_queue_bytes(depth), need = sat_mul(nw, per),
-           bytes, queues, fit_nw, fit_depth;
-  char fit[120];
-
-  fl__msgqueue_now(&bytes, &queues);
-  if (nw > queues) {
-    snprintf(err, errlen,
-             "the loader needs a message queue per worker, %u, but "
-             "fs.mqueue.queues_max allows %llu on the whole system: use "
-             "num_workers %llu at most, or raise fs.mqueue.queues_max "
-             "(as root)",
-             nw, (unsigned long long)queues, (unsigned long long)queues);
-    return FL_EAGAIN;
-  }
-  if (need <= bytes)
-    return 0;
-  fit_nw = bytes / per;
-  fit_depth = bytes / sat_mul(nw, fl__index_queue_bytes(1));
-  if (fit_nw > 0 && fit_depth > 1)
-    snprintf(fit, sizeof(fit), "Options that fit, each alone: num_workers "
-             "%llu or prefetch_factor %llu", (unsigned long long)fit_nw,
-             (unsigned long long)fit_depth - 1);
-  else if (fit_nw > 0)
-    snprintf(fit, sizeof(fit), "An option that fits: num_workers %llu",
-             (unsigned long long)fit_nw);
-  else
-    snprintf(fit, sizeof(fit), "Not one worker's queue fits: num_workers 0 "
-             "loads in this process");
-  snprintf(err, errlen,
-           "the workers' index queues need %llu bytes of message queue: "
-           "num_workers %u x %llu bytes (%u messages of %zu bytes, and the "
-           "kernel's bookkeeping of each), but RLIMIT_MSGQUEUE (ulimit -q) "
-           "is %llu bytes for this user. %s; or raise `ulimit -q`",
-           (unsigned long long)need, nw, (unsigned long long)per, depth,
-           sizeof(struct fl__task), (unsigned long long)bytes, fit);
-  return FL_EAGAIN;
 }
 
 /* A process per worker: fork would fail with EAGAIN past RLIMIT_NPROC. */
@@ -414,8 +374,7 @@ fl__plan_admit(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
   fl__room_fds(&room);
   if (p->fds > room.amount)
     return refuse(p, ds, opt, iterable, FDS, &room, FL_EMFILE, err, errlen);
-  if ((rc = admit_queues(opt, err, errlen)) != 0 ||
-      (rc = admit_processes(opt, err, errlen)) != 0)
+  if ((rc = admit_processes(opt, err, errlen)) != 0)
     return rc;
   fl__room_file_size(&room);
   if (p->layout.size > room.amount)

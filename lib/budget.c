@@ -15,7 +15,8 @@
 #include "internal.h"
 
 /* What the loader holds now: its segments' bytes, which become held
-   batches as the consumer holds every one, and its workers' queues. */
+   batches as the consumer holds every one, and its workers' message
+   queues (not their socket pairs, which are fds). */
 struct loader_now {
   uint64_t seg_bytes, queues;
 };
@@ -28,7 +29,8 @@ loader_now(const fl_loader *l, struct loader_now *n)
   memset(n, 0, sizeof(*n));
   n->seg_bytes = l->stats.bytes_mapped;
   for (w = 0; w < l->opt.num_workers; w++)
-    n->queues += l->workers[w].mq >= 0;
+    n->queues += l->workers[w].queue.recv >= 0 &&
+                 !FL__INDEX_QUEUE_SOCKET(&l->workers[w].queue);
 }
 
 /* a - b, or 0 below. */
@@ -82,8 +84,7 @@ fill(const fl_loader *l, fl_budget *b)
      needed more, fl_worker_grow); a held batch's own segment, whatever its
      class, is in in_use. */
   uint64_t seg = l->classes[l->want_shift].size, ahead = ahead_of_due(opt),
-           limit, used,
-           bytes, queues, per_queue, locked;
+           limit, used, locked;
   struct loader_now n;
   fl__room room;
 
@@ -111,13 +112,10 @@ fill(const fl_loader *l, fl_budget *b)
   }
   if (nw == 0)
     return;
-  fl__msgqueue_now(&bytes, &queues);
-  per_queue = fl__index_queue_bytes(
-      fl__index_queue_depth(opt->prefetch_factor + 1));
-  limit = bytes == UINT64_MAX || bytes / per_queue > queues
-              ? queues
-              : bytes / per_queue;
-  add(b, "message queues", limit, n.queues, 0, UINT64_MAX, 0);
+  /* Binds nothing: a worker past it reads from a socket pair, whose fds
+     are in the fds' in_use. */
+  add(b, "message queues", fl__index_queue_mq_limit(opt->prefetch_factor + 1),
+      n.queues, 0, UINT64_MAX, 0);
   fl__processes_now(&limit, &used);
   add(b, "processes", limit, used, 0, UINT64_MAX, 0);
 }

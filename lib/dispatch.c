@@ -21,7 +21,7 @@ send_task(fl_loader *l, fl__worker *w, const struct fl__task *t)
   if (w->sent + w->backlog_len == 0)
     w->last_seen = fl__now();
   if (w->backlog_len == 0) {
-    rc = fl__index_queue_send(w->mq, t);
+    rc = fl__index_queue_send(&w->queue, t);
     if (rc == 0) {
       w->sent++;
       return 0;
@@ -43,7 +43,7 @@ fl__dispatch_flush(fl_loader *l, unsigned wi)
   int rc;
 
   while (w->backlog_len > 0) {
-    rc = fl__index_queue_send(w->mq, &w->backlog[w->backlog_head]);
+    rc = fl__index_queue_send(&w->queue, &w->backlog[w->backlog_head]);
     if (rc == FL_EAGAIN)
       return 0;
     if (rc != 0)
@@ -475,7 +475,7 @@ fl__dispatch_withdraw(fl_loader *l, unsigned wi)
     w->backlog_head = (w->backlog_head + 1) % w->backlog_cap;
     w->backlog_len--;
   }
-  while ((rc = fl__index_queue_withdraw(w->mq, &t)) == 1) {
+  while ((rc = fl__index_queue_withdraw(&w->queue, &t)) == 1) {
     w->sent--;
     if (t.type == FL__TASK_FILL)
       cancel(l, w, &t);

@@ -288,7 +288,7 @@ FL_EXTERN void fl_options_init_sized(fl_options *opt, size_t size);
    why (per thread).  opt NULL means the defaults.  Nothing is reserved
    before the options are checked and the prefetch window is known to fit
    in memory, RLIMIT_FSIZE, the fds, (where segments go there) /dev/shm,
-   and the workers in message queues and processes (FL_EAGAIN). */
+   and the workers in processes (FL_EAGAIN). */
 FL_EXTERN int fl_loader_create_sized(fl_loader **out, const fl_dataset *ds,
                                      size_t ds_size, const fl_options *opt,
                                      size_t opt_size);

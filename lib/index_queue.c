@@ -3,7 +3,12 @@
  * A queue is unlinked as soon as it is made (the worker inherits the open
  * descriptor across fork), so no name is ever left in /dev/mqueue.  Its
  * depth respects fs.mqueue.msg_max (10 on a stock system); tasks that do not
- * fit wait in the parent's backlog (dispatch.c).
+ * fit wait in the parent's backlog (dispatch.c).  A worker whose queue
+ * cannot be had (past fs.mqueue.queues_max or RLIMIT_MSGQUEUE) gets a
+ * SOCK_SEQPACKET socket pair instead, as torch's workers have pipes: it
+ * keeps each task whole, polls, and says EAGAIN when full, as a queue does.
+ * The parent keeps both its ends, so that it takes back what the worker has
+ * not read exactly as it does from a queue; the worker reads one.
  */
 #include "config.h"
 
@@ -13,6 +18,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -33,64 +39,112 @@ fl__index_queue_bytes(unsigned depth)
   return (uint64_t)depth * (sizeof(struct fl__task) + 12 * sizeof(void *));
 }
 
+uint64_t
+fl__index_queue_mq_limit(unsigned want)
+{
+  uint64_t bytes, queues,
+      per = fl__index_queue_bytes(fl__index_queue_depth(want));
+
+  fl__msgqueue_now(&bytes, &queues);
+  return bytes == UINT64_MAX || bytes / per > queues ? queues : bytes / per;
+}
+
+/* Where the message queue could not be had: a socket pair.  ENOSPC is the
+   system's count of queues, EMFILE this user's bytes of them (or the fd
+   limit, which the pair then meets too), the others the kernel's. */
+static int
+socket_pair(struct fl__index_queue *q, unsigned worker, int mq_errno,
+            char *err, size_t errlen)
+{
+  int sv[2], e;
+
+  if (mq_errno != ENOSPC && mq_errno != EMFILE && mq_errno != ENFILE &&
+      mq_errno != ENOMEM) {
+    snprintf(err, errlen, "cannot create the index queue of worker %u: %s",
+             worker, fl__strerror(mq_errno));
+    return -mq_errno;
+  }
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    e = errno;
+    snprintf(err, errlen, "cannot create the index queue of worker %u: "
+             "neither a message queue (%s) nor a socket pair (%s)%s", worker,
+             fl__strerror(mq_errno), fl__strerror(e),
+             e == EMFILE ? ": raise `ulimit -n`" : "");
+    return -e;
+  }
+  q->send = sv[0];
+  q->recv = sv[1];
+  return 0;
+}
+
 int
-fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
-                       unsigned depth, char *err, size_t errlen)
+fl__index_queue_create(struct fl__index_queue *q, uint32_t token,
+                       unsigned worker, unsigned depth, char *err,
+                       size_t errlen)
 {
   struct mq_attr attr = {0};
   char name[64];
-  mqd_t q;
-  int rc;
+  mqd_t mq;
 
   attr.mq_maxmsg = fl__index_queue_depth(depth);
   attr.mq_msgsize = sizeof(struct fl__task);
   snprintf(name, sizeof(name), "/forkload.%ld.%08x.q%u", (long)getpid(),
            token, worker);
-  q = mq_open(name, O_RDWR | O_CREAT | O_EXCL | O_NONBLOCK | O_CLOEXEC, 0600,
-              &attr);
-  if (q == (mqd_t)-1) {
-    rc = -errno;
-    if (errno == ENOSPC)
-      snprintf(err, errlen,
-               "cannot create the index queue of worker %u: the system's "
-               "limit of %llu message queues (fs.mqueue.queues_max) is "
-               "reached", worker,
-               (unsigned long long)fl__sysctl("fs/mqueue/queues_max", 256));
-    else if (errno == EMFILE)
-      snprintf(err, errlen,
-               "cannot create the index queue of worker %u: too many open "
-               "files or message-queue bytes (ulimit -n, ulimit -q)", worker);
-    else
-      snprintf(err, errlen, "cannot create the index queue of worker %u: %s",
-               worker, fl__strerror(errno));
-    return rc;
-  }
+  mq = mq_open(name, O_RDWR | O_CREAT | O_EXCL | O_NONBLOCK | O_CLOEXEC,
+               0600, &attr);
+  if (mq == (mqd_t)-1)
+    return socket_pair(q, worker, errno, err, errlen);
   mq_unlink(name);
-  *mq = (int)q;
+  q->send = q->recv = (int)mq;
   return 0;
+}
+
+void
+fl__index_queue_close(struct fl__index_queue *q)
+{
+  if (FL__INDEX_QUEUE_SOCKET(q))
+    fl__fdtrack_close(q->send);
+  if (q->recv >= 0)
+    fl__fdtrack_close(q->recv);
+  q->send = q->recv = -1;
 }
 
 /* Non-blocking: FL_EAGAIN when the queue is full. */
 int
-fl__index_queue_send(int mq, const struct fl__task *t)
-{
-  int rc;
-
-  do
-    rc = mq_send((mqd_t)mq, (const char *)t, sizeof(*t), 0);
-  while (rc != 0 && errno == EINTR);
-  return rc == 0 ? 0 : -errno;
-}
-
-/* Take back a task no worker has started: 1, or 0 when none is left. */
-int
-fl__index_queue_withdraw(int mq, struct fl__task *t)
+fl__index_queue_send(const struct fl__index_queue *q,
+                     const struct fl__task *t)
 {
   ssize_t n;
 
   do
-    n = mq_receive((mqd_t)mq, (char *)t, sizeof(*t), NULL);
+    n = FL__INDEX_QUEUE_SOCKET(q)
+            ? send(q->send, t, sizeof(*t), MSG_DONTWAIT | MSG_NOSIGNAL)
+            : mq_send((mqd_t)q->send, (const char *)t, sizeof(*t), 0);
   while (n < 0 && errno == EINTR);
+  return n < 0 ? -errno : 0;
+}
+
+/* One task's bytes without waiting, or -1 with errno; 0 from a socket is
+   its sending end closed. */
+static ssize_t
+take(const struct fl__index_queue *q, struct fl__task *t)
+{
+  ssize_t n;
+
+  do
+    n = FL__INDEX_QUEUE_SOCKET(q)
+            ? recv(q->recv, t, sizeof(*t), MSG_DONTWAIT)
+            : mq_receive((mqd_t)q->recv, (char *)t, sizeof(*t), NULL);
+  while (n < 0 && errno == EINTR);
+  return n;
+}
+
+/* Take back a task no worker has started: 1, or 0 when none is left. */
+int
+fl__index_queue_withdraw(const struct fl__index_queue *q, struct fl__task *t)
+{
+  ssize_t n = take(q, t);
+
   if (n < 0)
     return errno == EAGAIN ? 0 : -errno;
   return n == (ssize_t)sizeof(*t) ? 1 : FL_EPROTO;
@@ -105,22 +159,24 @@ fl__index_queue_withdraw(int mq, struct fl__task *t)
  * or a negative errno.
  */
 int
-fl__index_queue_recv(int mq, int parent_sock, pid_t parent,
-                     struct fl__task *t)
+fl__index_queue_recv(const struct fl__index_queue *q, int parent_sock,
+                     pid_t parent, struct fl__task *t)
 {
   struct pollfd p[2];
   ssize_t n;
   int rc;
 
   for (;;) {
-    n = mq_receive((mqd_t)mq, (char *)t, sizeof(*t), NULL);
+    n = take(q, t);
     if (n == (ssize_t)sizeof(*t))
       return t->version == FL__PROTOCOL_VERSION ? 1 : FL_EPROTO;
+    if (n == 0 && FL__INDEX_QUEUE_SOCKET(q))
+      return 0; /* the parent's ends closed: it is gone */
     if (n >= 0)
       return FL_EPROTO;
-    if (errno != EAGAIN && errno != EINTR)
+    if (errno != EAGAIN)
       return -errno;
-    p[0].fd = mq;
+    p[0].fd = q->recv;
     p[0].events = POLLIN;
     /* Only a hang-up: grants may wait there, read with their tasks. */
     p[1].fd = parent_sock;

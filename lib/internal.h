@@ -190,16 +190,32 @@ int fl__fault(const struct fl__faults *f, int kind, uint64_t epoch,
 #define FL__ATTEMPT(b) ((b)->tries + (b)->kills)
 
 /* index_queue.c */
+/* A worker's index queue, for the loader's life: a POSIX message queue
+   (send and recv the same fd), or where none can be had a socket pair,
+   both of whose ends the parent keeps.  recv is -1 before it is made. */
+struct fl__index_queue {
+  int recv; /* read by the worker, and by the parent taking tasks back */
+  int send; /* written by the parent */
+};
+#define FL__INDEX_QUEUE_SOCKET(q) ((q)->send != (q)->recv)
 /* A queue's depth when `want` messages are asked for: fs.mqueue.msg_max at
    most.  And what such a queue counts against RLIMIT_MSGQUEUE. */
 unsigned fl__index_queue_depth(unsigned want);
 uint64_t fl__index_queue_bytes(unsigned depth);
-int fl__index_queue_create(int *mq, uint32_t token, unsigned worker,
-                           unsigned depth, char *err, size_t errlen);
-int fl__index_queue_send(int mq, const struct fl__task *t);
-int fl__index_queue_withdraw(int mq, struct fl__task *t);
-int fl__index_queue_recv(int mq, int parent_sock, pid_t parent,
-                         struct fl__task *t);
+/* How many such message queues the limits in force allow this process
+   (fs.mqueue.queues_max, RLIMIT_MSGQUEUE): workers past them, or past
+   what others took of them, get a socket pair, an fd more each. */
+uint64_t fl__index_queue_mq_limit(unsigned want);
+int fl__index_queue_create(struct fl__index_queue *q, uint32_t token,
+                           unsigned worker, unsigned depth, char *err,
+                           size_t errlen);
+void fl__index_queue_close(struct fl__index_queue *q);
+int fl__index_queue_send(const struct fl__index_queue *q,
+                         const struct fl__task *t);
+int fl__index_queue_withdraw(const struct fl__index_queue *q,
+                             struct fl__task *t);
+int fl__index_queue_recv(const struct fl__index_queue *q, int parent_sock,
+                         pid_t parent, struct fl__task *t);
 
 /* channel.c */
 int fl__channel_send(int sock, const struct fl__reply *r, int fd);
@@ -551,7 +567,7 @@ struct fl__worker {
   pid_t pid;          /* 0 when no process */
   int pidfd;
   int sock;           /* parent's end of the reply socket, -1 when closed */
-  int mq;             /* this worker's index queue, for the loader's life */
+  struct fl__index_queue queue; /* its tasks, for the loader's life */
   uint64_t gen;       /* incremented at each fork */
   int stopping;       /* a stop was asked: its exit is expected */
   int ended;          /* iterable: its stream is over this epoch */

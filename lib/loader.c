@@ -115,9 +115,7 @@ release_all(fl_loader *l)
       fl__slot_drop(l, l->slots[i]);
   }
   for (w = 0; l->workers != NULL && w < l->opt.num_workers; w++) {
-    if (l->workers[w].mq >= 0) {
-      fl__fdtrack_close(l->workers[w].mq);
-    }
+    fl__index_queue_close(&l->workers[w].queue);
     free(l->workers[w].backlog);
   }
   if (l->loop_ready) {
@@ -163,7 +161,7 @@ create_workers(fl_loader *l, const fl__plan *p)
   for (i = 0; i < n; i++) {
     w = &l->workers[i];
     w->id = i;
-    w->mq = w->sock = w->pidfd = -1;
+    w->queue.recv = w->queue.send = w->sock = w->pidfd = -1;
     w->loader = l;
   }
   for (i = 0; i < n; i++) {
@@ -176,15 +174,17 @@ create_workers(fl_loader *l, const fl__plan *p)
     /* Made and tracked under the lock: no worker another thread forks
        meanwhile keeps it. */
     fl__fdtrack_lock();
-    rc = fl__index_queue_create(&w->mq, l->token, i,
+    rc = fl__index_queue_create(&w->queue, l->token, i,
                                 l->opt.prefetch_factor + 1, l->err,
                                 sizeof(l->err));
     if (rc == 0)
-      fl__fdtrack_add(w->mq);
+      fl__fdtrack_add(w->queue.recv);
+    if (rc == 0 && FL__INDEX_QUEUE_SOCKET(&w->queue))
+      fl__fdtrack_add(w->queue.send);
     fl__fdtrack_unlock();
     if (rc != 0)
       return rc;
-    fl__stats_fds(l, 1);
+    fl__stats_fds(l, FL__INDEX_QUEUE_SOCKET(&w->queue) ? 2 : 1);
   }
   return 0;
 }

@@ -1,8 +1,8 @@
 /*
  * The wire protocol between the parent and its workers.
  *
- * Parent to worker: fixed-size tasks on the worker's POSIX message queue,
- * and, on the socket, a grant with an fd when a task names a segment lent
+ * Parent to worker: fixed-size tasks on the worker's POSIX message queue
+ * (or its socket pair, index_queue.c), and, on the reply socket, a grant with an fd when a task names a segment lent
  * from another worker.  Worker to parent: fixed-size replies on a
  * SOCK_SEQPACKET socketpair, with the segment's fd attached (SCM_RIGHTS)
  * the first time a segment travels under the fd strategy.  Batch contents

@@ -39,7 +39,7 @@ child(fl_loader *l, unsigned w, int sock, pid_t parent, int main_thread,
   struct sigaction sa;
   int keep[2], sig;
 
-  keep[0] = l->workers[w].mq;
+  keep[0] = l->workers[w].queue.recv;
   keep[1] = sock;
   fl__fdtrack_child_drop(keep, 2, keep_maps, 2);
   /*
@@ -237,7 +237,7 @@ let_process_go(fl_loader *l, unsigned wi)
   size_t i;
 
   unwatch(l, wi);
-  while (fl__index_queue_withdraw(w->mq, &t) == 1) {
+  while (fl__index_queue_withdraw(&w->queue, &t) == 1) {
     b = t.type == FL__TASK_FILL && t.slot < l->nslots ? l->slots[t.slot]
                                                      : NULL;
     if (b != NULL)
@@ -675,7 +675,7 @@ fl__workers_stop(fl_loader *l)
     if (w->pid == 0)
       continue;
     w->stopping = 1;
-    fl__index_queue_send(w->mq, &stop);
+    fl__index_queue_send(&w->queue, &stop);
     stop_poll(&w->pid_poll);
     fl__worker_close_sock(l, i);
   }

@@ -329,6 +329,46 @@ memory_gone_after_create_is_an_error_at_the_batch_and_nothing_is_lost(
 }
 
 /*
+ * No worker is refused for want of a message queue: one past those
+ * RLIMIT_MSGQUEUE allows reads from a socket pair, of which the parent
+ * keeps both ends, an fd more than a queue.  Those fds are weighed against
+ * RLIMIT_NOFILE: here 16 workers with no byte of message queue, their own
+ * 53 fds and 16 more, past a limit of 64.
+ */
+static void
+workers_past_their_message_queues_cost_an_fd_each(void **state)
+{
+  struct rlimit files, low;
+  fl_options opt;
+  fl_dataset ds;
+  fl_loader *l = NULL;
+  flt_data d;
+  const char *msg;
+  int rc;
+
+  (void)state;
+  getrlimit(RLIMIT_NOFILE, &files);
+  flt_data_init(&d, &ds, 1000, 64);
+  fl_options_init(&opt);
+  opt.num_workers = 16;
+  flt_msgqueue_limit_lower(0);
+  low = files;
+  low.rlim_cur = 64;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  rc = fl_loader_create(&l, &ds, &opt);
+  setrlimit(RLIMIT_NOFILE, &files);
+  msg = fl_loader_error(NULL);
+  if (rc != FL_EMFILE ||
+      strstr(msg, "the prefetch window needs 102 fds") == NULL ||
+      strstr(msg, "and 69 of the loader's own") == NULL)
+    fail_msg("%s: %s", fl_err_name(rc), msg);
+  /* Under the fd limit, the same options are admitted. */
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  fl_loader_destroy(l);
+  flt_data_free(&d);
+}
+
+/*
  * 16 workers x prefetch 64 under the fd strategy keep 1025 segment fds, at
  * a limit of 1024: refused at create with FL_EMFILE and the arithmetic,
  * rather than an epoch stuck at the fd limit.  The file-system strategy
@@ -539,6 +579,9 @@ main(void)
           flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test(
           window_beyond_the_fd_limit_is_refused_with_the_arithmetic),
+      cmocka_unit_test_teardown(
+          workers_past_their_message_queues_cost_an_fd_each,
+          flt_msgqueue_limit_teardown),
       cmocka_unit_test(an_order_too_large_for_memory_is_refused),
       cmocka_unit_test(iterable_batch_size_is_the_segment_and_is_checked),
       cmocka_unit_test_setup_teardown(

@@ -2,8 +2,9 @@
  * The budget (fl_loader_budget): which items a loader's options make, what
  * each held batch adds to each, and that the fd limit, which no held
  * batch's fd fills under either strategy, stops no holding.  And the
- * refusals that go with it at create: workers past RLIMIT_MSGQUEUE,
- * fs.mqueue.queues_max or RLIMIT_NPROC are FL_EAGAIN.  The stops where
+ * refusals that go with it at create: workers past RLIMIT_NPROC are
+ * FL_EAGAIN, while workers past RLIMIT_MSGQUEUE or fs.mqueue.queues_max
+ * are not refused but read from socket pairs.  The stops where
  * max_held says, at a small /dev/shm, are tests/doctor_test.sh's, which
  * needs root.
  */
@@ -296,47 +297,79 @@ refused(int resource, rlim_t soft, const char *words)
     fail_msg("%d: %s", rc, fl_loader_error(NULL));
 }
 
-static void
-workers_past_rlimit_msgqueue_are_refused_with_eagain(void **s)
+/* The "message queues" item of l's budget. */
+static const fl_budget_item *
+queues_of(const fl_loader *l, fl_budget *b)
 {
+  assert_int_equal(fl_loader_budget(l, b), 0);
+  return item(b, "message queues");
+}
+
+/*
+ * Past RLIMIT_MSGQUEUE, created all the same: not one queue fits in 100
+ * bytes, and each worker reads from a socket pair.  The budget says so,
+ * and no item binds for it.
+ */
+static void
+workers_past_rlimit_msgqueue_are_not_refused(void **s)
+{
+  const fl_budget_item *q;
+  fl_budget b;
+  flt_case c;
+
   (void)s;
-  /* Each queue takes a few hundred bytes: not one fits in 100. */
-  refused(RLIMIT_MSGQUEUE, 100, "RLIMIT_MSGQUEUE (ulimit -q) is 100 bytes");
+  flt_msgqueue_limit_lower(100);
+  start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 1);
+  q = queues_of(c.l, &b);
+  assert_int_equal(q->limit, 0);
+  assert_int_equal(q->in_use, 0);
+  assert_int_equal(q->max_held, UINT64_MAX);
+  flt_msgqueue_limit_restore();
+  assert_int_equal(fl_loader_begin(c.l), 0);
+  assert_int_equal(flt_drain(c.l, 0), 100000 / BATCH);
+  flt_case_end(&c);
 }
 
 static void
-a_queue_refused_past_admission_closes_no_fd_of_the_callers(void **s)
+a_queue_refused_past_admission_gives_a_socket_pair(void **s)
 {
   struct mq_attr attr = {0};
   char name[64];
   mqd_t q;
-  int rc;
 
   (void)s;
-  /* This uid's queues hold more than the limit leaves: admission, which
-     weighs the loader's own need alone, lets it through, and the first
-     worker's mq_open fails.  The second worker's queue was never made:
-     its fd, 0 until then, is no queue to close (it was once). */
+  /* This uid's queues hold more than the limit leaves: the first
+     worker's mq_open fails past admission, which weighs the loader's own
+     need alone, and it gets a socket pair.  Nothing of the caller's is
+     closed (a worker's fd of 0, from calloc, once was). */
   attr.mq_maxmsg = 10;
   attr.mq_msgsize = 1000;
   snprintf(name, sizeof(name), "/forkload-budget-test.%ld", (long)getpid());
   q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, &attr);
   assert_true(q != (mqd_t)-1);
   mq_unlink(name);
-  rc = create_under(RLIMIT_MSGQUEUE,
-                    2 * fl__index_queue_bytes(fl__index_queue_depth(3)));
+  assert_int_equal(
+      create_under(RLIMIT_MSGQUEUE,
+                   2 * fl__index_queue_bytes(fl__index_queue_depth(3))),
+      0);
   mq_close(q);
-  if (rc != -EMFILE || strstr(fl_loader_error(NULL), "ulimit -q") == NULL)
-    fail_msg("%d: %s", rc, fl_loader_error(NULL));
 }
 
 static void
-workers_past_fs_mqueue_queues_max_are_refused_with_eagain(void **s)
+workers_past_fs_mqueue_queues_max_are_not_refused(void **s)
 {
+  const fl_budget_item *q;
+  fl_budget b;
+  flt_case c;
+
   (void)s;
   /* The tree says this process lacks CAP_SYS_RESOURCE. */
   flt_tree_put("/proc/sys/fs/mqueue/queues_max", "1\n");
-  refused(-1, 0, "fs.mqueue.queues_max allows 1 on the whole system");
+  start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 1);
+  q = queues_of(c.l, &b);
+  assert_int_equal(q->limit, 1);
+  assert_int_equal(q->max_held, UINT64_MAX);
+  flt_case_end(&c);
 }
 
 static void
@@ -384,12 +417,12 @@ main(void)
           workers_need_queues_and_processes_but_no_held_batch_does),
       cmocka_unit_test(pin_memory_with_mlock_adds_memlock_bytes),
       cmocka_unit_test(bad_arguments_and_a_child_process_are_refused),
-      cmocka_unit_test(workers_past_rlimit_msgqueue_are_refused_with_eagain),
-      cmocka_unit_test(
-          a_queue_refused_past_admission_closes_no_fd_of_the_callers),
+      cmocka_unit_test_teardown(workers_past_rlimit_msgqueue_are_not_refused,
+                                flt_msgqueue_limit_teardown),
+      cmocka_unit_test(a_queue_refused_past_admission_gives_a_socket_pair),
       cmocka_unit_test_setup_teardown(
-          workers_past_fs_mqueue_queues_max_are_refused_with_eagain,
-          flt_tree_setup, flt_tree_teardown),
+          workers_past_fs_mqueue_queues_max_are_not_refused, flt_tree_setup,
+          flt_tree_teardown),
       cmocka_unit_test_setup_teardown(
           workers_past_rlimit_nproc_are_refused_with_eagain, flt_tree_setup,
           flt_tree_teardown),

@@ -17,6 +17,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,6 +107,33 @@ flt_assert_clean(const flt_baseline *b)
   assert_int_equal(flt_child_count(), b->children);
   assert_int_equal(flt_shm_count(), b->shm);
   assert_int_equal(flt_fd_count(), b->fds);
+}
+
+int
+flt_in_child(int (*fn)(void *arg, char *why, size_t len), void *arg,
+             char *why, size_t len)
+{
+  ssize_t got;
+  pid_t pid;
+  int p[2], status;
+
+  why[0] = '\0';
+  assert_int_equal(pipe(p), 0);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(p[0]);
+    status = fn(arg, why, len);
+    if (write(p[1], why, strlen(why)) < 0)
+      status = 9;
+    _exit(status);
+  }
+  close(p[1]);
+  got = read(p[0], why, len - 1);
+  why[got > 0 ? got : 0] = '\0';
+  close(p[0]);
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 int
@@ -498,5 +526,37 @@ flt_fd_limit_teardown(void **state)
 {
   (void)state;
   flt_fd_limit_restore();
+  return 0;
+}
+
+static struct rlimit saved_msgqueue;
+static int msgqueue_lowered;
+
+void
+flt_msgqueue_limit_lower(rlim_t bytes)
+{
+  struct rlimit low;
+
+  if (!msgqueue_lowered)
+    assert_int_equal(getrlimit(RLIMIT_MSGQUEUE, &saved_msgqueue), 0);
+  msgqueue_lowered = 1;
+  low = saved_msgqueue;
+  low.rlim_cur = bytes;
+  assert_int_equal(setrlimit(RLIMIT_MSGQUEUE, &low), 0);
+}
+
+void
+flt_msgqueue_limit_restore(void)
+{
+  if (msgqueue_lowered)
+    setrlimit(RLIMIT_MSGQUEUE, &saved_msgqueue);
+  msgqueue_lowered = 0;
+}
+
+int
+flt_msgqueue_limit_teardown(void **state)
+{
+  (void)state;
+  flt_msgqueue_limit_restore();
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -52,6 +53,15 @@ void flt_fd_limit_leave(int free);
 void flt_fd_limit_restore(void);
 int flt_fd_limit_teardown(void **state);
 
+/*
+ * RLIMIT_MSGQUEUE, for cases whose workers do not all get a message queue:
+ * lower its soft limit to `bytes`, and restore it as it was before
+ * (flt_msgqueue_limit_teardown does that, whatever the case did).
+ */
+void flt_msgqueue_limit_lower(rlim_t bytes);
+void flt_msgqueue_limit_restore(void);
+int flt_msgqueue_limit_teardown(void **state);
+
 /* Monotonic seconds. */
 double flt_now(void);
 
@@ -84,6 +94,15 @@ void flt_assert_ends_with(const char *msg, const char *end);
 int flt_epoch_error(fl_loader *l, char *buf, size_t len);
 int flt_tree_teardown(void **state);
 void flt_tree_put(const char *path, const char *text);
+
+/*
+ * Runs fn(arg, why, len) in a forked child, where no assert may run (one
+ * would go on with the parent's cases there): what fn returns is the
+ * child's exit status, and what it wrote in why comes back in why.
+ * Returns that status, or -1 when the child did not exit.
+ */
+int flt_in_child(int (*fn)(void *arg, char *why, size_t len), void *arg,
+                 char *why, size_t len);
 
 /* Print a TAP "skip all" plan with the reason and exit 77. */
 /*

@@ -546,12 +546,42 @@ mqueue_dir_count(void)
   return n;
 }
 
+/* The prestate of a case run over the socket pair as well. */
+static int socket_kind = 1;
+
+/*
+ * A queue of `depth` tasks: a message queue, or with socket set, the
+ * socket pair a worker gets when none fits (here no byte of
+ * RLIMIT_MSGQUEUE is left).
+ */
+static void
+queue_make(struct fl__index_queue *q, uint32_t token, unsigned depth,
+           int socket)
+{
+  struct rlimit saved, none;
+  char err[256] = "";
+  int rc;
+
+  assert_int_equal(getrlimit(RLIMIT_MSGQUEUE, &saved), 0);
+  none = saved;
+  none.rlim_cur = 0;
+  if (socket)
+    assert_int_equal(setrlimit(RLIMIT_MSGQUEUE, &none), 0);
+  rc = fl__index_queue_create(q, token, 0, depth, err, sizeof(err));
+  if (socket)
+    setrlimit(RLIMIT_MSGQUEUE, &saved);
+  if (rc != 0)
+    fail_msg("fl__index_queue_create: %s", err);
+  assert_int_equal(FL__INDEX_QUEUE_SOCKET(q), socket);
+}
+
 static void
 index_queue_is_created_without_a_name(void **state)
 {
   char err[256] = "", name[64];
   flt_baseline base;
-  int mq = -1, before;
+  struct fl__index_queue mq;
+  int before;
   mqd_t again;
 
   (void)state;
@@ -559,8 +589,8 @@ index_queue_is_created_without_a_name(void **state)
   flt_baseline_take(&base);
   if (fl__index_queue_create(&mq, 0xfeedbeefu, 6, 4, err, sizeof(err)) != 0)
     fail_msg("fl__index_queue_create: %s", err);
-  assert_true(mq >= 0);
-  assert_true(fcntl(mq, F_GETFD) & FD_CLOEXEC);
+  assert_true(mq.recv >= 0 && mq.send == mq.recv);
+  assert_true(fcntl(mq.recv, F_GETFD) & FD_CLOEXEC);
   /* The name it was made under no longer opens... */
   snprintf(name, sizeof(name), "/forkload.%ld.feedbeef.q6", (long)getpid());
   again = mq_open(name, O_RDWR);
@@ -573,7 +603,7 @@ index_queue_is_created_without_a_name(void **state)
   /* ...and nothing is listed where mqueue is mounted. */
   if (before >= 0)
     assert_int_equal(mqueue_dir_count(), before);
-  mq_close((mqd_t)mq);
+  fl__index_queue_close(&mq);
   flt_assert_clean(&base);
 }
 
@@ -581,22 +611,19 @@ static void
 index_queue_send_then_withdraw_round_trip(void **state)
 {
   struct fl__task in = make_task(11), out;
-  char err[256] = "";
   flt_baseline base;
-  int mq = -1;
+  struct fl__index_queue mq;
 
-  (void)state;
   flt_baseline_take(&base);
-  if (fl__index_queue_create(&mq, 1, 0, 4, err, sizeof(err)) != 0)
-    fail_msg("fl__index_queue_create: %s", err);
+  queue_make(&mq, 1, 4, *state != NULL);
   /* Empty: nothing to take back, and no blocking. */
-  assert_int_equal(fl__index_queue_withdraw(mq, &out), 0);
-  assert_int_equal(fl__index_queue_send(mq, &in), 0);
+  assert_int_equal(fl__index_queue_withdraw(&mq, &out), 0);
+  assert_int_equal(fl__index_queue_send(&mq, &in), 0);
   memset(&out, 0, sizeof(out));
-  assert_int_equal(fl__index_queue_withdraw(mq, &out), 1);
+  assert_int_equal(fl__index_queue_withdraw(&mq, &out), 1);
   assert_memory_equal(&in, &out, sizeof(in));
-  assert_int_equal(fl__index_queue_withdraw(mq, &out), 0);
-  mq_close((mqd_t)mq);
+  assert_int_equal(fl__index_queue_withdraw(&mq, &out), 0);
+  fl__index_queue_close(&mq);
   flt_assert_clean(&base);
 }
 
@@ -607,7 +634,7 @@ index_queue_full_returns_eagain(void **state)
   char err[256] = "";
   flt_baseline base;
   long max = msg_max(), depth = max < 4 ? max : 4, i;
-  int mq = -1;
+  struct fl__index_queue mq;
 
   (void)state;
   flt_baseline_take(&base);
@@ -616,17 +643,17 @@ index_queue_full_returns_eagain(void **state)
     fail_msg("fl__index_queue_create: %s", err);
   for (i = 0; i < depth; i++) {
     t = make_task((uint64_t)i);
-    assert_int_equal(fl__index_queue_send(mq, &t), 0);
+    assert_int_equal(fl__index_queue_send(&mq, &t), 0);
   }
   t = make_task(99);
-  assert_int_equal(fl__index_queue_send(mq, &t), FL_EAGAIN);
+  assert_int_equal(fl__index_queue_send(&mq, &t), FL_EAGAIN);
   /* Same priority: first in, first out. */
   for (i = 0; i < depth; i++) {
-    assert_int_equal(fl__index_queue_withdraw(mq, &out), 1);
+    assert_int_equal(fl__index_queue_withdraw(&mq, &out), 1);
     assert_int_equal(out.seq, (uint64_t)i);
   }
-  assert_int_equal(fl__index_queue_withdraw(mq, &out), 0);
-  mq_close((mqd_t)mq);
+  assert_int_equal(fl__index_queue_withdraw(&mq, &out), 0);
+  fl__index_queue_close(&mq);
   flt_assert_clean(&base);
 }
 
@@ -638,7 +665,7 @@ index_queue_depth_is_capped_at_msg_max(void **state)
   char err[256] = "";
   flt_baseline base;
   long max = msg_max(), i;
-  int mq = -1;
+  struct fl__index_queue mq;
 
   (void)state;
   if (max > 1000)
@@ -648,11 +675,11 @@ index_queue_depth_is_capped_at_msg_max(void **state)
                              sizeof(err)) != 0)
     fail_msg("fl__index_queue_create with depth %ld: %s", max + 100, err);
   for (i = 0; i < max; i++)
-    assert_int_equal(fl__index_queue_send(mq, &t), 0);
-  assert_int_equal(fl__index_queue_send(mq, &t), FL_EAGAIN);
-  while (fl__index_queue_withdraw(mq, &out) == 1)
+    assert_int_equal(fl__index_queue_send(&mq, &t), 0);
+  assert_int_equal(fl__index_queue_send(&mq, &t), FL_EAGAIN);
+  while (fl__index_queue_withdraw(&mq, &out) == 1)
     ;
-  mq_close((mqd_t)mq);
+  fl__index_queue_close(&mq);
   flt_assert_clean(&base);
 }
 
@@ -673,15 +700,13 @@ static void
 child_receives_tasks_through_index_queue(void **state)
 {
   struct fl__task good = make_task(5), bad = make_task(6);
-  char err[256] = "";
   flt_baseline base;
   pid_t pid, parent = getpid();
-  int mq = -1, sv[2];
+  struct fl__index_queue mq;
+  int sv[2];
 
-  (void)state;
   flt_baseline_take(&base);
-  if (fl__index_queue_create(&mq, 4, 0, 4, err, sizeof(err)) != 0)
-    fail_msg("fl__index_queue_create: %s", err);
+  queue_make(&mq, 4, 4, *state != NULL);
   seqpacket_pair(sv);
   pid = fork();
   assert_true(pid >= 0);
@@ -689,28 +714,28 @@ child_receives_tasks_through_index_queue(void **state)
     struct fl__task t;
 
     close(sv[0]);
-    if (fl__index_queue_recv(mq, sv[1], parent, &t) != 1)
+    if (fl__index_queue_recv(&mq, sv[1], parent, &t) != 1)
       _exit(RECV_FIRST_NOT_1);
     if (memcmp(&t, &good, sizeof(t)) != 0)
       _exit(RECV_FIRST_WRONG);
-    if (fl__index_queue_recv(mq, sv[1], parent, &t) != FL_EPROTO)
+    if (fl__index_queue_recv(&mq, sv[1], parent, &t) != FL_EPROTO)
       _exit(RECV_BAD_VERSION_NOT_EPROTO);
     /* Then the parent's end closes: that is the way out. */
-    if (fl__index_queue_recv(mq, sv[1], parent, &t) != 0)
+    if (fl__index_queue_recv(&mq, sv[1], parent, &t) != 0)
       _exit(RECV_END_NOT_0);
     _exit(RECV_OK);
   }
   close(sv[1]);
   sleep_ms(50);
-  assert_int_equal(fl__index_queue_send(mq, &good), 0);
+  assert_int_equal(fl__index_queue_send(&mq, &good), 0);
   bad.version = FL__PROTOCOL_VERSION + 1;
-  assert_int_equal(fl__index_queue_send(mq, &bad), 0);
+  assert_int_equal(fl__index_queue_send(&mq, &bad), 0);
   sleep_ms(20);
   close(sv[0]);
   assert_int_equal(wait_child(pid, 5000), RECV_OK);
   /* The child took both tasks: none is left to withdraw. */
-  assert_int_equal(fl__index_queue_withdraw(mq, &good), 0);
-  mq_close((mqd_t)mq);
+  assert_int_equal(fl__index_queue_withdraw(&mq, &good), 0);
+  fl__index_queue_close(&mq);
   flt_assert_clean(&base);
 }
 
@@ -722,16 +747,14 @@ child_receives_tasks_through_index_queue(void **state)
 static void
 index_queue_recv_returns_zero_promptly_when_parent_end_closes(void **state)
 {
-  char err[256] = "";
   flt_baseline base;
   pid_t pid, parent = getpid();
-  int mq = -1, sv[2], status;
+  struct fl__index_queue mq;
+  int sv[2], status;
   double t0, took;
 
-  (void)state;
   flt_baseline_take(&base);
-  if (fl__index_queue_create(&mq, 5, 0, 4, err, sizeof(err)) != 0)
-    fail_msg("fl__index_queue_create: %s", err);
+  queue_make(&mq, 5, 4, *state != NULL);
   seqpacket_pair(sv);
   pid = fork();
   assert_true(pid >= 0);
@@ -739,7 +762,7 @@ index_queue_recv_returns_zero_promptly_when_parent_end_closes(void **state)
     struct fl__task t;
 
     close(sv[0]);
-    _exit(fl__index_queue_recv(mq, sv[1], parent, &t) == 0 ? 0 : 1);
+    _exit(fl__index_queue_recv(&mq, sv[1], parent, &t) == 0 ? 0 : 1);
   }
   close(sv[1]);
   sleep_ms(100); /* let the child settle into poll */
@@ -750,7 +773,71 @@ index_queue_recv_returns_zero_promptly_when_parent_end_closes(void **state)
   took = flt_now() - t0;
   if (took > 0.5)
     fail_msg("the worker took %.3f s to see its parent's end close", took);
-  mq_close((mqd_t)mq);
+  fl__index_queue_close(&mq);
+  flt_assert_clean(&base);
+}
+
+/*
+ * The socket pair's depth is its send buffer's, not msg_max: it takes
+ * tasks until full, then says EAGAIN as a full queue does, and gives back
+ * every one, first in first out, to the parent that keeps both its ends.
+ */
+static void
+index_queue_socket_full_returns_eagain_and_gives_all_back(void **state)
+{
+  struct fl__task t, out;
+  flt_baseline base;
+  struct fl__index_queue mq;
+  uint64_t i, n;
+  int rc = 0;
+
+  (void)state;
+  flt_baseline_take(&base);
+  queue_make(&mq, 6, 4, 1);
+  for (n = 0; n < 100000 && rc == 0; n++) {
+    t = make_task(n);
+    rc = fl__index_queue_send(&mq, &t);
+  }
+  assert_int_equal(rc, FL_EAGAIN);
+  n--; /* the last was refused */
+  assert_true(n >= 4);
+  for (i = 0; i < n; i++) {
+    assert_int_equal(fl__index_queue_withdraw(&mq, &out), 1);
+    assert_int_equal(out.seq, i);
+  }
+  assert_int_equal(fl__index_queue_withdraw(&mq, &out), 0);
+  fl__index_queue_close(&mq);
+  flt_assert_clean(&base);
+}
+
+/* A worker on a socket pair whose parent's ends close (the parent died)
+   sees its parent gone, even while the reply socket is still open. */
+static void
+index_queue_socket_recv_returns_zero_when_its_sending_end_closes(void **state)
+{
+  flt_baseline base;
+  pid_t pid, parent = getpid();
+  struct fl__index_queue mq;
+  int sv[2];
+
+  (void)state;
+  flt_baseline_take(&base);
+  queue_make(&mq, 7, 4, 1);
+  seqpacket_pair(sv);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct fl__task t;
+
+    close(sv[0]);
+    close(mq.send);
+    _exit(fl__index_queue_recv(&mq, sv[1], parent, &t) == 0 ? 0 : 1);
+  }
+  close(sv[1]);
+  sleep_ms(50);
+  fl__index_queue_close(&mq);
+  assert_int_equal(wait_child(pid, 3000), 0);
+  close(sv[0]);
   flt_assert_clean(&base);
 }
 
@@ -1157,11 +1244,22 @@ main(void)
       cmocka_unit_test(fd_sent_to_receiver_at_fd_limit_gives_emfile),
       cmocka_unit_test(index_queue_is_created_without_a_name),
       cmocka_unit_test(index_queue_send_then_withdraw_round_trip),
+      cmocka_unit_test_prestate(index_queue_send_then_withdraw_round_trip,
+                                &socket_kind),
       cmocka_unit_test(index_queue_full_returns_eagain),
+      cmocka_unit_test(
+          index_queue_socket_full_returns_eagain_and_gives_all_back),
       cmocka_unit_test(index_queue_depth_is_capped_at_msg_max),
       cmocka_unit_test(child_receives_tasks_through_index_queue),
+      cmocka_unit_test_prestate(child_receives_tasks_through_index_queue,
+                                &socket_kind),
       cmocka_unit_test(
           index_queue_recv_returns_zero_promptly_when_parent_end_closes),
+      cmocka_unit_test_prestate(
+          index_queue_recv_returns_zero_promptly_when_parent_end_closes,
+          &socket_kind),
+      cmocka_unit_test(
+          index_queue_socket_recv_returns_zero_when_its_sending_end_closes),
       cmocka_unit_test(fdtrack_child_drop_closes_tracked_fds_except_kept),
       cmocka_unit_test(fdtrack_del_untracks_fd),
       cmocka_unit_test_teardown(

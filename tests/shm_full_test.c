@@ -137,36 +137,37 @@ refuse_at_create(fl_sharing sharing, int in_dev_shm, int want_full,
 
 typedef int (*check_fn)(fl_sharing, int, int, char *, size_t);
 
+struct small_shm {
+  check_fn check;
+  fl_sharing sharing;
+  int in_dev_shm, want_full;
+};
+
+/* In the child: the check, under a private small /dev/shm. */
+static int
+under_small_shm(void *arg, char *why, size_t len)
+{
+  const struct small_shm *s = arg;
+  int rc = flt_private_dev_shm(SMALL_SHM, why, len);
+
+  if (rc == 0)
+    rc = s->check(s->sharing, s->in_dev_shm, s->want_full, why, len);
+  return rc == 0 ? 0 : 10 + rc;
+}
+
 /* Run a check in a namespaced child; fail with its reason. */
 static void
 in_small_shm(check_fn check, fl_sharing sharing, int in_dev_shm,
              int want_full)
 {
-  char why[512] = "";
+  struct small_shm s = {check, sharing, in_dev_shm, want_full};
+  char why[512];
   flt_baseline base;
-  ssize_t got;
-  pid_t pid;
-  int p[2], status, rc;
+  int status;
 
   flt_baseline_take(&base);
-  assert_int_equal(pipe(p), 0);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    close(p[0]);
-    rc = flt_private_dev_shm(SMALL_SHM, why, sizeof(why));
-    if (rc == 0)
-      rc = check(sharing, in_dev_shm, want_full, why, sizeof(why));
-    if (write(p[1], why, strlen(why)) < 0)
-      rc = 9;
-    _exit(rc == 0 ? 0 : 10 + rc);
-  }
-  close(p[1]);
-  got = read(p[0], why, sizeof(why) - 1);
-  why[got > 0 ? got : 0] = '\0';
-  close(p[0]);
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  status = flt_in_child(under_small_shm, &s, why, sizeof(why));
+  if (status != 0)
     fail_msg("status %d: %s", status, why);
   flt_assert_clean(&base);
 }

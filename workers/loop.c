@@ -237,7 +237,6 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
   struct fl__task t;
   char err[FL__REPLY_MSG_MAX], why[128];
   pid_t parent = getppid();
-  int mq = l->workers[w].mq;
   int named = l->opt.sharing == FL_SHARE_FILE_SYSTEM;
   int rc, fd, made, replaced, status, end, faulted, maps;
   uint64_t serial;
@@ -245,7 +244,7 @@ fl__worker_main(fl_loader *l, unsigned w, int sock)
 
   setup(l, w);
   for (;;) {
-    rc = fl__index_queue_recv(mq, sock, parent, &t);
+    rc = fl__index_queue_recv(&l->workers[w].queue, sock, parent, &t);
     if (rc <= 0)
       _exit(rc == 0 ? 0 : 3);
     if (t.type == FL__TASK_STOP) {

@@ -2,8 +2,12 @@
 (issue 43): each case runs what a user writes through both loaders, with 0
 and 2 workers, and compares what they hand out."""
 
+import ast
 import gc
 import os
+import shutil
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -15,7 +19,7 @@ import torch.utils.data as tud
 
 import forkload
 from loader_helpers import (FnDataset, PidDataset, assert_same, is_gone,
-                            wait_until)
+                            subprocess_env, wait_until)
 
 WORKERS = [0, 2]
 
@@ -831,3 +835,67 @@ def test_an_iterator_collected_in_a_child_forked_since_says_nothing():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert [b.tolist() for b in it] == [[2, 3], [4, 5], [6, 7]]
+
+
+# --------------------------------------------------------------------------
+# More workers than the message queues the process can have
+# --------------------------------------------------------------------------
+
+# A child's forkload batches, each worker's tasks on a message queue of
+# its own while RLIMIT_MSGQUEUE (argv[1] bytes, -1: as it is) and
+# fs.mqueue.queues_max leave one, else on a socket pair.
+MORE_WORKERS = """
+import resource, sys
+import torch
+import forkload
+limit, workers, n = (int(a) for a in sys.argv[1:4])
+if limit >= 0:
+    hard = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[1]
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (limit, hard))
+dl = forkload.DataLoader(list(range(n)), batch_size=2, shuffle=True,
+                         generator=torch.Generator().manual_seed(5),
+                         num_workers=workers, sharing=sys.argv[4])
+print([b.tolist() for b in dl])
+"""
+
+
+def more_workers(limit, workers, n, sharing="fd", prefix=()):
+    r = subprocess.run(list(prefix) + [sys.executable, "-c", MORE_WORKERS,
+                                       str(limit), str(workers), str(n),
+                                       sharing],
+                       env=subprocess_env(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    th = tud.DataLoader(list(range(n)), batch_size=2, shuffle=True,
+                        generator=torch.Generator().manual_seed(5))
+    return ast.literal_eval(r.stdout), [b.tolist() for b in th]
+
+
+def test_workers_past_rlimit_msgqueue_give_torchs_batches():
+    """Once refused with FL_EAGAIN (issue 43): 1000 bytes of message queue
+    hold one worker's queue at most, and the other two read their tasks
+    from socket pairs."""
+    fl, th = more_workers(1000, 3, 40)
+    assert fl == th
+
+
+def test_fs_mqueue_queues_max_plus_one_workers_give_torchs_batches():
+    """As many workers as torch runs: queues_max + 1, in an IPC namespace
+    of their own, where every queue of the system's count is free and
+    taking them all leaves none short elsewhere on the machine.  Under the
+    file-system strategy, whose segments keep no fd: the fd strategy's
+    window of 515 segments alone would not fit the 1024 fds the tests run
+    under."""
+    own = ["unshare", "--ipc"]
+    r = subprocess.run(own + ["cat", "/proc/sys/fs/mqueue/queues_max"],
+                       capture_output=True, text=True) \
+        if shutil.which("unshare") else None
+    if r is None or r.returncode != 0:
+        pytest.skip("needs unshare --ipc for an IPC namespace of its own")
+    workers = int(r.stdout) + 1
+    if workers > 1025:
+        pytest.skip("fs.mqueue.queues_max is %d: too many workers to fork "
+                    "here" % (workers - 1))
+    fl, th = more_workers(-1, workers, 2 * workers + 6, "file_system",
+                          prefix=own)
+    assert fl == th
