@@ -37,15 +37,7 @@ if [ -n "$so" ] && objdump -p "$so" 2>/dev/null |
   echo "1..0 # SKIP the build tree's module is built with a sanitizer"
   exit 77
 fi
-missing=$("$dbg" -c '
-import importlib
-for m in ("pytest", "numpy", "torch"):
-    try:
-        importlib.import_module(m)
-    except Exception as e:
-        print(m, str(e).splitlines()[-1] if str(e) else type(e).__name__)
-        break
-' 2>&1 | tail -n 1)
+missing=$(python_lacks "$dbg")
 if [ -n "$missing" ]; then
   echo "1..0 # SKIP $dbg cannot import $missing"
   exit 77
