@@ -81,12 +81,12 @@ ASAN = _under_asan()
 # after 2): growth that slows and stops, torch's doing (default_collate
 # of complex32 or uint16 samples in a plain process, no forkload code
 # run, grows so too).  Its anonymous memory grew by 0 kB.  The consumer's
-# blocks grew by up to ~240 (~16 where nothing else: the first count
+# blocks grew by up to ~310 (~16 where nothing else: the first count
 # itself), its gc objects by 1 (that count), its anonymous memory by
 # 0 kB, but once, in the first test of a process, by up to ~410 kB.  A
 # leak of one object a batch is >= 1,000 blocks a worker and >= 2,000 in
 # the consumer; of one 64-element sample a batch, ~1 MB of a worker's
-# anonymous memory.  The bounds lie between, about 3x from each side.
+# anonymous memory.  The bounds lie between, 2 to 3x from each side.
 WORKER_BLOCKS = 300
 PARENT_BLOCKS = 600
 PARENT_OBJECTS = 100
