@@ -8,8 +8,9 @@
 # not (with --refleaks-blocks, more blocks too: off by default, for
 # python3.11-dbg's blocks moved by tens a run with the references
 # exactly flat, converging over runs, cause not found).
-# Each test's deltas are written to the file --refleaks-log names (or
-# shown), as regrtest shows them: "test: refs [3, 3, 3], blocks [1, 1, 1]".
+# Each test's deltas are written to the file --refleaks-log names (else
+# to stdout), as regrtest shows them: "test: refs [3, 3, 3], blocks [1,
+# 1, 1]".  Forked workers count in their own processes, unseen here.
 #
 # A test runs again with its module's and session's fixtures kept, and
 # once more at the end, uncounted, to tear down as a plain run would; only
@@ -31,7 +32,7 @@ def pytest_addoption(parser):
     group = parser.getgroup("forkload refleaks")
     group.addoption("--refleaks", metavar="W:R",
                     help="run each test W + R times and fail it where each "
-                    "of the last R runs grew the references or blocks")
+                    "of the last R runs grew the references")
     group.addoption("--refleaks-log", metavar="PATH",
                     help="write each test's deltas there")
     group.addoption("--refleaks-blocks", action="store_true",
