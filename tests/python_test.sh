@@ -46,16 +46,7 @@ elif [ ! -f "$so" ] || [ ! -f "$top_builddir/python/forkload/__init__.py" ]; the
     "$top_builddir/python/forkload/__init__.py (did make run?)"
   exit 1
 fi
-# One interpreter tries them all (torch takes seconds to import): the
-# first missing, its error's last line.
-missing=$("$python" -c '
-import importlib, sys
-for m in ("pytest", "numpy", "torch"):
-    try:
-        importlib.import_module(m)
-    except Exception as e:
-        sys.exit("%s %s" % (m, str(e).splitlines()[-1] if str(e) else type(e).__name__))
-' 2>&1 | tail -n 1)
+missing=$(python_lacks "$python")
 if [ -n "$missing" ]; then
   m=${missing%% *}
   why=${missing#* }

@@ -1,5 +1,6 @@
 # TAP helpers for the shell tests, sourced by each: ok, not_ok, skip, diag,
-# scratch_dir, time_limit, in_private_dev_shm and private_dev_shm_or_skip.
+# scratch_dir, time_limit, in_private_dev_shm, private_dev_shm_or_skip
+# and python_lacks.
 # A script prints its plan, reports each case, and ends with `exit $failed`.
 n=0
 failed=0
@@ -49,4 +50,18 @@ in_private_dev_shm() {
   fi
   unshare -m true 2>/dev/null || return 1
   FL_PRIVATE_SHM=1 exec unshare -m sh "$@"
+}
+# python_lacks PYTHON: the first of pytest, numpy and torch that PYTHON
+# cannot import, then its error's last line ("torch No module named
+# 'torch'"), or nothing; one interpreter tries them all (torch takes
+# seconds to import).
+python_lacks() {
+  "$1" -c '
+import importlib, sys
+for m in ("pytest", "numpy", "torch"):
+    try:
+        importlib.import_module(m)
+    except Exception as e:
+        sys.exit("%s %s" % (m, str(e).splitlines()[-1] if str(e) else type(e).__name__))
+' 2>&1 | tail -n 1
 }

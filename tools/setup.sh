@@ -47,6 +47,18 @@ pkgs="$pkgs python3-dev python3-numpy python3-pytest python3-pil python3-lmdb"
 pkgs="$pkgs python3-hypothesis"
 # pip's build (tests/wheel_test.sh): a fresh venv of Debian's python3.
 pkgs="$pkgs python3-venv"
+# The refleak hunt (tests/python_refleak_test.sh): Debian's debug
+# interpreter, whose sys.gettotalrefcount() counts every reference; a
+# release without it is said, and that test skips.
+if ! dpkg -s python3.11-dbg >/dev/null 2>&1; then
+  apt-cache show python3.11-dbg >/dev/null 2>&1 || update
+  if apt-cache show python3.11-dbg >/dev/null 2>&1; then
+    pkgs="$pkgs python3.11-dbg"
+  else
+    echo "tools/setup.sh: no package python3.11-dbg here: the refleak" \
+      "test skips"
+  fi
+fi
 if ! dpkg -s python3-torch >/dev/null 2>&1; then
   apt-cache show python3-torch >/dev/null 2>&1 || update
   apt-cache show python3-torch >/dev/null 2>&1 && pkgs="$pkgs python3-torch"
