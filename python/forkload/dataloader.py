@@ -1301,5 +1301,9 @@ class _Iterator:
             self._loader.close()
             self._loader = None
 
+    # torch's name for it, which frameworks call (Lightning's teardown of a
+    # persistent loader's iterator).
+    _shutdown_workers = _close
+
     def __del__(self):
         self._close()

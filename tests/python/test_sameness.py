@@ -899,3 +899,20 @@ def test_fs_mqueue_queues_max_plus_one_workers_give_torchs_batches():
     fl, th = more_workers(-1, workers, 2 * workers + 6, "file_system",
                           prefix=own)
     assert fl == th
+
+
+def test_shutdown_workers_of_a_persistent_iterator_ends_them_as_torchs():
+    # As Lightning tears a loader down: dl._iterator._shutdown_workers(),
+    # then dl._iterator = None (torch's iterator is dead once shut down);
+    # the next epoch starts anew.
+    def run(make):
+        dl = make(PidDataset(8), batch_size=2, num_workers=2,
+                  persistent_workers=True)
+        first = [b.tolist() for b in dl]
+        dl._iterator._shutdown_workers()
+        pids = {p for b in first for p in b}
+        gone = wait_until(lambda: all(is_gone(p, os.getpid())
+                                      for p in pids), 10)
+        dl._iterator = None
+        return gone, len(first), len([b for b in dl])
+    assert run(forkload.DataLoader) == run(tud.DataLoader) == (True, 4, 4)
