@@ -1044,6 +1044,7 @@ class _Iterator:
         self._yielded = 0 if resume is None else resume["_num_yielded"]
         self._len_called = dl.__dict__.get("_IterableDataset_len_called")
         self._finished = False
+        self._shut = False
         self._resume_from = resume
         self._fresh = first
         self._begun = False
@@ -1246,6 +1247,10 @@ class _Iterator:
         # the sampler has no length (an IterableDataset's)
 
     def __next__(self):
+        if self._shut:
+            raise RuntimeError("forkload: this iterator's workers were shut "
+                               "down (_shutdown_workers()) before its epoch "
+                               "ended; iter(loader) starts a new one")
         if self._finished:
             raise StopIteration
         if not self._begun:
@@ -1301,9 +1306,13 @@ class _Iterator:
             self._loader.close()
             self._loader = None
 
-    # torch's name for it, which frameworks call (Lightning's teardown of a
-    # persistent loader's iterator).
-    _shutdown_workers = _close
+    def _shutdown_workers(self):
+        """torch's name, which frameworks call (Lightning's teardown of a
+        persistent loader's iterator): the workers end now.  What is left
+        of the epoch is then an error, never an early end (torch's
+        iterator, shut down, raises too); iter(loader) starts anew."""
+        self._shut = not self._finished
+        self._close()
 
     def __del__(self):
         self._close()

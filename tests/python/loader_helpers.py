@@ -187,10 +187,11 @@ def outcomes(loader, limit=60, stop_at_error=False):
 
 
 def end_iterator(it):
-    """Ends torch's iterator now (a no-op for forkload's, which del ends).
-    torch's exception re-raised from a worker keeps its iterator in a
-    reference cycle, and torch 1.13's _shutdown_workers run by the collector
-    (its __del__) waits 5 s per worker and leaves them unreaped."""
+    """Ends an iterator's workers now, through torch's _shutdown_workers
+    (forkload's iterator has it too).  torch's exception re-raised from a
+    worker keeps its iterator in a reference cycle, and torch 1.13's
+    _shutdown_workers run by the collector (its __del__) waits 5 s per
+    worker and leaves them unreaped."""
     shutdown = getattr(it, "_shutdown_workers", None)
     if shutdown is not None:
         shutdown()

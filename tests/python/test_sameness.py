@@ -916,3 +916,16 @@ def test_shutdown_workers_of_a_persistent_iterator_ends_them_as_torchs():
         dl._iterator = None
         return gone, len(first), len([b for b in dl])
     assert run(forkload.DataLoader) == run(tud.DataLoader) == (True, 4, 4)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_an_iterator_shut_down_mid_epoch_raises_and_never_ends_silently(
+        persistent):
+    dl = forkload.DataLoader(list(range(8)), batch_size=2, num_workers=2,
+                             persistent_workers=persistent)
+    it = iter(dl)
+    next(it)
+    it._shutdown_workers()
+    with pytest.raises(RuntimeError, match="shut down"):
+        next(it)
+    assert [b.tolist() for b in dl] == [[0, 1], [2, 3], [4, 5], [6, 7]]
