@@ -23,6 +23,16 @@ from loader_helpers import (FnDataset, PidDataset, assert_same, is_gone,
 
 WORKERS = [0, 2]
 
+# Under CI's sanitizer pass torch's own loader, the reference here, hangs
+# now and then: a child forked while another thread of the parent holds
+# the sanitizer allocator's lock (GCC 12's libasan takes none around fork)
+# waits for it forever (seen in torch's workers, at torch.set_num_threads,
+# and in forked children in malloc).  The file runs in the plain passes.
+if "libasan" in os.environ.get("LD_PRELOAD", ""):
+    pytest.skip("torch's multi-process loader deadlocks in its forked "
+                "children under GCC 12's AddressSanitizer runtime",
+                allow_module_level=True)
+
 
 def both(dataset, **kwargs):
     """Every batch of one epoch from forkload's loader and torch's."""
