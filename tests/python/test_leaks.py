@@ -43,7 +43,6 @@ import torch.utils.data as tud
 from torch.utils.data._utils.collate import default_collate, default_convert
 
 import forkload
-import forkload._worker
 from loader_helpers import FnDataset, children, wait_until
 # pin_memory's engine without a GPU, a fixture:
 from test_pinned import fake_cuda  # noqa: F401
@@ -223,14 +222,16 @@ class Counted(tud.Dataset):
 
 
 def count_fallbacks(monkeypatch, ds):
-    """torch's collate as the C path calls it, counting its calls in each
-    worker's row (the workers fork with it in place)."""
-    torch_collate = forkload._worker.torch_collate
+    """torch's default_collate, which the C path's fallback
+    (forkload._worker.torch_collate) looks up at each call, counting its
+    calls in each worker's row (the workers fork with it in place)."""
+    collate = tud._utils.collate
+    original = collate.default_collate
 
     def counting(samples):
         ds.rows[tud.get_worker_info().id, FALLBACKS] += 1
-        return torch_collate(samples)
-    monkeypatch.setattr(forkload._worker, "torch_collate", counting)
+        return original(samples)
+    monkeypatch.setattr(collate, "default_collate", counting)
 
 
 def anon_kb(pid):
