@@ -657,8 +657,7 @@ is_namedtuple(PyObject *o)
 static PyObject *
 same_type_or(flpy_state *st, PyObject *elem, PyObject *arg)
 {
-  PyObject *r = PyObject_CallMethod(st->worker_module, "like", "OO", elem,
-                                    arg);
+  PyObject *r = PyObject_CallFunctionObjArgs(st->w_like, elem, arg, NULL);
 
   Py_DECREF(arg);
   return r;
@@ -699,7 +698,7 @@ static PyObject *collate_list(flpy_state *st, PyObject *samples,
  * stands.
  */
 static PyObject *
-torch_instead(flpy_state *st, const char *how, PyObject *arg)
+torch_instead(flpy_state *st, PyObject *how, PyObject *arg)
 {
   PyObject *exc;
 
@@ -707,7 +706,7 @@ torch_instead(flpy_state *st, const char *how, PyObject *arg)
     return NULL;
   exc = flpy_take_exception();
   Py_XDECREF(exc);
-  return PyObject_CallMethod(st->worker_module, how, "O", arg);
+  return flpy_call1(how, arg);
 }
 
 static PyObject *
@@ -806,7 +805,7 @@ collate_list(flpy_state *st, PyObject *samples, int from_tuple,
     PyObject *stacked = stack_arrays(st, samples, w);
 
     return stacked != NULL ? stacked
-                           : torch_instead(st, "torch_collate", samples);
+                           : torch_instead(st, st->w_torch_collate, samples);
   }
   if (PyFloat_Check(elem))
     return stack_numbers(st, samples, 1, w);
@@ -888,12 +887,12 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
        dtype or layout not written here travels pickled, as it would
        through PyTorch's queues. */
     if (!custom && st->tensor_type != Py_None)
-      return torch_instead(st, "torch_convert", o);
+      return torch_instead(st, st->w_torch_convert, o);
     if (PyErr_ExceptionMatches(PyExc_TypeError) ||
         (custom && PyErr_ExceptionMatches(PyExc_BufferError))) {
       PyErr_Clear();
       if (is_tensor(st, o))
-        return PyObject_CallMethod(st->worker_module, "carried", "O", o);
+        return flpy_call1(st->w_carried, o);
       Py_INCREF(o);
       return o;
     }
@@ -904,7 +903,7 @@ flpy_convert(flpy_state *st, PyObject *o, int custom, flpy_writer *w)
   if (!custom && PyBytes_Check(o) && st->tensor_type != Py_None &&
       st->np_generic != Py_None &&
       PyObject_TypeCheck(o, (PyTypeObject *)st->np_generic))
-    return PyObject_CallMethod(st->worker_module, "torch_convert", "O", o);
+    return flpy_call1(st->w_torch_convert, o);
   if (PyUnicode_Check(o) || PyBytes_Check(o) || PyLong_Check(o) ||
       PyFloat_Check(o) || o == Py_None) {
     Py_INCREF(o);

@@ -500,9 +500,10 @@ native_raw(PyObject *module, PyObject *args)
  * no sizes gives its array alone.
  */
 PyObject *
-flpy_native_unpack(flpy_loader *self, PyObject *segment)
+flpy_native_unpack(const flpy_unpacker *u, PyObject *dataset, int unbatched,
+                   PyObject *segment)
 {
-  flpy_native *nd = (flpy_native *)self->src.dataset;
+  flpy_native *nd = (flpy_native *)dataset;
   fl_batch *b = flpy_segment_batch(segment);
   size_t count = fl_batch_count(b), f, i;
   PyObject *out, *shape = NULL, *a, *sizes, *dims;
@@ -514,7 +515,7 @@ flpy_native_unpack(flpy_loader *self, PyObject *segment)
   for (f = 0; f < nd->nfields; f++) {
     PyObject *one = PyTuple_GetItem(nd->shapes, (Py_ssize_t)f);
 
-    if (self->unbatched) {
+    if (unbatched) {
       Py_INCREF(one);
       shape = one;
     } else {
@@ -524,7 +525,7 @@ flpy_native_unpack(flpy_loader *self, PyObject *segment)
     }
     if (shape == NULL)
       goto fail;
-    a = flpy_array_at(self, segment, fl_batch_field(b, f), nd->dtype[f],
+    a = flpy_array_at(u, segment, fl_batch_field(b, f), nd->dtype[f],
                       shape);
     Py_CLEAR(shape);
     if (a == NULL || PyList_SetItem(out, (Py_ssize_t)f, a) != 0)
@@ -544,7 +545,7 @@ flpy_native_unpack(flpy_loader *self, PyObject *segment)
   to = (int64_t *)PyByteArray_AsString(sizes);
   for (i = 0; i < count * nd->nfields; i++)
     to[i] = (int64_t)fl_batch_sizes(b)[i];
-  if (self->unbatched)
+  if (unbatched)
     shape = nd->nfields == 1 ? PyTuple_New(0)
                              : Py_BuildValue("(n)", (Py_ssize_t)nd->nfields);
   else if (nd->nfields == 1)
@@ -553,7 +554,7 @@ flpy_native_unpack(flpy_loader *self, PyObject *segment)
     shape = Py_BuildValue("(nn)", (Py_ssize_t)count,
                           (Py_ssize_t)nd->nfields);
   a = shape == NULL ? NULL
-                    : flpy_array_at(self, sizes, to, FLPY_INT64, shape);
+                    : flpy_array_at(u, sizes, to, FLPY_INT64, shape);
   Py_XDECREF(shape);
   Py_DECREF(sizes);
   if (a == NULL || PyList_SetItem(out, (Py_ssize_t)nd->nfields, a) != 0)

@@ -6,9 +6,10 @@
  * are cut in slices (fl_loader_poll) to answer Ctrl-C and `timeout`.
  *
  * Locks, in the order they are taken: the loader's lock (`lock`: one
- * thread in libforkload at a time), then the GIL, then `pending_lock`.
+ * thread in libforkload at a time), then the GIL, then the releaser's
+ * `pending_lock` (release.c).
  *  - A thread holding the GIL never blocks on `lock`: it tries it, or
- *    lets the GIL go while it waits (lock_loader).
+ *    lets the GIL go while it waits (lock_loader, release.c's release).
  *  - Nor does it call libforkload, but for calls that take none of its
  *    locks (state_save, len): a thread waiting for libforkload's
  *    process-wide fork table lock must not hold what its holder may wait
@@ -18,7 +19,7 @@
  *    made with the GIL let go.
  *  - With `lock` held and the GIL let go, libforkload's callbacks take the
  *    GIL themselves (PyGILState_Ensure): the fork hooks, pin and unpin
- *    (segment.c), and in a worker the dataset's (worker.c); the log hook
+ *    (pin.c), and in a worker the dataset's (worker.c); the log hook
  *    (hear) takes nothing and calls no Python.
  *  - `pending_lock` is a leaf: with it held, no Python runs and nothing
  *    else is taken (a batch taken off the pending list is released after
@@ -43,6 +44,44 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/*
+ * A Loader: what makes its fl_loader, and the three parts that other
+ * files run: the source (worker.c's, in the workers), the releaser
+ * (release.c's: batches back to libforkload) and the unpacker (unpack.c's:
+ * a blob into the consumer's batch).
+ */
+#define FLPY_HEARD 8
+typedef struct {
+  PyObject_HEAD
+  PyObject *weakrefs;
+  PyObject *module;
+  fl_loader *l;
+  flpy_source src;
+  flpy_releaser rel;
+  flpy_unpacker unp;
+  pthread_mutex_t lock;    /* one thread in libforkload at a time */
+  double timeout;          /* seconds; 0: none */
+  PyObject *timeout_given; /* as the user gave it, for the message */
+  PyObject *on_end;        /* called with stats and budget at its end */
+  size_t plan_batches;     /* FLPY_PLAN: this epoch's, */
+  size_t plan_cap;         /* and the most any epoch may have */
+  fl_options opt;          /* what made the fl_loader */
+  size_t length;
+  int workers_up;          /* persistent workers forked and alive */
+  PyGILState_STATE fork_gil; /* taken by fork_before, for fork_after */
+  int closed;
+  /* Over a NativeDataset (src.dataset): no Python in the workers. */
+  int native;
+  int unbatched;           /* batch_size None: a sample, no batch axis */
+  size_t *order;           /* FLPY_PLAN: the epoch's indices, batches of */
+  size_t order_len;        /* opt.batch_size one after the other */
+  char *faults;            /* opt.faults' own copy (malloc), or NULL */
+  /* libforkload's warnings (a worker respawned, names swept), heard
+     while the GIL was let go, until they are warned of (malloc). */
+  char *heard[FLPY_HEARD];
+  size_t nheard;
+} flpy_loader;
 
 /* How often a waiting consumer looks at its signals, and at the events
    of its pinned batches' copies while any is in flight. */
@@ -174,7 +213,7 @@ stop_workers(flpy_loader *self)
 
   Py_BEGIN_ALLOW_THREADS
   pthread_mutex_lock(&self->lock);
-  flpy_loader_drain(self);
+  flpy_release_drain(&self->rel);
   rc = fl_loader_stop(self->l);
   pthread_mutex_unlock(&self->lock);
   Py_END_ALLOW_THREADS
@@ -434,18 +473,12 @@ parse_choice(const char *s, const char *const *names, const char *what)
   return -1;
 }
 
-/* With respawns: the shared place of the workers' generator states, and
-   forkload._worker's functions that take and set them. */
+/* With respawns: the shared place of the workers' generator states. */
 static int
 rng_setup(flpy_loader *self, unsigned workers)
 {
-  PyObject *w = flpy_state_of(self->module)->worker_module;
   void *p;
 
-  self->src.rng_get = PyObject_GetAttrString(w, "rng_state");
-  self->src.rng_set = PyObject_GetAttrString(w, "set_rng_state");
-  if (self->src.rng_get == NULL || self->src.rng_set == NULL)
-    return -1;
   p = mmap(NULL, flpy_rng_bytes(workers), PROT_READ | PROT_WRITE,
            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -457,8 +490,20 @@ rng_setup(flpy_loader *self, unsigned workers)
   return 0;
 }
 
+/* What Loader(...) was given, parsed and checked, with libforkload's
+   options that follow from it alone; the objects borrowed. */
+typedef struct {
+  PyObject *dataset, *collate_fn, *setup, *pinner, *timeout_given, *on_end,
+      *epoch_start;
+  const char *faults;
+  int kind, tensor_type, native, unbatched, drop_last;
+  size_t batch_size, length, sample_bytes;
+  double timeout;
+  fl_options opt;
+} loader_args;
+
 static int
-loader_init(PyObject *op, PyObject *args, PyObject *kwds)
+parse_args(PyObject *module, PyObject *args, PyObject *kwds, loader_args *a)
 {
   static char *kwlist[] = {
       "dataset", "kind", "collate_fn", "worker_setup", "batch_size",
@@ -473,31 +518,188 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
   static const char *const sharings[] = {"fd", "file_system", NULL};
   static const char *const algos[] = {"torch", "bijection", NULL};
   static const char *const tensors[] = {"torch", "numpy", NULL};
-  flpy_loader *self = (flpy_loader *)op;
   const char *kind, *shard = "pad", *sharing = "fd", *algo = "torch",
              *tensor = "torch";
-  PyObject *dataset, *collate_fn, *setup;
-  PyObject *pinner = Py_None, *timeout_given = NULL, *on_end = Py_None,
-           *epoch_start = Py_None;
-  const char *faults = NULL;
-  unsigned restarts = 0;
   Py_ssize_t batch_size = 1, length = 0, sample_bytes = 0;
-  unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1;
-  int persistent = 0, in_order = 1, drop_last = 0, shuffle = 0;
-  int unbatched = 0;
+  unsigned num_workers = 0, prefetch = 2, rank = 0, world = 1, restarts = 0;
+  int persistent = 0, in_order = 1, shuffle = 0, k;
   unsigned long long seed = 0;
-  double timeout = 0;
-  size_t per_room;
-  fl_options opt;
-  int k;
 
+  memset(a, 0, sizeof(*a));
+  a->pinner = a->on_end = a->epoch_start = Py_None;
   if (!PyArg_ParseTupleAndKeywords(
           args, kwds, "OsOO|$nnIIppppsKIIssnOsOIzpOO:Loader", kwlist,
-          &dataset, &kind, &collate_fn, &setup, &batch_size, &length,
-          &num_workers, &prefetch, &persistent, &in_order, &drop_last,
-          &shuffle, &algo, &seed, &rank, &world, &shard, &sharing,
-          &sample_bytes, &timeout_given, &tensor, &pinner, &restarts,
-          &faults, &unbatched, &on_end, &epoch_start))
+          &a->dataset, &kind, &a->collate_fn, &a->setup, &batch_size,
+          &length, &num_workers, &prefetch, &persistent, &in_order,
+          &a->drop_last, &shuffle, &algo, &seed, &rank, &world, &shard,
+          &sharing, &sample_bytes, &a->timeout_given, &tensor, &a->pinner,
+          &restarts, &a->faults, &a->unbatched, &a->on_end, &a->epoch_start))
+    return -1;
+  /* Without one, no deadline: timed_out is never reached. */
+  if (a->timeout_given != NULL &&
+      (a->timeout = PyFloat_AsDouble(a->timeout_given)) == -1.0 &&
+      PyErr_Occurred())
+    return -1;
+  if (batch_size < 0 || length < 0 || sample_bytes < 0 || a->timeout < 0) {
+    PyErr_SetString(PyExc_ValueError, "Loader: negative size or timeout");
+    return -1;
+  }
+  a->batch_size = (size_t)batch_size;
+  a->length = (size_t)length;
+  a->sample_bytes = (size_t)sample_bytes;
+  fl_options_init(&a->opt);
+  if ((a->kind = parse_choice(kind, kinds, "kind")) < 0)
+    return -1;
+  if ((k = parse_choice(shard, shards, "shard mode")) < 0)
+    return -1;
+  a->opt.shard_mode = (fl_shard_mode)k;
+  if ((k = parse_choice(sharing, sharings, "sharing strategy")) < 0)
+    return -1;
+  a->opt.sharing = k ? FL_SHARE_FILE_SYSTEM : FL_SHARE_FILE_DESCRIPTOR;
+  if ((k = parse_choice(algo, algos, "shuffle_algorithm")) < 0)
+    return -1;
+  a->opt.shuffle_algorithm = k ? FL_SHUFFLE_BIJECTION : FL_SHUFFLE_TORCH;
+  if ((k = parse_choice(tensor, tensors, "tensor_type")) < 0)
+    return -1;
+  a->tensor_type = k ? FLPY_LEAF_NDARRAY : FLPY_LEAF_TENSOR;
+  a->native =
+      PyObject_TypeCheck(a->dataset, flpy_state_of(module)->native_type);
+  if (a->native && ((flpy_native *)a->dataset)->iterable !=
+                       (a->kind == FLPY_ITERABLE)) {
+    PyErr_SetString(PyExc_ValueError, "forkload: a stream is loaded as "
+                    "kind 'iterable', a map-style dataset as 'map' or "
+                    "'plan'");
+    return -1;
+  }
+  if (a->native && a->collate_fn != Py_None && a->collate_fn != Py_False) {
+    PyErr_SetString(PyExc_ValueError, "forkload: a forkload.datasets "
+                    "dataset's batches are made in C: collate_fn must be "
+                    "None");
+    return -1;
+  }
+  /* A libforkload sample is a whole batch but in a map-style loader. */
+  a->opt.batch_size = a->kind == FLPY_MAP ? a->batch_size : 1;
+  a->opt.drop_last = a->kind == FLPY_MAP && a->drop_last;
+  a->opt.shuffle = shuffle;
+  a->opt.seed = seed;
+  a->opt.num_workers = num_workers;
+  a->opt.prefetch_factor = num_workers ? prefetch : 2;
+  a->opt.persistent_workers = persistent;
+  a->opt.in_order = in_order;
+  a->opt.rank = rank;
+  a->opt.world_size = world;
+  a->opt.max_worker_restarts = restarts;
+  if (a->kind == FLPY_PLAN)
+    a->opt.sampler_len = a->length;
+  if (a->native) {
+    /* libforkload batches the samples itself. */
+    a->opt.batch_size = a->collate_fn == Py_False || a->batch_size == 0
+                            ? 1 : a->batch_size;
+    a->opt.drop_last = a->kind != FLPY_PLAN && a->drop_last;
+    if (a->kind == FLPY_PLAN)
+      a->opt.sampler_len = a->length * a->opt.batch_size;
+  }
+  return 0;
+}
+
+/* The source: what the workers' callbacks read of the dataset. */
+static int
+source_init(flpy_loader *self, const loader_args *a)
+{
+  flpy_source *src = &self->src;
+
+  src->module = self->module;
+  src->kind = a->kind;
+  src->dataset = Py_NewRef(a->dataset);
+  src->worker_setup = Py_NewRef(a->setup);
+  if (a->epoch_start != Py_None)
+    src->epoch_start = Py_NewRef(a->epoch_start);
+  /* batch_size None: each sample alone, default_convert's or given to
+     the collate_fn as it is, as torch does without auto-collation. */
+  src->unbatched = a->collate_fn == Py_False || a->unbatched;
+  if (a->collate_fn == Py_False) {
+    src->collate = FLPY_CONVERT;
+  } else if (a->collate_fn == Py_None) {
+    src->collate = FLPY_COLLATE;
+  } else {
+    src->collate = FLPY_CUSTOM;
+    src->collate_fn = Py_NewRef(a->collate_fn);
+  }
+  src->batch_size = a->batch_size;
+  src->drop_last = a->drop_last;
+  if (a->kind != FLPY_ITERABLE && !a->native) {
+    PyObject *gi = PyObject_GetAttrString(a->dataset, "__getitems__");
+
+    /* torch calls __getitems__ where the dataset has a true one. */
+    if (gi != NULL && PyObject_IsTrue(gi) == 1)
+      src->getitems = gi;
+    else
+      Py_XDECREF(gi);
+    PyErr_Clear();
+  }
+  /* num_workers 0: the batches are filled here, their skeletons kept for
+     the unpacker under keys. */
+  if (a->opt.num_workers == 0 && !a->native) {
+    if ((src->inline_batches = PyDict_New()) == NULL)
+      return -1;
+    self->unp.inline_batches = Py_NewRef(src->inline_batches);
+  }
+  if (a->kind == FLPY_PLAN && !a->native && plan_setup(self) != 0)
+    return -1;
+  if (a->opt.max_worker_restarts > 0 && a->opt.num_workers > 0 &&
+      !a->native && a->kind != FLPY_ITERABLE &&
+      rng_setup(self, a->opt.num_workers) != 0)
+    return -1;
+  return 0;
+}
+
+/* libforkload's callbacks into this loader, and the options that hold
+   what the loader keeps. */
+static int
+options_finish(flpy_loader *self, const loader_args *a, fl_options *opt)
+{
+  opt->worker_init = flpy_source_worker_init;
+  opt->worker_init_arg = &self->src;
+  opt->fork_before = fork_before;
+  opt->fork_after = fork_after;
+  opt->fork_arg = self;
+  opt->log = hear;
+  opt->log_arg = self;
+  if (a->faults != NULL) {
+    /* Read at create. */
+    if ((self->faults = strdup(a->faults)) == NULL) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    opt->faults = self->faults;
+  }
+  if (a->pinner != Py_None) {
+    /* pin_memory: each segment registered once, through the pinner. */
+    self->rel.pinner = Py_NewRef(a->pinner);
+    opt->pin_memory = 1;
+    opt->pin = flpy_pin;
+    opt->unpin = flpy_unpin;
+    opt->pin_arg = &self->rel;
+  }
+  if (a->kind == FLPY_PLAN) {
+    opt->sampler = a->native ? native_order : plan_order;
+    opt->sampler_ctx = self;
+  }
+  /* Over a built-in dataset Python runs in a worker only for a
+     worker_init_fn. */
+  if (a->native && a->setup == Py_None)
+    opt->worker_init = NULL;
+  return 0;
+}
+
+static int
+loader_init(PyObject *op, PyObject *args, PyObject *kwds)
+{
+  flpy_loader *self = (flpy_loader *)op;
+  loader_args a;
+  size_t per_room;
+
+  if (parse_args(self->module, args, kwds, &a) != 0)
     return -1;
   /* Once: a second call after a failure late in the first would
      overwrite what the first kept (the dataset, generator states, the
@@ -507,157 +709,27 @@ loader_init(PyObject *op, PyObject *args, PyObject *kwds)
                     "Loader is already made (its __init__ runs once)");
     return -1;
   }
-  /* Without one, no deadline: timed_out is never reached. */
-  if (timeout_given != NULL &&
-      (timeout = PyFloat_AsDouble(timeout_given)) == -1.0 && PyErr_Occurred())
+  self->native = a.native;
+  self->unbatched = a.native && a.collate_fn == Py_False;
+  self->timeout = a.timeout;
+  self->timeout_given = Py_XNewRef(a.timeout_given);
+  if (a.on_end != Py_None)
+    self->on_end = Py_NewRef(a.on_end);
+  self->length = a.length;
+  self->plan_cap = a.length;
+  self->unp.tensor_type = a.tensor_type;
+  self->unp.rooms = a.kind == FLPY_MAP && a.batch_size ? a.batch_size : 1;
+  if (source_init(self, &a) != 0 || options_finish(self, &a, &a.opt) != 0)
     return -1;
-  fl_options_init(&opt);
-  if ((k = parse_choice(kind, kinds, "kind")) < 0)
-    return -1;
-  self->src.kind = k;
-  if ((k = parse_choice(shard, shards, "shard mode")) < 0)
-    return -1;
-  opt.shard_mode = (fl_shard_mode)k;
-  if ((k = parse_choice(sharing, sharings, "sharing strategy")) < 0)
-    return -1;
-  opt.sharing = k ? FL_SHARE_FILE_SYSTEM : FL_SHARE_FILE_DESCRIPTOR;
-  if ((k = parse_choice(algo, algos, "shuffle_algorithm")) < 0)
-    return -1;
-  opt.shuffle_algorithm = k ? FL_SHUFFLE_BIJECTION : FL_SHUFFLE_TORCH;
-  if ((k = parse_choice(tensor, tensors, "tensor_type")) < 0)
-    return -1;
-  self->tensor_type = k ? FLPY_LEAF_NDARRAY : FLPY_LEAF_TENSOR;
-  if (batch_size < 0 || length < 0 || sample_bytes < 0 || timeout < 0) {
-    PyErr_SetString(PyExc_ValueError, "Loader: negative size or timeout");
-    return -1;
-  }
-  self->native = PyObject_TypeCheck(
-      dataset, flpy_state_of(self->module)->native_type);
-  if (self->native) {
-    if (((flpy_native *)dataset)->iterable !=
-        (self->src.kind == FLPY_ITERABLE)) {
-      PyErr_SetString(PyExc_ValueError, "forkload: a stream is loaded as "
-                      "kind 'iterable', a map-style dataset as 'map' or "
-                      "'plan'");
-      return -1;
-    }
-    if (collate_fn != Py_None && collate_fn != Py_False) {
-      PyErr_SetString(PyExc_ValueError, "forkload: a forkload.datasets "
-                      "dataset's batches are made in C: collate_fn must "
-                      "be None");
-      return -1;
-    }
-    self->unbatched = collate_fn == Py_False;
-  }
-  self->owner = getpid();
-  self->timeout = timeout;
-  Py_XINCREF(timeout_given);
-  self->timeout_given = timeout_given;
-  self->src.module = self->module;
-  self->src.plan_fd = -1;
-  Py_INCREF(dataset);
-  self->src.dataset = dataset;
-  Py_INCREF(setup);
-  self->src.worker_setup = setup;
-  /* batch_size None: each sample alone, default_convert's or given to
-     the collate_fn as it is, as torch does without auto-collation. */
-  self->src.unbatched = collate_fn == Py_False || unbatched;
-  if (collate_fn == Py_False) {
-    self->src.collate = FLPY_CONVERT;
-  } else if (collate_fn == Py_None) {
-    self->src.collate = FLPY_COLLATE;
-  } else {
-    self->src.collate = FLPY_CUSTOM;
-    Py_INCREF(collate_fn);
-    self->src.collate_fn = collate_fn;
-  }
-  self->src.batch_size = (size_t)batch_size;
-  self->src.drop_last = drop_last;
-  if (self->src.kind != FLPY_ITERABLE && !self->native) {
-    PyObject *gi = PyObject_GetAttrString(dataset, "__getitems__");
-
-    /* torch calls __getitems__ where the dataset has a true one. */
-    if (gi != NULL && PyObject_IsTrue(gi) == 1)
-      self->src.getitems = gi;
-    else
-      Py_XDECREF(gi);
-    PyErr_Clear();
-  }
-  if (self->src.kind == FLPY_PLAN && !self->native && plan_setup(self) != 0)
-    return -1;
-  self->plan_cap = (size_t)length;
-  /* A libforkload sample is a whole batch but in a map-style loader. */
-  per_room = self->src.kind == FLPY_MAP || batch_size == 0
-                 ? 1 : (size_t)batch_size;
-  self->length = (size_t)length;
-  opt.batch_size = self->src.kind == FLPY_MAP ? (size_t)batch_size : 1;
-  opt.drop_last = self->src.kind == FLPY_MAP && drop_last;
-  opt.shuffle = shuffle;
-  opt.seed = seed;
-  opt.num_workers = num_workers;
-  opt.prefetch_factor = num_workers ? prefetch : 2;
-  opt.persistent_workers = persistent;
-  opt.in_order = in_order;
-  opt.rank = rank;
-  opt.world_size = world;
-  opt.worker_init = flpy_source_worker_init;
-  opt.worker_init_arg = &self->src;
-  opt.max_worker_restarts = restarts;
-  opt.fork_before = fork_before;
-  opt.fork_after = fork_after;
-  opt.fork_arg = self;
-  opt.log = hear;
-  opt.log_arg = self;
-  if (restarts > 0 && num_workers > 0 && !self->native &&
-      self->src.kind != FLPY_ITERABLE && rng_setup(self, num_workers) != 0)
-    return -1;
-  if (faults != NULL) {
-    /* Read at create. */
-    self->faults = strdup(faults);
-    if (self->faults == NULL) {
-      PyErr_NoMemory();
-      return -1;
-    }
-    opt.faults = self->faults;
-  }
-  if (on_end != Py_None)
-    self->on_end = Py_NewRef(on_end);
-  if (epoch_start != Py_None)
-    self->src.epoch_start = Py_NewRef(epoch_start);
-  if (pinner != Py_None) {
-    /* pin_memory: each segment registered once, through the pinner. */
-    self->pinner = Py_NewRef(pinner);
-    opt.pin_memory = 1;
-    opt.pin = flpy_pin;
-    opt.unpin = flpy_unpin;
-    opt.pin_arg = self;
-  }
-  if (self->src.kind == FLPY_PLAN) {
-    opt.sampler = plan_order;
-    opt.sampler_ctx = self;
-    opt.sampler_len = (size_t)length;
-  }
-  if (self->native) {
-    /* libforkload batches the samples itself; Python runs in a worker
-       only for a worker_init_fn. */
-    opt.batch_size = self->unbatched || batch_size == 0 ? 1
-                                                        : (size_t)batch_size;
-    opt.drop_last = self->src.kind != FLPY_PLAN && drop_last;
-    if (setup == Py_None)
-      opt.worker_init = NULL;
-    if (self->src.kind == FLPY_PLAN) {
-      opt.sampler = native_order;
-      opt.sampler_len = (size_t)length * opt.batch_size;
-    }
-    self->opt = opt;
+  self->opt = a.opt;
+  if (a.native)
     return create_native(self);
-  }
-  self->opt = opt;
   /* The user's room for the arrays, and overhead; or a small room that
      the first batch in each segment grows (nothing is read to measure
      it: torch reads no sample before the workers). */
-  if (sample_bytes > 0)
-    return create(self, (size_t)sample_bytes * per_room + 65536);
+  per_room = a.kind == FLPY_MAP || a.batch_size == 0 ? 1 : a.batch_size;
+  if (a.sample_bytes > 0)
+    return create(self, a.sample_bytes * per_room + 65536);
   return create(self, FLPY_ROOM_DEFAULT * per_room + FLPY_ROOM_DEFAULT);
 }
 
@@ -719,7 +791,7 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
     }
   }
   self->src.base_seed = base_seed;
-  if (self->pinner != NULL && flpy_loader_settle(self, 0) < 0) {
+  if (self->rel.pinner != NULL && flpy_release_settle(&self->rel, 0) < 0) {
     Py_XDECREF(pickled);
     return -1;
   }
@@ -734,7 +806,7 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
     self->plan_batches = (size_t)n;
   }
   Py_BEGIN_ALLOW_THREADS
-  flpy_loader_drain(self);
+  flpy_release_drain(&self->rel);
   rc = fl_loader_set_epoch(self->l, epoch);
   /* A state saved by state_save: this epoch resumes where it stood. */
   if (rc == 0 && state->buf != NULL)
@@ -754,10 +826,10 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
 static int
 warn_unpinned(flpy_loader *self)
 {
-  PyObject *why = self->pin_error;
+  PyObject *why = self->rel.pin_error;
   int rc;
 
-  self->pin_error = NULL;
+  self->rel.pin_error = NULL;
   rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "forkload: %s (%S)",
                         fl_loader_error(self->l), why);
   Py_DECREF(why);
@@ -782,10 +854,10 @@ loader_next(PyObject *op, PyObject *unused)
   }
   for (;;) {
     wait = FLPY_POLL_MS;
-    if (self->pinner != NULL) {
+    if (self->rel.pinner != NULL) {
       /* Batches whose copies are done go back to the workers; while
          one is in flight, look again soon. */
-      if ((inflight = flpy_loader_settle(self, 0)) < 0)
+      if ((inflight = flpy_release_settle(&self->rel, 0)) < 0)
         return NULL;
       if (inflight > 0)
         wait = FLPY_SETTLE_MS;
@@ -799,11 +871,11 @@ loader_next(PyObject *op, PyObject *unused)
     }
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
-    flpy_loader_drain(self);
+    flpy_release_drain(&self->rel);
     rc = fl_loader_poll(self->l, &b, wait);
     pthread_mutex_unlock(&self->lock);
     Py_END_ALLOW_THREADS
-    if (rc == FL_ENOMEM && self->pin_error != NULL) {
+    if (rc == FL_ENOMEM && self->rel.pin_error != NULL) {
       /* The pinner could not register the batch's segment: the next
          poll hands the batch out, unpinned. */
       if (warn_unpinned(self) != 0)
@@ -819,7 +891,7 @@ loader_next(PyObject *op, PyObject *unused)
   }
   if (speak(self) != 0) {
     if (rc > 0)
-      flpy_loader_release(self, b);
+      flpy_release(&self->rel, b);
     return NULL;
   }
   /* The end is StopIteration, never a value: a batch may be None (a
@@ -830,11 +902,12 @@ loader_next(PyObject *op, PyObject *unused)
   }
   if (rc < 0)
     return raise_fl(self, rc, fl_loader_error(self->l));
-  seg = flpy_segment_new(self, b);
+  seg = flpy_segment_new(flpy_state_of(self->module), op, &self->rel, b);
   if (seg == NULL)
     return NULL;
-  out = self->native ? flpy_native_unpack(self, seg)
-                     : flpy_unpack(self, seg);
+  out = self->native ? flpy_native_unpack(&self->unp, self->src.dataset,
+                                          self->unbatched, seg)
+                     : flpy_unpack(&self->unp, seg);
   Py_DECREF(seg);
   return out;
 }
@@ -847,7 +920,7 @@ loader_close(PyObject *op, PyObject *unused)
   flpy_loader *self = (flpy_loader *)op;
 
   (void)unused;
-  if (self->l != NULL && !self->closed && self->owner == getpid())
+  if (self->l != NULL && !self->closed && self->rel.owner == getpid())
     stop_workers(self);
   self->closed = 1;
   Py_RETURN_NONE;
@@ -1012,7 +1085,7 @@ static PyObject *
 loader_get_inflight(PyObject *op, void *closure)
 {
   (void)closure;
-  return PyLong_FromSize_t(((flpy_loader *)op)->inflight);
+  return PyLong_FromSize_t(((flpy_loader *)op)->rel.inflight);
 }
 
 static PyObject *
@@ -1034,7 +1107,8 @@ loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
   self->module = module;
   self->src.plan_fd = -1;
   pthread_mutex_init(&self->lock, NULL);
-  pthread_mutex_init(&self->pending_lock, NULL);
+  flpy_releaser_init(&self->rel, &self->lock);
+  self->unp.module = module;
   return (PyObject *)self;
 }
 
@@ -1050,20 +1124,16 @@ loader_traverse(PyObject *op, visitproc visit, void *arg)
   Py_VISIT(self->src.worker_setup);
   Py_VISIT(self->src.epoch_start);
   Py_VISIT(self->src.getitems);
-  Py_VISIT(self->src.rng_get);
-  Py_VISIT(self->src.rng_set);
   Py_VISIT(self->src.init_error);
   Py_VISIT(self->src.iterator);
   Py_VISIT(self->src.stream_error);
   Py_VISIT(self->src.inline_batches);
   Py_VISIT(self->src.plan);
-  Py_VISIT(self->last_skel);
-  Py_VISIT(self->last_template);
-  Py_VISIT(self->pinner);
-  Py_VISIT(self->pin_error);
+  Py_VISIT(self->rel.pinner);
+  Py_VISIT(self->rel.pin_error);
   Py_VISIT(self->timeout_given);
   Py_VISIT(self->on_end);
-  return 0;
+  return flpy_unpacker_traverse(&self->unp, visit, arg);
 }
 
 static int
@@ -1076,19 +1146,16 @@ loader_clear(PyObject *op)
   Py_CLEAR(self->src.worker_setup);
   Py_CLEAR(self->src.epoch_start);
   Py_CLEAR(self->src.getitems);
-  Py_CLEAR(self->src.rng_get);
-  Py_CLEAR(self->src.rng_set);
   Py_CLEAR(self->src.init_error);
   Py_CLEAR(self->src.iterator);
   Py_CLEAR(self->src.stream_error);
   Py_CLEAR(self->src.inline_batches);
   Py_CLEAR(self->src.plan);
-  Py_CLEAR(self->last_skel);
-  Py_CLEAR(self->last_template);
-  Py_CLEAR(self->pinner);
-  Py_CLEAR(self->pin_error);
+  Py_CLEAR(self->rel.pinner);
+  Py_CLEAR(self->rel.pin_error);
   Py_CLEAR(self->timeout_given);
   Py_CLEAR(self->on_end);
+  flpy_unpacker_clear(&self->unp);
   return 0;
 }
 
@@ -1123,17 +1190,17 @@ loader_finalize(PyObject *op)
   flpy_loader *self = (flpy_loader *)op;
   PyObject *type, *value, *tb;
 
-  if (self->owner != getpid())
+  if (self->rel.owner != getpid())
     return; /* a worker's copy: the workers and segments are not its */
   PyErr_Fetch(&type, &value, &tb);
   if (self->l != NULL) {
     /* destroy unpins and unmaps every segment: no copy may still read
        one. */
-    if (self->pinner != NULL)
-      flpy_loader_settle(self, 1);
+    if (self->rel.pinner != NULL)
+      flpy_release_settle(&self->rel, 1);
     /* Reaping the workers can wait: let other threads run. */
     Py_BEGIN_ALLOW_THREADS
-    flpy_loader_drain(self);
+    flpy_release_drain(&self->rel);
     Py_END_ALLOW_THREADS
     if (self->on_end != NULL)
       report_end(self);
@@ -1155,7 +1222,6 @@ loader_dealloc(PyObject *op)
   if (self->weakrefs != NULL)
     PyObject_ClearWeakRefs(op);
   loader_finalize(op);
-  free(self->pending);
   free(self->order);
   free(self->faults);
   while (self->nheard > 0)
@@ -1167,7 +1233,7 @@ loader_dealloc(PyObject *op)
   if (self->src.plan_gen != NULL)
     munmap((void *)self->src.plan_gen, 4096);
   pthread_mutex_destroy(&self->lock);
-  pthread_mutex_destroy(&self->pending_lock);
+  flpy_releaser_fini(&self->rel);
   loader_clear(op);
   Py_CLEAR(self->module);
   ((freefunc)PyType_GetSlot(tp, Py_tp_free))(op);

@@ -67,9 +67,8 @@ flpy_raise(PyObject *module, int code, const char *why)
 
   if (code == FL_ENOMEM)
     return PyErr_Format(PyExc_MemoryError, "forkload: %s", why);
-  exc = PyObject_CallMethod(flpy_state_of(module)->worker_module, "error",
-                            "iss", code, why != NULL ? why : "",
-                            fl_err_name(code));
+  exc = PyObject_CallFunction(flpy_state_of(module)->w_error, "iss", code,
+                              why != NULL ? why : "", fl_err_name(code));
   if (exc != NULL) {
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);
@@ -77,13 +76,14 @@ flpy_raise(PyObject *module, int code, const char *why)
   return NULL;
 }
 
-/* name of module, or None where the module does not import. */
+/* name of module (imported, or None where it does not import), or None
+   where it lacks the name. */
 static PyObject *
 optional_attr(PyObject *module, const char *name)
 {
   PyObject *v;
 
-  if (module == NULL || module == Py_None)
+  if (module == Py_None)
     return Py_NewRef(Py_None);
   v = PyObject_GetAttrString(module, name);
   if (v == NULL) {
@@ -107,70 +107,55 @@ optional_import(const char *name)
   return m;
 }
 
-static int
-required_attr(PyObject **out, const char *module, const char *name)
+static PyObject *
+required_attr(const char *module, const char *name)
 {
-  PyObject *m = PyImport_ImportModule(module);
+  PyObject *m = PyImport_ImportModule(module), *v;
 
   if (m == NULL)
-    return -1;
-  *out = PyObject_GetAttrString(m, name);
+    return NULL;
+  v = PyObject_GetAttrString(m, name);
   Py_DECREF(m);
-  return *out == NULL ? -1 : 0;
+  return v;
 }
 
 static int
 module_exec(PyObject *m)
 {
   flpy_state *st = flpy_state_of(m);
-  PyObject *torch = NULL, *numpy = NULL;
+  PyObject *worker = NULL, *torch = NULL, *numpy = NULL;
   int rc = -1;
 
-  st->loader_type =
-      (PyTypeObject *)PyType_FromModuleAndSpec(m, &flpy_loader_spec, NULL);
-  st->segment_type =
-      (PyTypeObject *)PyType_FromModuleAndSpec(m, &flpy_segment_spec, NULL);
-  st->view_type =
-      (PyTypeObject *)PyType_FromModuleAndSpec(m, &flpy_view_spec, NULL);
-  st->native_type =
-      (PyTypeObject *)PyType_FromModuleAndSpec(m, &flpy_native_spec, NULL);
-  if (st->loader_type == NULL || st->segment_type == NULL ||
-      st->view_type == NULL || st->native_type == NULL)
+#define FLPY_MAKE_TYPE(field, spec)                                          \
+  st->field = (PyTypeObject *)PyType_FromModuleAndSpec(m, &spec, NULL);      \
+  if (st->field == NULL || PyModule_AddType(m, st->field) != 0)              \
     goto out;
-  if (PyModule_AddType(m, st->loader_type) != 0 ||
-      PyModule_AddType(m, st->segment_type) != 0 ||
-      PyModule_AddType(m, st->view_type) != 0 ||
-      PyModule_AddType(m, st->native_type) != 0)
+  FLPY_TYPES(FLPY_MAKE_TYPE)
+#undef FLPY_MAKE_TYPE
+#define FLPY_REQUIRE(field, module, name)                                    \
+  if ((st->field = required_attr(module, name)) == NULL)                     \
     goto out;
-  if (required_attr(&st->dumps, "pickle", "dumps") != 0 ||
-      required_attr(&st->loads, "pickle", "loads") != 0 ||
-      required_attr(&st->mapping_abc, "collections.abc", "Mapping") != 0 ||
-      required_attr(&st->sequence_abc, "collections.abc", "Sequence") != 0)
+  FLPY_REQUIRED(FLPY_REQUIRE)
+#undef FLPY_REQUIRE
+  if ((worker = PyImport_ImportModule("forkload._worker")) == NULL)
     goto out;
-  st->worker_module = PyImport_ImportModule("forkload._worker");
-  if (st->worker_module == NULL)
+#define FLPY_WORKER_NAME(field, name)                                        \
+  if ((st->field = PyObject_GetAttrString(worker, name)) == NULL)            \
     goto out;
-  st->leaf_type = PyObject_GetAttrString(st->worker_module, "Leaf");
-  if (st->leaf_type == NULL)
-    goto out;
-  st->bytes_type = PyObject_GetAttrString(st->worker_module, "_TensorBytes");
-  if (st->bytes_type == NULL)
-    goto out;
+  FLPY_WORKER_NAMES(FLPY_WORKER_NAME)
+#undef FLPY_WORKER_NAME
   torch = optional_import("torch");
   numpy = optional_import("numpy");
-  st->from_dlpack = optional_attr(torch, "from_dlpack");
-  st->tensor_type = optional_attr(torch, "Tensor");
-  st->torch_bool = optional_attr(torch, "bool");
-  st->torch_uint8 = optional_attr(torch, "uint8");
-  st->torch_strided = optional_attr(torch, "strided");
-  st->ndarray_type = optional_attr(numpy, "ndarray");
-  st->np_generic = optional_attr(numpy, "generic");
-  st->np_asarray = optional_attr(numpy, "asarray");
+#define FLPY_OPTION(field, module, name)                                     \
+  st->field = optional_attr(module, name);
+  FLPY_OPTIONAL(FLPY_OPTION)
+#undef FLPY_OPTION
   if (PyModule_AddStringConstant(m, "version", fl_version_string()) != 0 ||
       PyModule_AddIntConstant(m, "has_torch", torch != Py_None) != 0)
     goto out;
   rc = 0;
 out:
+  Py_XDECREF(worker);
   Py_XDECREF(torch);
   Py_XDECREF(numpy);
   return rc;
@@ -181,25 +166,12 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
 {
   flpy_state *st = flpy_state_of(m);
 
-  Py_VISIT(st->loader_type);
-  Py_VISIT(st->segment_type);
-  Py_VISIT(st->view_type);
-  Py_VISIT(st->native_type);
-  Py_VISIT(st->leaf_type);
-  Py_VISIT(st->bytes_type);
-  Py_VISIT(st->worker_module);
-  Py_VISIT(st->dumps);
-  Py_VISIT(st->loads);
-  Py_VISIT(st->from_dlpack);
-  Py_VISIT(st->tensor_type);
-  Py_VISIT(st->torch_bool);
-  Py_VISIT(st->torch_uint8);
-  Py_VISIT(st->torch_strided);
-  Py_VISIT(st->ndarray_type);
-  Py_VISIT(st->np_generic);
-  Py_VISIT(st->np_asarray);
-  Py_VISIT(st->mapping_abc);
-  Py_VISIT(st->sequence_abc);
+#define FLPY_VISIT(field, ...) Py_VISIT(st->field);
+  FLPY_TYPES(FLPY_VISIT)
+  FLPY_WORKER_NAMES(FLPY_VISIT)
+  FLPY_REQUIRED(FLPY_VISIT)
+  FLPY_OPTIONAL(FLPY_VISIT)
+#undef FLPY_VISIT
   return 0;
 }
 
@@ -208,25 +180,12 @@ module_clear(PyObject *m)
 {
   flpy_state *st = flpy_state_of(m);
 
-  Py_CLEAR(st->loader_type);
-  Py_CLEAR(st->segment_type);
-  Py_CLEAR(st->view_type);
-  Py_CLEAR(st->native_type);
-  Py_CLEAR(st->leaf_type);
-  Py_CLEAR(st->bytes_type);
-  Py_CLEAR(st->worker_module);
-  Py_CLEAR(st->dumps);
-  Py_CLEAR(st->loads);
-  Py_CLEAR(st->from_dlpack);
-  Py_CLEAR(st->tensor_type);
-  Py_CLEAR(st->torch_bool);
-  Py_CLEAR(st->torch_uint8);
-  Py_CLEAR(st->torch_strided);
-  Py_CLEAR(st->ndarray_type);
-  Py_CLEAR(st->np_generic);
-  Py_CLEAR(st->np_asarray);
-  Py_CLEAR(st->mapping_abc);
-  Py_CLEAR(st->sequence_abc);
+#define FLPY_CLEAR(field, ...) Py_CLEAR(st->field);
+  FLPY_TYPES(FLPY_CLEAR)
+  FLPY_WORKER_NAMES(FLPY_CLEAR)
+  FLPY_REQUIRED(FLPY_CLEAR)
+  FLPY_OPTIONAL(FLPY_CLEAR)
+#undef FLPY_CLEAR
   return 0;
 }
 

@@ -7,6 +7,14 @@
  * views of that segment.  A Loader may instead wrap one of libforkload's
  * built-in datasets (datasets.c): no Python in the workers, and each field
  * of a batch a view of its segment.
+ *
+ * A file a type or a part, along the data path: worker.c and collate.c
+ * fill a batch in a worker (flpy_source); loader.c is the Loader, which
+ * receives it; segment.c, view.c and dlpack.c are the Segment, the View
+ * and the DLPack capsules its arrays are made of; unpack.c rebuilds the
+ * batch over them (flpy_unpacker); release.c gives it back to libforkload
+ * when its last view is gone (flpy_releaser), through pin.c's hooks under
+ * pin_memory.  The Loader's own fields are loader.c's alone.
  */
 #ifndef FLPY_MODULE_H
 #define FLPY_MODULE_H
@@ -24,27 +32,59 @@
 
 #include <forkload.h>
 
-/* The state of one module object (multi-phase init): its types, and what
-   the per-batch path calls, looked up once. */
+/*
+ * The state of one module object (multi-phase init): its types, and what
+ * the per-batch path calls, looked up once.  Each object is listed once,
+ * here: module.c looks them up, visits and clears them from the lists.
+ *  - FLPY_TYPES: the module's own types (X(field, spec));
+ *  - FLPY_WORKER_NAMES: forkload._worker's (X(field, name)), which the
+ *    fill and the unpacking call by the field, never by a name;
+ *  - FLPY_REQUIRED: of the standard library (X(field, module, name));
+ *  - FLPY_OPTIONAL: of torch or numpy (X(field, torch|numpy, name)), None
+ *    where the module does not import.
+ */
+#define FLPY_TYPES(X)                                                        \
+  X(loader_type, flpy_loader_spec)                                           \
+  X(segment_type, flpy_segment_spec)                                         \
+  X(view_type, flpy_view_spec)                                               \
+  X(native_type, flpy_native_spec)
+#define FLPY_WORKER_NAMES(X)                                                 \
+  X(leaf_type, "Leaf")                                                       \
+  X(bytes_type, "_TensorBytes")                                              \
+  X(w_like, "like")                                                          \
+  X(w_torch_collate, "torch_collate")                                        \
+  X(w_torch_convert, "torch_convert")                                        \
+  X(w_carried, "carried")                                                    \
+  X(w_wrap, "wrap")                                                          \
+  X(w_reraise, "reraise")                                                    \
+  X(w_error, "error")                                                        \
+  X(w_rng_state, "rng_state")                                                \
+  X(w_set_rng_state, "set_rng_state")
+#define FLPY_REQUIRED(X)                                                     \
+  X(dumps, "pickle", "dumps")                                                \
+  X(loads, "pickle", "loads")                                                \
+  X(mapping_abc, "collections.abc", "Mapping")                               \
+  X(sequence_abc, "collections.abc", "Sequence")
+#define FLPY_OPTIONAL(X)                                                     \
+  X(from_dlpack, torch, "from_dlpack")                                       \
+  X(tensor_type, torch, "Tensor")                                            \
+  X(torch_bool, torch, "bool")                                               \
+  X(torch_uint8, torch, "uint8")                                             \
+  X(torch_strided, torch, "strided")                                         \
+  X(ndarray_type, numpy, "ndarray")                                          \
+  X(np_generic, numpy, "generic")                                            \
+  X(np_asarray, numpy, "asarray")
+
+#define FLPY_STATE_TYPE(field, spec) PyTypeObject *field;
+#define FLPY_STATE_OBJECT(field, ...) PyObject *field;
 typedef struct {
-  PyTypeObject *loader_type;
-  PyTypeObject *segment_type;
-  PyTypeObject *view_type;
-  PyTypeObject *native_type;
-  PyObject *leaf_type;      /* forkload._worker.Leaf */
-  PyObject *bytes_type;     /* forkload._worker._TensorBytes */
-  PyObject *worker_module;  /* forkload._worker */
-  PyObject *dumps, *loads;  /* pickle's */
-  PyObject *from_dlpack;    /* torch.from_dlpack, or None */
-  PyObject *tensor_type;    /* torch.Tensor, or None */
-  PyObject *torch_bool;     /* torch.bool, or None */
-  PyObject *torch_uint8;    /* torch.uint8, or None */
-  PyObject *torch_strided;  /* torch.strided, or None */
-  PyObject *ndarray_type;   /* numpy.ndarray, or None */
-  PyObject *np_generic;     /* numpy.generic, or None */
-  PyObject *np_asarray;     /* numpy.asarray, or None */
-  PyObject *mapping_abc, *sequence_abc; /* collections.abc's */
+  FLPY_TYPES(FLPY_STATE_TYPE)
+  FLPY_WORKER_NAMES(FLPY_STATE_OBJECT)
+  FLPY_REQUIRED(FLPY_STATE_OBJECT)
+  FLPY_OPTIONAL(FLPY_STATE_OBJECT)
 } flpy_state;
+#undef FLPY_STATE_TYPE
+#undef FLPY_STATE_OBJECT
 
 flpy_state *flpy_state_of(PyObject *module);
 
@@ -237,7 +277,6 @@ typedef struct {
      kept. */
   unsigned char *rng;
   unsigned rng_workers;
-  PyObject *rng_get, *rng_set;
   unsigned worker;        /* in a worker: its id */
   int rng_restore;        /* a respawned worker, before its first batch */
 } flpy_source;
@@ -268,61 +307,94 @@ PyObject *flpy_convert(flpy_state *st, PyObject *obj, int custom,
 int flpy_blob_finish(flpy_state *st, flpy_writer *w, PyObject *skeleton,
                      int kind);
 
-/* A batch whose last view is gone, waiting to go back to libforkload:
-   for the loader's lock, and with pin_memory for its event, recorded on
-   the stream current at that moment, to complete (the copy engine may
-   still be reading the segment).  event is read and written with the GIL
-   and pending_lock held. */
+/*
+ * release.c: how a batch the consumer is done with goes back to
+ * libforkload.  A batch whose last view is gone waits in the pending list
+ * while the loader's lock is busy (a thread waits for a batch in
+ * libforkload with the GIL released), and with pin_memory until the
+ * event recorded on the current stream at that moment completes (the
+ * copy engine may still read the segment).  The lock order is loader.c's.
+ */
 typedef struct {
   fl_batch *b;
   PyObject *event; /* NULL: nothing to wait for */
 } flpy_deferred;
 
-/* The Python type of a Loader; segment.c and unpack.c use its lock. */
-#define FLPY_HEARD 8
-typedef struct flpy_loader flpy_loader;
-struct flpy_loader {
-  PyObject_HEAD
-  PyObject *weakrefs;
-  PyObject *module;
-  fl_loader *l;
-  flpy_source src;
-  pid_t owner;             /* workers' copies never touch the loader */
-  pthread_mutex_t lock;    /* one thread in libforkload at a time */
-  pthread_mutex_t pending_lock;
-  flpy_deferred *pending;  /* released while the lock was busy, or while
-                              a copy may still read it */
+typedef struct {
+  pid_t owner;                  /* the consumer: a worker's copy of a
+                                   batch releases nothing */
+  pthread_mutex_t *lock;        /* the loader's: one thread in libforkload */
+  pthread_mutex_t pending_lock; /* a leaf lock: pending, npending */
+  flpy_deferred *pending;
   size_t npending, cap_pending;
-  size_t inflight;         /* entries of pending with an event */
+  size_t inflight;              /* entries of pending with an event; read
+                                   and written with the GIL held */
   /* pin_memory: forkload.dataloader's pinner (register, unregister and
      record of a CUDA event, through torch.cuda), or NULL; what its
-     register raised, for the warning at that batch. */
+     register raised, for the warning at that batch (pin.c). */
   PyObject *pinner;
   PyObject *pin_error;
+} flpy_releaser;
+
+void flpy_releaser_init(flpy_releaser *r, pthread_mutex_t *lock);
+void flpy_releaser_fini(flpy_releaser *r);
+/* The segment's last view is gone: b goes back now, or once the lock is
+   free and its copies done. */
+void flpy_release(flpy_releaser *r, fl_batch *b);
+/* With the lock held (and the GIL let go, or not): the batches with
+   nothing left to wait for go back. */
+void flpy_release_drain(flpy_releaser *r);
+/* With the GIL: the batches whose events have completed may go back (the
+   next drain releases them); with wait, every event is waited for first.
+   The number still in flight, or -1 with an error (an event's query
+   raised; it stays in flight). */
+Py_ssize_t flpy_release_settle(flpy_releaser *r, int wait);
+
+/* pin.c: fl_options.pin and unpin for a loader with a pinner (pin_arg:
+   its releaser): register and unregister the segment through it. */
+int flpy_pin(void *addr, size_t len, void *arg);
+void flpy_unpin(void *addr, size_t len, void *arg);
+
+/* segment.c: a received batch, which its views keep (and the Loader,
+   which keeps r). */
+PyObject *flpy_segment_new(flpy_state *st, PyObject *loader,
+                           flpy_releaser *r, fl_batch *b);
+const unsigned char *flpy_segment_data(PyObject *segment);
+fl_batch *flpy_segment_batch(PyObject *segment);
+
+/* view.c: an array of a batch over data that owner (a Segment, or any
+   object) keeps, exporting the buffer protocol and DLPack. */
+PyObject *flpy_view_at(flpy_state *st, PyObject *owner, const void *data,
+                       int dtype, PyObject *shape);
+
+/* dlpack.c: a DLPack capsule over data that owner keeps. */
+PyObject *flpy_capsule_at(PyObject *owner, const void *data, int dtype,
+                          PyObject *shape);
+
+/*
+ * unpack.c: a received segment into what the consumer gets.  What a
+ * Loader's unpacking keeps between batches: the last skeleton and its
+ * template (reused where nothing of it is mutable), and with num_workers 0
+ * the skeletons written in this process (the source's inline_batches, a
+ * reference of each).
+ */
+typedef struct {
+  PyObject *module;        /* borrowed: the Loader holds it */
   int tensor_type;         /* FLPY_LEAF_TENSOR: torch; NDARRAY: numpy */
-  double timeout;          /* seconds; 0: none */
-  PyObject *timeout_given; /* as the user gave it, for the message */
-  PyObject *on_end;        /* called with stats and budget at its end */
+  size_t rooms;            /* the rooms of its segment a blob may span */
+  PyObject *inline_batches;
   PyObject *last_skel;     /* bytes of the last skeleton, and */
   PyObject *last_template; /* what it unpickled to */
-  size_t plan_batches;     /* FLPY_PLAN: this epoch's, */
-  size_t plan_cap;         /* and the most any epoch may have */
-  fl_options opt;          /* what made the fl_loader */
-  size_t length;
-  int workers_up;          /* persistent workers forked and alive */
-  PyGILState_STATE fork_gil; /* taken by fork_before, for fork_after */
-  int closed;
-  /* Over a NativeDataset (src.dataset): no Python in the workers. */
-  int native;
-  int unbatched;           /* batch_size None: a sample, no batch axis */
-  size_t *order;           /* FLPY_PLAN: the epoch's indices, batches of */
-  size_t order_len;        /* opt.batch_size one after the other */
-  char *faults;            /* opt.faults' own copy (malloc), or NULL */
-  /* libforkload's warnings (a worker respawned, names swept), heard
-     while the GIL was let go, until they are warned of (malloc). */
-  char *heard[FLPY_HEARD];
-  size_t nheard;
-};
+} flpy_unpacker;
+
+/* The batch (new ref), or NULL with the batch's exception raised. */
+PyObject *flpy_unpack(flpy_unpacker *u, PyObject *segment);
+/* An array of dtype and shape over data that owner keeps: a torch tensor
+   (DLPack) or a numpy array, as u->tensor_type says. */
+PyObject *flpy_array_at(const flpy_unpacker *u, PyObject *owner,
+                        const void *data, int dtype, PyObject *shape);
+int flpy_unpacker_traverse(flpy_unpacker *u, visitproc visit, void *arg);
+void flpy_unpacker_clear(flpy_unpacker *u);
 
 /*
  * datasets.c: one of libforkload's built-in datasets, and the layout of
@@ -343,43 +415,11 @@ typedef struct {
   int has_sizes;     /* batches end with fl_batch_sizes, int64 */
 } flpy_native;
 
-/* The batch a Segment holds: its fields' arrays (and sizes), as a list,
-   or one field's array alone. */
-PyObject *flpy_native_unpack(flpy_loader *self, PyObject *segment);
+/* The batch a Segment holds of dataset (a NativeDataset): its fields'
+   arrays (and sizes), as a list, or one field's array alone. */
+PyObject *flpy_native_unpack(const flpy_unpacker *u, PyObject *dataset,
+                             int unbatched, PyObject *segment);
 extern PyMethodDef flpy_native_functions[];
-
-/* segment.c */
-PyObject *flpy_segment_new(flpy_loader *owner, fl_batch *b);
-const unsigned char *flpy_segment_data(PyObject *segment);
-fl_batch *flpy_segment_batch(PyObject *segment);
-PyObject *flpy_capsule_new(PyObject *segment, size_t offset, int dtype,
-                           PyObject *shape);
-PyObject *flpy_view_new(flpy_state *st, PyObject *segment, size_t offset,
-                        int dtype, PyObject *shape);
-/* The same over data that owner (a Segment, or any object) keeps. */
-PyObject *flpy_capsule_at(PyObject *owner, const void *data, int dtype,
-                          PyObject *shape);
-PyObject *flpy_view_at(flpy_state *st, PyObject *owner, const void *data,
-                       int dtype, PyObject *shape);
-void flpy_loader_release(flpy_loader *self, fl_batch *b);
-void flpy_loader_drain(flpy_loader *self);
-/* With the GIL: the batches whose events have completed may go back (the
-   next drain releases them); with wait, every event is waited for first.
-   The number still in flight, or -1 with an error (an event's query
-   raised; it stays in flight). */
-Py_ssize_t flpy_loader_settle(flpy_loader *self, int wait);
-/* fl_options.pin and unpin for a loader with a pinner (pin_arg: the
-   loader): register and unregister the segment through it. */
-int flpy_pin(void *addr, size_t len, void *arg);
-void flpy_unpin(void *addr, size_t len, void *arg);
-
-/* unpack.c: a received segment into what the consumer gets (new ref), or
-   NULL with the batch's exception raised. */
-PyObject *flpy_unpack(flpy_loader *self, PyObject *segment);
-/* An array of dtype and shape over data that owner keeps: a torch tensor
-   (DLPack) or a numpy array, as the loader's tensor_type says. */
-PyObject *flpy_array_at(flpy_loader *self, PyObject *owner, const void *data,
-                        int dtype, PyObject *shape);
 
 extern PyType_Spec flpy_loader_spec, flpy_segment_spec, flpy_view_spec,
     flpy_native_spec;

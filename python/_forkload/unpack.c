@@ -14,13 +14,13 @@
    tensor through DLPack, or a numpy array (a View where numpy is
    missing) through the buffer protocol. */
 PyObject *
-flpy_array_at(flpy_loader *self, PyObject *owner, const void *data,
+flpy_array_at(const flpy_unpacker *u, PyObject *owner, const void *data,
               int dtype, PyObject *shape)
 {
-  flpy_state *st = flpy_state_of(self->module);
+  flpy_state *st = flpy_state_of(u->module);
   PyObject *obj, *t;
 
-  if (self->tensor_type == FLPY_LEAF_TENSOR && st->from_dlpack != Py_None) {
+  if (u->tensor_type == FLPY_LEAF_TENSOR && st->from_dlpack != Py_None) {
     obj = flpy_capsule_at(owner, data, dtype, shape);
     if (obj == NULL)
       return NULL;
@@ -67,7 +67,7 @@ leaf_fits(PyObject *segment, long long off, int dtype, PyObject *shape)
 }
 
 static PyObject *
-leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
+leaf_view(flpy_unpacker *u, flpy_state *st, PyObject *segment,
           PyObject *leaf)
 {
   PyObject *shape, *obj, *t;
@@ -95,9 +95,10 @@ leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
     return NULL;
   }
   if (kind == FLPY_LEAF_TENSOR)
-    return flpy_array_at(self, segment, flpy_segment_data(segment) + off,
+    return flpy_array_at(u, segment, flpy_segment_data(segment) + off,
                          dtype, shape);
-  obj = flpy_view_new(st, segment, (size_t)off, dtype, shape);
+  obj = flpy_view_at(st, segment, flpy_segment_data(segment) + off, dtype,
+                     shape);
   if (obj == NULL || st->np_asarray == Py_None)
     return obj;
   t = flpy_call1(st->np_asarray, obj);
@@ -105,11 +106,11 @@ leaf_view(flpy_loader *self, flpy_state *st, PyObject *segment,
   return t;
 }
 
-static PyObject *rebuild(flpy_loader *self, flpy_state *st,
+static PyObject *rebuild(flpy_unpacker *u, flpy_state *st,
                          PyObject *segment, PyObject *o);
 
 static PyObject *
-rebuild_items(flpy_loader *self, flpy_state *st, PyObject *segment,
+rebuild_items(flpy_unpacker *u, flpy_state *st, PyObject *segment,
               PyObject *seq)
 {
   PyObject *list = PySequence_List(seq), *v;
@@ -118,7 +119,7 @@ rebuild_items(flpy_loader *self, flpy_state *st, PyObject *segment,
   if (list == NULL)
     return NULL;
   for (i = 0; i < PyList_Size(list); i++) {
-    v = rebuild(self, st, segment, PyList_GetItem(list, i));
+    v = rebuild(u, st, segment, PyList_GetItem(list, i));
     if (v == NULL || PyList_SetItem(list, i, v) != 0) {
       Py_DECREF(list);
       return NULL;
@@ -132,8 +133,8 @@ rebuild_items(flpy_loader *self, flpy_state *st, PyObject *segment,
 static PyObject *
 retype(flpy_state *st, PyObject *like, PyObject *contents)
 {
-  PyObject *r = PyObject_CallMethod(st->worker_module, "like", "OOO", like,
-                                    contents, Py_True);
+  PyObject *r = PyObject_CallFunctionObjArgs(st->w_like, like, contents,
+                                             Py_True, NULL);
 
   Py_DECREF(contents);
   return r;
@@ -143,7 +144,7 @@ retype(flpy_state *st, PyObject *like, PyObject *contents)
    arrays, as the worker built it over them): the same type over the
    items rebuilt, or o itself where none was an array. */
 static PyObject *
-rebuild_other(flpy_loader *self, flpy_state *st, PyObject *segment,
+rebuild_other(flpy_unpacker *u, flpy_state *st, PyObject *segment,
               PyObject *o, int is_map)
 {
   PyObject *items, *out, *v, *k;
@@ -169,7 +170,7 @@ rebuild_other(flpy_loader *self, flpy_state *st, PyObject *segment,
     }
     if (value == NULL || (is_map && k == NULL))
       goto fail;
-    v = rebuild(self, st, segment, value);
+    v = rebuild(u, st, segment, value);
     if (v == NULL)
       goto fail;
     changed |= v != value;
@@ -197,13 +198,13 @@ fail:
 }
 
 static PyObject *
-rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
+rebuild(flpy_unpacker *u, flpy_state *st, PyObject *segment, PyObject *o)
 {
   PyObject *d, *k, *v, *items, *t;
   Py_ssize_t pos = 0;
 
   if (Py_IS_TYPE(o, (PyTypeObject *)st->leaf_type))
-    return leaf_view(self, st, segment, o);
+    return leaf_view(u, st, segment, o);
   /* torch's collation of a column, carried as it is by a batch that was
      never pickled (FLPY_BLOB_INLINE). */
   if (Py_IS_TYPE(o, (PyTypeObject *)st->bytes_type))
@@ -213,7 +214,7 @@ rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
     if (d == NULL)
       return NULL;
     while (PyDict_Next(o, &pos, &k, &v)) {
-      PyObject *r = rebuild(self, st, segment, v);
+      PyObject *r = rebuild(u, st, segment, v);
 
       if (r == NULL || PyDict_SetItem(d, k, r) != 0) {
         Py_XDECREF(r);
@@ -232,7 +233,7 @@ rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
     return o;
   }
   if (PyList_Check(o) || PyTuple_Check(o)) {
-    items = rebuild_items(self, st, segment, o);
+    items = rebuild_items(u, st, segment, o);
     if (items == NULL || PyList_CheckExact(o))
       return items;
     if (PyList_Check(o))
@@ -253,7 +254,7 @@ rebuild(flpy_loader *self, flpy_state *st, PyObject *segment, PyObject *o)
     if (is_map < 0 || is_seq < 0)
       return NULL;
     if (is_map || is_seq)
-      return rebuild_other(self, st, segment, o, is_map);
+      return rebuild_other(u, st, segment, o, is_map);
   }
   Py_INCREF(o);
   return o;
@@ -302,10 +303,8 @@ reusable(flpy_state *st, PyObject *o)
 static PyObject *
 raise_record(flpy_state *st, PyObject *record)
 {
-  PyObject *f = PyObject_GetAttrString(st->worker_module, "reraise");
-  PyObject *r = f != NULL ? flpy_call1(f, record) : NULL;
+  PyObject *r = flpy_call1(st->w_reraise, record);
 
-  Py_XDECREF(f);
   Py_XDECREF(r);
   if (!PyErr_Occurred())
     PyErr_SetString(PyExc_RuntimeError, "forkload: a worker's error "
@@ -316,20 +315,20 @@ raise_record(flpy_state *st, PyObject *record)
 /* A batch written in this process: its skeleton, taken from where the
    fill kept it. */
 static PyObject *
-unpack_inline(flpy_loader *self, flpy_state *st, PyObject *segment,
+unpack_inline(flpy_unpacker *u, flpy_state *st, PyObject *segment,
               const char *skel, uint64_t len)
 {
   PyObject *k, *tmpl = NULL, *out;
   uint64_t key;
 
-  if (len == sizeof(key) && self->src.inline_batches != NULL) {
+  if (len == sizeof(key) && u->inline_batches != NULL) {
     memcpy(&key, skel, sizeof(key));
     k = PyLong_FromUnsignedLongLong(key);
     if (k == NULL)
       return NULL;
-    tmpl = PyDict_GetItemWithError(self->src.inline_batches, k);
+    tmpl = PyDict_GetItemWithError(u->inline_batches, k);
     Py_XINCREF(tmpl);
-    if (tmpl != NULL && PyDict_DelItem(self->src.inline_batches, k) != 0)
+    if (tmpl != NULL && PyDict_DelItem(u->inline_batches, k) != 0)
       Py_CLEAR(tmpl);
     Py_DECREF(k);
     if (tmpl == NULL && PyErr_Occurred())
@@ -340,15 +339,15 @@ unpack_inline(flpy_loader *self, flpy_state *st, PyObject *segment,
                     "batch of this process under its key)");
     return NULL;
   }
-  out = rebuild(self, st, segment, tmpl);
+  out = rebuild(u, st, segment, tmpl);
   Py_DECREF(tmpl);
   return out;
 }
 
 PyObject *
-flpy_unpack(flpy_loader *self, PyObject *segment)
+flpy_unpack(flpy_unpacker *u, PyObject *segment)
 {
-  flpy_state *st = flpy_state_of(self->module);
+  flpy_state *st = flpy_state_of(u->module);
   const unsigned char *data = flpy_segment_data(segment);
   const flpy_blob *h = (const flpy_blob *)data;
   PyObject *bytes, *tmpl, *out;
@@ -358,24 +357,21 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
 
   /* Within the rooms of its segment, whose class the batch says. */
   if (h->magic != FLPY_MAGIC || h->skel_off + h->skel_len > h->len ||
-      h->len > fl_batch_stride(flpy_segment_batch(segment), 0) *
-                   (self->src.kind == FLPY_MAP
-                        ? (self->src.batch_size ? self->src.batch_size : 1)
-                        : 1)) {
+      h->len > fl_batch_stride(flpy_segment_batch(segment), 0) * u->rooms) {
     PyErr_SetString(PyExc_RuntimeError, "forkload: a batch without its "
                     "header (did the worker write past its room?)");
     return NULL;
   }
   skel = (const char *)data + h->skel_off;
   if (h->kind == FLPY_BLOB_INLINE)
-    return unpack_inline(self, st, segment, skel, h->skel_len);
+    return unpack_inline(u, st, segment, skel, h->skel_len);
   /* Fixed-shape samples give the same skeleton batch after batch: the
      last one's template serves, with nothing copied or unpickled. */
-  if (h->kind == FLPY_BLOB_BATCH && self->last_skel != NULL &&
-      PyBytes_AsStringAndSize(self->last_skel, &last, &last_len) == 0 &&
+  if (h->kind == FLPY_BLOB_BATCH && u->last_skel != NULL &&
+      PyBytes_AsStringAndSize(u->last_skel, &last, &last_len) == 0 &&
       last_len == (Py_ssize_t)h->skel_len &&
       memcmp(last, skel, h->skel_len) == 0)
-    return rebuild(self, st, segment, self->last_template);
+    return rebuild(u, st, segment, u->last_template);
   bytes = PyBytes_FromStringAndSize(skel, (Py_ssize_t)h->skel_len);
   if (bytes == NULL)
     return NULL;
@@ -391,15 +387,32 @@ flpy_unpack(flpy_loader *self, PyObject *segment)
     return NULL;
   }
   if (reusable(st, tmpl)) {
-    Py_XSETREF(self->last_skel, bytes);
-    Py_XSETREF(self->last_template, tmpl);
-    return rebuild(self, st, segment, self->last_template);
+    Py_XSETREF(u->last_skel, bytes);
+    Py_XSETREF(u->last_template, tmpl);
+    return rebuild(u, st, segment, u->last_template);
   }
   /* Unpickled again for each batch: its objects are this batch's. */
   Py_DECREF(bytes);
-  Py_CLEAR(self->last_skel);
-  Py_CLEAR(self->last_template);
-  out = rebuild(self, st, segment, tmpl);
+  Py_CLEAR(u->last_skel);
+  Py_CLEAR(u->last_template);
+  out = rebuild(u, st, segment, tmpl);
   Py_DECREF(tmpl);
   return out;
+}
+
+int
+flpy_unpacker_traverse(flpy_unpacker *u, visitproc visit, void *arg)
+{
+  Py_VISIT(u->inline_batches);
+  Py_VISIT(u->last_skel);
+  Py_VISIT(u->last_template);
+  return 0;
+}
+
+void
+flpy_unpacker_clear(flpy_unpacker *u)
+{
+  Py_CLEAR(u->inline_batches);
+  Py_CLEAR(u->last_skel);
+  Py_CLEAR(u->last_template);
 }

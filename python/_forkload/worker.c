@@ -41,10 +41,10 @@ error_record(flpy_source *src)
   if (exc == NULL)
     return NULL;
   /* Its segment grows for it as for a batch: cut only past 64 KiB. */
-  rec = PyObject_CallMethod(state(src)->worker_module, "wrap", "Oin", exc,
-                            worker_id(),
-                            (Py_ssize_t)(src->room > 65536 ? src->room : 65536)
-                                - 512);
+  rec = PyObject_CallFunction(state(src)->w_wrap, "Oin", exc, worker_id(),
+                              (Py_ssize_t)(src->room > 65536 ? src->room
+                                                             : 65536) -
+                                  512);
   Py_DECREF(exc);
   return rec;
 }
@@ -88,9 +88,6 @@ finish_inline(flpy_source *src, flpy_writer *w, PyObject *out)
   PyObject *bytes, *k;
   int rc;
 
-  if (src->inline_batches == NULL &&
-      (src->inline_batches = PyDict_New()) == NULL)
-    return -1;
   bytes = PyBytes_FromStringAndSize((const char *)&key, sizeof(key));
   if (bytes == NULL)
     return -1;
@@ -331,7 +328,7 @@ rng_save(flpy_source *src, uint64_t key)
   struct rng_worker *w = rng_of(src);
   uint64_t n = __atomic_load_n(&w->written, __ATOMIC_RELAXED);
   struct rng_record *r = &w->rec[n % RNG_RECORDS];
-  PyObject *b = PyObject_CallNoArgs(src->rng_get);
+  PyObject *b = PyObject_CallNoArgs(state(src)->w_rng_state);
   Py_ssize_t len;
   char *p;
 
@@ -366,7 +363,7 @@ rng_load(flpy_source *src, uint64_t key)
   if (r->len == 0)
     return;
   b = PyBytes_FromStringAndSize((const char *)r->state, (Py_ssize_t)r->len);
-  res = b != NULL ? flpy_call1(src->rng_set, b) : NULL;
+  res = b != NULL ? flpy_call1(state(src)->w_set_rng_state, b) : NULL;
   Py_XDECREF(res);
   Py_XDECREF(b);
   PyErr_Clear();
