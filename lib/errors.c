@@ -4,7 +4,6 @@
  */
 #include "config.h"
 
-#include <string.h>
 
 #include "internal.h"
 
@@ -23,19 +22,6 @@ fl_strerror(int code)
   if (code < 0 && code > -4000)
     return fl__strerror(-code);
   return "unknown error";
-}
-
-/*
- * An errno's description, as glibc's table has it: constant text, no
- * locale and so no lock of gettext's, which a worker forked from a threaded
- * host may find held.
- */
-const char *
-fl__strerror(int errnum)
-{
-  const char *s = strerrordesc_np(errnum);
-
-  return s != NULL ? s : "unknown error";
 }
 
 int

@@ -662,8 +662,10 @@ struct fl_loader {
   char err[FL__ERRMSG_MAX];
 };
 
-/* errors.c */
+/* sysnames.c: an errno's description ("unknown error" for none); a
+   signal's abbreviation without "SIG", or NULL. */
 const char *fl__strerror(int errnum);
+const char *fl__sigabbrev(int sig);
 
 /* format.c: vsnprintf into dst, but a message longer than size - 1 bytes
    loses the middle of its longest words (its paths), then its own middle,

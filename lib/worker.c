@@ -352,7 +352,7 @@ describe(fl_loader *l, unsigned wi, pid_t pid, const siginfo_t *si, int rc,
   } else {
     if (si->si_status == SIGBUS)
       bus_cause(&l->notes[wi], why, sizeof(why));
-    abbrev = sigabbrev_np(si->si_status);
+    abbrev = fl__sigabbrev(si->si_status);
     snprintf(buf, len, "worker %u (pid %ld) was killed by signal %d (SIG%s: "
              "%s)%s", wi, (long)pid, si->si_status, abbrev ? abbrev : "?",
              strsignal(si->si_status), why);

@@ -140,6 +140,47 @@ unknown_negative_errno_gives_libc_text(void **state)
   assert_string_equal(fl_err_name(-EXDEV), "FL_EUNKNOWN");
 }
 
+/* The library's own tables (glibc 2.28 has none it can use without a
+   locale) against glibc's, where glibc has them (2.32 on). */
+static void
+errno_descriptions_are_glibcs_for_every_errno(void **state)
+{
+#if __GLIBC_PREREQ(2, 32)
+  const char *want;
+  int e;
+
+  (void)state;
+  for (e = 1; e < 4000; e++) {
+    want = strerrordesc_np(e);
+    assert_string_equal(fl__strerror(e), want != NULL ? want
+                                                      : "unknown error");
+  }
+#else
+  (void)state;
+#endif
+}
+
+static void
+signal_abbreviations_are_glibcs_for_every_signal(void **state)
+{
+#if __GLIBC_PREREQ(2, 32)
+  const char *want, *got;
+  int sig;
+
+  (void)state;
+  for (sig = 1; sig <= SIGRTMAX; sig++) {
+    want = sigabbrev_np(sig);
+    got = fl__sigabbrev(sig);
+    if (want == NULL)
+      assert_null(got);
+    else
+      assert_string_equal(got, want);
+  }
+#else
+  (void)state;
+#endif
+}
+
 static void
 unknown_code_gives_unknown_error(void **state)
 {
@@ -918,6 +959,8 @@ main(void)
       cmocka_unit_test(errno_codes_are_negated_errno_and_own_codes_below_4000),
       cmocka_unit_test(strerror_of_zero_is_success),
       cmocka_unit_test(unknown_negative_errno_gives_libc_text),
+      cmocka_unit_test(errno_descriptions_are_glibcs_for_every_errno),
+      cmocka_unit_test(signal_abbreviations_are_glibcs_for_every_signal),
       cmocka_unit_test(unknown_code_gives_unknown_error),
       cmocka_unit_test(options_init_sets_documented_defaults),
       cmocka_unit_test(options_init_null_is_noop),
