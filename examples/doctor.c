@@ -108,11 +108,27 @@ budget_item(const fl_budget *b, const char *resource)
   return NULL;
 }
 
-uint64_t
-budget_ahead(const fl_options *o)
+unsigned
+budget_prefetch(const struct load_args *a, const fl_loader *l)
 {
+  const fl_options *o = &a->opt;
+  size_t per;
+
+  if (a->iterable || o->num_workers == 0)
+    return o->prefetch_factor;
+  per = (fl_loader_len(l) + o->num_workers - 1) / o->num_workers;
+  if (per == 0)
+    per = 1;
+  return per < o->prefetch_factor ? (unsigned)per : o->prefetch_factor;
+}
+
+uint64_t
+budget_ahead(const struct load_args *a, const fl_loader *l)
+{
+  const fl_options *o = &a->opt;
+
   return o->in_order && o->num_workers > 0
-             ? (uint64_t)(o->num_workers - 1) * o->prefetch_factor
+             ? (uint64_t)(o->num_workers - 1) * budget_prefetch(a, l)
              : 0;
 }
 
@@ -191,19 +207,24 @@ print_json(const fl_budget *b)
 }
 
 static void
-print_text(const struct doctor_args *a, const fl_budget *b)
+print_text(const struct doctor_args *a, const fl_loader *l,
+           const fl_budget *b)
 {
   const fl_options *o = &a->load.opt;
   const fl_budget_item *it, *bind = &b->item[b->binding];
   const fl_budget_item *mem = budget_item(b, "memory bytes");
-  char f[4][24], sizes[800];
-  uint64_t ahead = budget_ahead(o);
+  char f[4][24], sizes[800], capped[64] = "";
+  uint64_t ahead = budget_ahead(&a->load, l);
+  unsigned pf = budget_prefetch(&a->load, l);
   size_t i;
 
+  if (pf < o->prefetch_factor)
+    snprintf(capped, sizeof capped, " (of %u: the epoch's %zu batches)",
+             o->prefetch_factor, fl_loader_len(l));
   printf("loader       %s, batch_size %zu, %u worker(s), "
-         "prefetch %u, sharing %s%s, %s\n",
+         "prefetch %u%s, sharing %s%s, %s\n",
          load_samples(&a->load, sizes, sizeof sizes), o->batch_size,
-         o->num_workers, o->prefetch_factor,
+         o->num_workers, pf, capped,
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs (/dev/shm)"
          : o->fd_in_dev_shm                 ? "fd (/dev/shm)"
                                             : "fd (memfd)",
@@ -271,7 +292,7 @@ doctor_main(int argc, char **argv)
   if (a.json)
     print_json(&b);
   else
-    print_text(&a, &b);
+    print_text(&a, l, &b);
   status = 0;
 out:
   fl_loader_destroy(l);

@@ -192,6 +192,36 @@ workers_need_queues_and_processes_but_no_held_batch_does(void **s)
   flt_case_end(&c);
 }
 
+/*
+ * In order, max_held leaves room for the batches that may come ahead of
+ * the one due, (num_workers - 1) x the prefetch factor in force: a
+ * prefetch_factor of 10^6 over 40 samples in batches of 4 is 5 a worker,
+ * the epoch's 10 batches over 2 workers, so 5 ahead, not a million.
+ */
+static void
+batches_ahead_count_the_prefetch_factor_in_force(void **s)
+{
+  const fl_budget_item *m;
+  fl_budget b;
+  flt_case c;
+
+  (void)s;
+  flt_case_init(&c, 40, 1u << 20);
+  c.opt.batch_size = 4;
+  c.opt.num_workers = 2;
+  c.opt.prefetch_factor = 1000000;
+  flt_case_create(&c);
+  assert_int_equal(fl_loader_budget(c.l, &b), 0);
+  m = item(&b, "memory bytes");
+  assert_non_null(m);
+  assert_true(m->per_batch >= 4u << 20);
+  assert_true(m->limit / m->per_batch > 5);
+  assert_int_equal(m->max_held, m->limit / m->per_batch - 5);
+  assert_int_equal(item(&b, "message queues")->limit,
+                   fl__index_queue_mq_limit(5 + 1));
+  flt_case_end(&c);
+}
+
 static int
 pin(void *addr, size_t len, void *arg)
 {
@@ -415,6 +445,7 @@ main(void)
           memfd_segments_are_charged_to_dev_shm_only_with_fd_in_dev_shm),
       cmocka_unit_test(
           workers_need_queues_and_processes_but_no_held_batch_does),
+      cmocka_unit_test(batches_ahead_count_the_prefetch_factor_in_force),
       cmocka_unit_test(pin_memory_with_mlock_adds_memlock_bytes),
       cmocka_unit_test(bad_arguments_and_a_child_process_are_refused),
       cmocka_unit_test_teardown(workers_past_rlimit_msgqueue_are_not_refused,

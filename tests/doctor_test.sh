@@ -25,7 +25,7 @@ time_limit 120
 # Segments are files: no run here may reserve more than this per segment.
 ulimit -f 4000000
 
-echo "1..20"
+echo "1..21"
 
 # forkload ARGS...: runs the binary, output in $tmp/out and $tmp/err.
 forkload() {
@@ -98,6 +98,13 @@ check $? "doctor --sharing fs: no fd per held batch, /dev/shm charged"
 forkload doctor --fd-limit 3
 [ $? = 2 ] && grep -q '^forkload: --fd-limit: 3 leaves no room' "$tmp/err"
 check $? "doctor --fd-limit too low is bad usage"
+
+# A prefetch_factor past the epoch: the factor in force, and as many ahead.
+forkload doctor --samples 40 --batch-size 4 --workers 2 \
+  --prefetch 1000000 &&
+  grep -q "prefetch 5 (of 1000000: the epoch's 10 batches)" "$tmp/out" &&
+  grep -Eq '^binds first  .*\(in order, up to 5 more\)$' "$tmp/out"
+check $? "doctor --prefetch past the epoch: the factor in force"
 
 # --- the prediction against the real stop ---------------------------------
 
