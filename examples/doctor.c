@@ -152,9 +152,7 @@ budget_remedy(const char *resource, const fl_options *o)
   if (strcmp(resource, "memlock bytes") == 0)
     return "raise `ulimit -l`, or drop --pin-memory; past it, batches come "
            "unpinned, with a warning, and loading goes on";
-  if (strcmp(resource, "message queues") == 0)
-    return "raise `ulimit -q` or fs.mqueue.queues_max, or use fewer "
-           "--workers";
+  /* No message queue binds: a worker without one reads a socket pair. */
   return "raise `ulimit -u`, or use fewer --workers";
 }
 
@@ -206,6 +204,25 @@ print_json(const fl_budget *b)
   puts("]}");
 }
 
+/*
+ * Workers that got no message queue (past `ulimit -q` or
+ * fs.mqueue.queues_max) read their tasks from a socket pair: nothing is
+ * refused, and no advice is owed but its cost.
+ */
+static void
+queues_say(const fl_options *o, const fl_budget_item *q)
+{
+  uint64_t pairs;
+
+  if (q == NULL || q->in_use >= o->num_workers)
+    return;
+  pairs = o->num_workers - q->in_use;
+  printf("queues       %" PRIu64 " of %u worker(s) read their tasks from a "
+         "socket pair, as no message queue could be had (`ulimit -q`, "
+         "fs.mqueue.queues_max): none is refused, each keeps one fd more, "
+         "counted in fds\n\n", pairs, o->num_workers);
+}
+
 static void
 print_text(const struct doctor_args *a, const fl_loader *l,
            const fl_budget *b)
@@ -247,6 +264,7 @@ print_text(const struct doctor_args *a, const fl_loader *l,
                                                          : "");
   }
   putchar('\n');
+  queues_say(o, budget_item(b, "message queues"));
   if (bind->max_held == UINT64_MAX) {
     puts("binds first  none: no limit is reached by holding batches");
     return;
