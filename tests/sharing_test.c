@@ -683,6 +683,25 @@ index_queue_depth_is_capped_at_msg_max(void **state)
   flt_assert_clean(&base);
 }
 
+/*
+ * A worker-like child over a queue of 4 tasks (a socket pair with socket
+ * set) and a socket pair to its parent: 0 in the child, which keeps
+ * sv[1]; in the parent the child's pid, and the parent keeps sv[0].
+ */
+static pid_t
+fork_worker(struct fl__index_queue *mq, uint32_t token, int socket,
+            int sv[2])
+{
+  pid_t pid;
+
+  queue_make(mq, token, 4, socket);
+  seqpacket_pair(sv);
+  pid = fork();
+  assert_true(pid >= 0);
+  close(sv[pid == 0 ? 0 : 1]);
+  return pid;
+}
+
 /* Exit codes of the receiving child. */
 enum {
   RECV_OK = 0,
@@ -706,14 +725,9 @@ child_receives_tasks_through_index_queue(void **state)
   int sv[2];
 
   flt_baseline_take(&base);
-  queue_make(&mq, 4, 4, *state != NULL);
-  seqpacket_pair(sv);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
+  if ((pid = fork_worker(&mq, 4, *state != NULL, sv)) == 0) {
     struct fl__task t;
 
-    close(sv[0]);
     if (fl__index_queue_recv(&mq, sv[1], parent, &t) != 1)
       _exit(RECV_FIRST_NOT_1);
     if (memcmp(&t, &good, sizeof(t)) != 0)
@@ -725,7 +739,6 @@ child_receives_tasks_through_index_queue(void **state)
       _exit(RECV_END_NOT_0);
     _exit(RECV_OK);
   }
-  close(sv[1]);
   sleep_ms(50);
   assert_int_equal(fl__index_queue_send(&mq, &good), 0);
   bad.version = FL__PROTOCOL_VERSION + 1;
@@ -754,17 +767,11 @@ index_queue_recv_returns_zero_promptly_when_parent_end_closes(void **state)
   double t0, took;
 
   flt_baseline_take(&base);
-  queue_make(&mq, 5, 4, *state != NULL);
-  seqpacket_pair(sv);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
+  if ((pid = fork_worker(&mq, 5, *state != NULL, sv)) == 0) {
     struct fl__task t;
 
-    close(sv[0]);
     _exit(fl__index_queue_recv(&mq, sv[1], parent, &t) == 0 ? 0 : 1);
   }
-  close(sv[1]);
   sleep_ms(100); /* let the child settle into poll */
   assert_int_equal(waitpid(pid, &status, WNOHANG), 0); /* still waiting */
   t0 = flt_now();
@@ -822,18 +829,12 @@ index_queue_socket_recv_returns_zero_when_its_sending_end_closes(void **state)
 
   (void)state;
   flt_baseline_take(&base);
-  queue_make(&mq, 7, 4, 1);
-  seqpacket_pair(sv);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
+  if ((pid = fork_worker(&mq, 7, 1, sv)) == 0) {
     struct fl__task t;
 
-    close(sv[0]);
     close(mq.send);
     _exit(fl__index_queue_recv(&mq, sv[1], parent, &t) == 0 ? 0 : 1);
   }
-  close(sv[1]);
   sleep_ms(50);
   fl__index_queue_close(&mq);
   assert_int_equal(wait_child(pid, 3000), 0);
