@@ -206,8 +206,9 @@ print_json(const fl_budget *b)
 
 /*
  * Workers that got no message queue (past `ulimit -q` or
- * fs.mqueue.queues_max) read their tasks from a socket pair: nothing is
- * refused, and no advice is owed but its cost.
+ * fs.mqueue.queues_max, or from a kernel without them) read their tasks
+ * from a socket pair: nothing is refused, and no advice is owed but its
+ * cost.
  */
 static void
 queues_say(const fl_options *o, const fl_budget_item *q)
@@ -219,8 +220,9 @@ queues_say(const fl_options *o, const fl_budget_item *q)
   pairs = o->num_workers - q->in_use;
   printf("queues       %" PRIu64 " of %u worker(s) read their tasks from a "
          "socket pair, as no message queue could be had (`ulimit -q`, "
-         "fs.mqueue.queues_max): none is refused, each keeps one fd more, "
-         "counted in fds\n\n", pairs, o->num_workers);
+         "fs.mqueue.queues_max, or a kernel without them): none is "
+         "refused, each keeps one fd more, counted in fds\n\n", pairs,
+         o->num_workers);
 }
 
 static void
