@@ -905,7 +905,6 @@ queues_without_mq_open(void *arg, char *why, size_t len)
   fl_dataset ds;
   fl_loader *l = NULL;
   fl_budget bg;
-  fl_batch *b;
   flt_data d;
   size_t n, i;
 
@@ -941,6 +940,7 @@ queues_without_mq_open(void *arg, char *why, size_t len)
   fl_options_init(&opt);
   opt.batch_size = 4;
   opt.num_workers = 2;
+  n = 0;
   rc = fl_loader_create(&l, &ds, &opt);
   if (rc == 0)
     rc = fl_loader_budget(l, &bg);
@@ -949,16 +949,7 @@ queues_without_mq_open(void *arg, char *why, size_t len)
         bg.item[i].in_use != 0)
       rc = FL_EPROTO;
   if (rc == 0)
-    rc = fl_loader_begin(l);
-  for (n = 0; rc == 0 && (rc = fl_loader_next(l, &b)) == 1; n++) {
-    for (i = 0; i < fl_batch_count(b); i++)
-      if (fl_batch_seq(b) != n ||
-          !flt_sample_ok((const char *)fl_batch_data(b) + i * sb, sb,
-                         fl_batch_indices(b)[i]))
-        rc = FL_EPROTO;
-    fl_batch_release(b);
-    rc = rc == 1 ? 0 : rc;
-  }
+    rc = flt_epoch_in_order(l, sb, &n);
   snprintf(why, len, "mq_open failing with %s: %zu of 10 batches%s%s",
            strerror(e), n, rc == 0 ? "" : ": ",
            rc == 0 ? "" : l != NULL ? fl_loader_error(l)
@@ -968,14 +959,7 @@ queues_without_mq_open(void *arg, char *why, size_t len)
   if (rc != 0 || n != 10)
     return 4;
   /* By hand: an assert here would go on with the parent's cases. */
-  if (flt_child_count() != base.children || flt_fd_count() != base.fds ||
-      flt_shm_count() != base.shm) {
-    snprintf(why, len, "left behind: %d children, %d fds, %d names",
-             flt_child_count() - base.children, flt_fd_count() - base.fds,
-             flt_shm_count() - base.shm);
-    return 5;
-  }
-  return 0;
+  return flt_left_behind(&base, why, len) ? 5 : 0;
 }
 
 /*
