@@ -164,15 +164,28 @@ admitted(const fl_dataset *ds, const fl_options *opt)
   return rc;
 }
 
+/* Options refused for want of memory: fl_loader_create's sentence in msg,
+   and in p the plan it weighed. */
+static void
+refused_for_memory(const fl_dataset *ds, const fl_options *opt, char *msg,
+                   size_t len, fl__plan *p)
+{
+  char err[FL__ERRMSG_MAX];
+  fl_loader *l;
+
+  assert_int_equal(fl_loader_create(&l, ds, opt), FL_ENOMEM);
+  snprintf(msg, len, "%s", fl_loader_error(NULL));
+  assert_int_equal(fl__plan_make(p, ds, opt, 0, err, sizeof(err)), 0);
+}
+
 static void
 window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic(
     void **state)
 {
-  char msg[FL__ERRMSG_MAX], expect[400], err[FL__ERRMSG_MAX];
+  char msg[FL__ERRMSG_MAX], expect[400];
   const char *fit;
   fl_options opt;
   fl_dataset ds;
-  fl_loader *l;
   fl__plan p;
   flt_data d;
   unsigned long long pf, nw, bs;
@@ -186,9 +199,7 @@ window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic(
   opt.batch_size = 64;
   opt.num_workers = 64;
   opt.prefetch_factor = 64;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
-  snprintf(msg, sizeof(msg), "%s", fl_loader_error(NULL));
-  assert_int_equal(fl__plan_make(&p, &ds, &opt, 0, err, sizeof(err)), 0);
+  refused_for_memory(&ds, &opt, msg, sizeof(msg), &p);
   assert_true(p.need >= 4097 * (uint64_t)p.layout.size);
   snprintf(expect, sizeof(expect),
            "the prefetch window needs %llu bytes: (prefetch_factor 64 x "
@@ -374,7 +385,6 @@ a_capped_window_that_does_not_fit_is_refused_with_the_cap(void **state)
   unsigned long long pf;
   fl_options opt;
   fl_dataset ds;
-  fl_loader *l;
   fl__plan p;
   flt_data d;
 
@@ -384,10 +394,7 @@ a_capped_window_that_does_not_fit_is_refused_with_the_cap(void **state)
   opt.batch_size = 2;
   opt.num_workers = 2;
   opt.prefetch_factor = 1000000;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
-  snprintf(msg, sizeof(msg), "%s", fl_loader_error(NULL));
-  assert_int_equal(fl__plan_make(&p, &ds, &opt, 0, expect, sizeof(expect)),
-                   0);
+  refused_for_memory(&ds, &opt, msg, sizeof(msg), &p);
   snprintf(expect, sizeof(expect),
            "(prefetch_factor 100 (capped at the epoch's 200 batches) x "
            "num_workers 2 + 1) segments of %zu bytes", p.layout.size);

@@ -55,6 +55,19 @@ item(const fl_budget *b, const char *resource)
   return NULL;
 }
 
+/* The item of that resource in l's budget, read into b: it must be
+   there. */
+static const fl_budget_item *
+budget_item_of(const fl_loader *l, fl_budget *b, const char *resource)
+{
+  const fl_budget_item *it;
+
+  assert_int_equal(fl_loader_budget(l, b), 0);
+  it = item(b, resource);
+  assert_non_null(it);
+  return it;
+}
+
 /* Holds every batch, epoch after epoch, until fl_loader_next fails: it
    must fail with `code`.  Releases them and returns how many there were. */
 static size_t
@@ -211,9 +224,7 @@ batches_ahead_count_the_prefetch_factor_in_force(void **s)
   c.opt.num_workers = 2;
   c.opt.prefetch_factor = 1000000;
   flt_case_create(&c);
-  assert_int_equal(fl_loader_budget(c.l, &b), 0);
-  m = item(&b, "memory bytes");
-  assert_non_null(m);
+  m = budget_item_of(c.l, &b, "memory bytes");
   assert_true(m->per_batch >= 4u << 20);
   assert_true(m->limit / m->per_batch > 5);
   assert_int_equal(m->max_held, m->limit / m->per_batch - 5);
@@ -243,9 +254,7 @@ pin_memory_with_mlock_adds_memlock_bytes(void **s)
   c.opt.num_workers = 1;
   c.opt.pin_memory = 1;
   flt_case_create(&c);
-  assert_int_equal(fl_loader_budget(c.l, &b), 0);
-  m = item(&b, "memlock bytes");
-  assert_non_null(m);
+  m = budget_item_of(c.l, &b, "memlock bytes");
   assert_int_equal(m->per_batch, c.l->layout.size);
   /* CAP_IPC_LOCK lifts the limit. */
   if (m->limit == UINT64_MAX)
@@ -327,14 +336,6 @@ refused(int resource, rlim_t soft, const char *words)
     fail_msg("%d: %s", rc, fl_loader_error(NULL));
 }
 
-/* The "message queues" item of l's budget. */
-static const fl_budget_item *
-queues_of(const fl_loader *l, fl_budget *b)
-{
-  assert_int_equal(fl_loader_budget(l, b), 0);
-  return item(b, "message queues");
-}
-
 /*
  * Past RLIMIT_MSGQUEUE, created all the same: not one queue fits in 100
  * bytes, and each worker reads from a socket pair.  The budget says so,
@@ -350,7 +351,7 @@ workers_past_rlimit_msgqueue_are_not_refused(void **s)
   (void)s;
   flt_msgqueue_limit_lower(100);
   start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 1);
-  q = queues_of(c.l, &b);
+  q = budget_item_of(c.l, &b, "message queues");
   assert_int_equal(q->limit, 0);
   assert_int_equal(q->in_use, 0);
   assert_int_equal(q->max_held, UINT64_MAX);
@@ -396,7 +397,7 @@ workers_past_fs_mqueue_queues_max_are_not_refused(void **s)
   /* The tree says this process lacks CAP_SYS_RESOURCE. */
   flt_tree_put("/proc/sys/fs/mqueue/queues_max", "1\n");
   start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 1);
-  q = queues_of(c.l, &b);
+  q = budget_item_of(c.l, &b, "message queues");
   assert_int_equal(q->limit, 1);
   assert_int_equal(q->max_held, UINT64_MAX);
   flt_case_end(&c);
