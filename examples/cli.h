@@ -532,9 +532,13 @@ int cli_fd_limit(uint64_t n, size_t fds_open);
 const fl_budget_item *budget_stopping(const fl_budget *b);
 /* The item of that resource, or NULL. */
 const fl_budget_item *budget_item(const fl_budget *b, const char *resource);
+/* The prefetch factor in force for l, made from a: prefetch_factor,
+   capped at the epoch's batches per worker where they are known
+   (fl_loader_create(3)). */
+unsigned budget_prefetch(const struct load_args *a, const fl_loader *l);
 /* In order, how many batches past max_held may be held before the loader
    stops: those that came ahead of the one due (fl_loader_budget). */
-uint64_t budget_ahead(const fl_options *o);
+uint64_t budget_ahead(const struct load_args *a, const fl_loader *l);
 /* What to do about the resource that binds, in the flags' words. */
 const char *budget_remedy(const char *resource, const fl_options *o);
 /* A figure of the budget as JSON: UINT64_MAX is null. */

@@ -108,11 +108,27 @@ budget_item(const fl_budget *b, const char *resource)
   return NULL;
 }
 
-uint64_t
-budget_ahead(const fl_options *o)
+unsigned
+budget_prefetch(const struct load_args *a, const fl_loader *l)
 {
+  const fl_options *o = &a->opt;
+  size_t per;
+
+  if (a->iterable || o->num_workers == 0)
+    return o->prefetch_factor;
+  per = (fl_loader_len(l) + o->num_workers - 1) / o->num_workers;
+  if (per == 0)
+    per = 1;
+  return per < o->prefetch_factor ? (unsigned)per : o->prefetch_factor;
+}
+
+uint64_t
+budget_ahead(const struct load_args *a, const fl_loader *l)
+{
+  const fl_options *o = &a->opt;
+
   return o->in_order && o->num_workers > 0
-             ? (uint64_t)(o->num_workers - 1) * o->prefetch_factor
+             ? (uint64_t)(o->num_workers - 1) * budget_prefetch(a, l)
              : 0;
 }
 
@@ -136,9 +152,7 @@ budget_remedy(const char *resource, const fl_options *o)
   if (strcmp(resource, "memlock bytes") == 0)
     return "raise `ulimit -l`, or drop --pin-memory; past it, batches come "
            "unpinned, with a warning, and loading goes on";
-  if (strcmp(resource, "message queues") == 0)
-    return "raise `ulimit -q` or fs.mqueue.queues_max, or use fewer "
-           "--workers";
+  /* No message queue binds: a worker without one reads a socket pair. */
   return "raise `ulimit -u`, or use fewer --workers";
 }
 
@@ -190,20 +204,46 @@ print_json(const fl_budget *b)
   puts("]}");
 }
 
+/*
+ * Workers that got no message queue (past `ulimit -q` or
+ * fs.mqueue.queues_max, or from a kernel without them) read their tasks
+ * from a socket pair: nothing is refused, and no advice is owed but its
+ * cost.
+ */
 static void
-print_text(const struct doctor_args *a, const fl_budget *b)
+queues_say(const fl_options *o, const fl_budget_item *q)
+{
+  uint64_t pairs;
+
+  if (q == NULL || q->in_use >= o->num_workers)
+    return;
+  pairs = o->num_workers - q->in_use;
+  printf("queues       %" PRIu64 " of %u worker(s) read their tasks from a "
+         "socket pair, as no message queue could be had (`ulimit -q`, "
+         "fs.mqueue.queues_max, or a kernel without them): none is "
+         "refused, each keeps one fd more, counted in fds\n\n", pairs,
+         o->num_workers);
+}
+
+static void
+print_text(const struct doctor_args *a, const fl_loader *l,
+           const fl_budget *b)
 {
   const fl_options *o = &a->load.opt;
   const fl_budget_item *it, *bind = &b->item[b->binding];
   const fl_budget_item *mem = budget_item(b, "memory bytes");
-  char f[4][24], sizes[800];
-  uint64_t ahead = budget_ahead(o);
+  char f[4][24], sizes[800], capped[64] = "";
+  uint64_t ahead = budget_ahead(&a->load, l);
+  unsigned pf = budget_prefetch(&a->load, l);
   size_t i;
 
+  if (pf < o->prefetch_factor)
+    snprintf(capped, sizeof capped, " (of %u: the epoch's %zu batches)",
+             o->prefetch_factor, fl_loader_len(l));
   printf("loader       %s, batch_size %zu, %u worker(s), "
-         "prefetch %u, sharing %s%s, %s\n",
+         "prefetch %u%s, sharing %s%s, %s\n",
          load_samples(&a->load, sizes, sizeof sizes), o->batch_size,
-         o->num_workers, o->prefetch_factor,
+         o->num_workers, pf, capped,
          o->sharing == FL_SHARE_FILE_SYSTEM ? "fs (/dev/shm)"
          : o->fd_in_dev_shm                 ? "fd (/dev/shm)"
                                             : "fd (memfd)",
@@ -226,6 +266,7 @@ print_text(const struct doctor_args *a, const fl_budget *b)
                                                          : "");
   }
   putchar('\n');
+  queues_say(o, budget_item(b, "message queues"));
   if (bind->max_held == UINT64_MAX) {
     puts("binds first  none: no limit is reached by holding batches");
     return;
@@ -271,7 +312,7 @@ doctor_main(int argc, char **argv)
   if (a.json)
     print_json(&b);
   else
-    print_text(&a, &b);
+    print_text(&a, l, &b);
   status = 0;
 out:
   fl_loader_destroy(l);

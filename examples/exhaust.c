@@ -56,6 +56,8 @@ struct study {
   const fl_budget_item *first; /* the limit that stops the loader first */
   uint64_t segment;    /* bytes a held batch keeps */
   uint64_t window;     /* segments the prefetch window keeps in flight */
+  uint64_t ahead;      /* batches past max_held that may be held, in
+                          order (budget_ahead) */
   uint64_t bound;      /* the guard's bound on segment bytes */
   size_t guard_held;   /* batches held at that bound */
   size_t cap;          /* holding stops there: the guard's, or --hold */
@@ -166,7 +168,8 @@ guard_plan(fl_loader *l, const struct exhaust_args *a, struct study *s)
   s->first = budget_stopping(&s->budget);
   mem = budget_item(&s->budget, "memory bytes");
   s->segment = mem->per_batch;
-  s->window = (uint64_t)o->prefetch_factor * o->num_workers;
+  s->window = (uint64_t)budget_prefetch(&a->load, l) * o->num_workers;
+  s->ahead = budget_ahead(&a->load, l);
   s->bound = a->max_bytes != 0 ? a->max_bytes : mem->limit / 2;
   most = s->bound / s->segment;
   if (most <= s->window) {
@@ -197,7 +200,7 @@ safely(const struct exhaust_args *a, const struct study *s, char *buf,
   uint64_t target = s->guard_held / 2 > SAFE_HELD ? SAFE_HELD
                     : s->guard_held / 2 > 0       ? s->guard_held / 2
                                                   : 1,
-           ahead = budget_ahead(o), mib;
+           ahead = s->ahead, mib;
 
   /* No fd is kept per held batch (the loader lets go of them when fds
      run short): only /dev/shm can be made small enough. */

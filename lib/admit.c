@@ -1,8 +1,9 @@
 /*
  * A loader's plan, made before it reserves anything: the samples of an
  * epoch, the layout of a segment (which holds at most that many samples,
- * whatever batch_size says), the segments the prefetch window needs, and
- * what all of it costs in memory.  Then admission: the plan must fit what
+ * whatever batch_size says), the segments the prefetch window needs (a
+ * window of at most the epoch's batches, whatever prefetch_factor says),
+ * and what all of it costs in memory.  Then admission: the plan must fit what
  * the machine can give now (limits.c), memory, fds, file size, /dev/shm
  * and processes, or fl_loader_create refuses it with the
  * arithmetic, the limit and its source, and the options that would fit.
@@ -21,7 +22,8 @@
 
 /* What one combination of the options costs. */
 struct cost {
-  size_t n, cap, window, nsegs, backlog;
+  size_t n, batches, cap, window, nsegs, backlog;
+  unsigned pf;         /* the prefetch factor in force */
   fl__layout layout;
   uint64_t order_bytes, own_bytes;
   size_t moved_slots;  /* the lazy order's moved values */
@@ -81,6 +83,34 @@ epoch_samples(const fl_dataset *ds, const fl_options *opt, int iterable)
   return opt->indices != NULL ? opt->indices_len : ds->len;
 }
 
+/* This rank's batches in an epoch of n samples (with a sampler, the most
+   it may have), in batches of bs. */
+static size_t
+epoch_batches(const fl_options *opt, size_t n, size_t bs)
+{
+  return fl__batches(fl__shard_len(opt->shard_mode, n, opt->world_size,
+                                   opt->rank),
+                     bs, opt->drop_last);
+}
+
+/*
+ * The prefetch factor in force: no window needs more batches than an
+ * epoch has, so pf is capped at the epoch's batches per worker (at least
+ * one).  An iterable's length is unknown: its pf is as given.
+ */
+static unsigned
+prefetch_in_force(size_t batches, int iterable, unsigned pf, unsigned nw)
+{
+  size_t per;
+
+  if (iterable || nw == 0)
+    return pf;
+  per = batches / nw + (batches % nw != 0);
+  if (per == 0)
+    per = 1;
+  return per < pf ? (unsigned)per : pf;
+}
+
 /* Where torch's order is what does not fit: the shuffle that needs none. */
 static const char *
 bijection_hint(const fl_options *opt)
@@ -92,9 +122,10 @@ bijection_hint(const fl_options *opt)
 }
 
 /*
- * The cost of the loader with batch size bs, prefetch pf and nw workers.
- * Returns 0; FL_ENOMEM when a segment would be larger than this machine can
- * address, FL__TOO_LARGE_ORDER when the epoch's order would.
+ * The cost of the loader with batch size bs, prefetch pf (capped as it
+ * will be: prefetch_in_force) and nw workers.  Returns 0; FL_ENOMEM when
+ * a segment would be larger than this machine can address,
+ * FL__TOO_LARGE_ORDER when the epoch's order would.
  */
 static int
 cost_of(struct cost *c, const fl_dataset *ds, const fl_options *opt,
@@ -105,6 +136,8 @@ cost_of(struct cost *c, const fl_dataset *ds, const fl_options *opt,
 
   memset(c, 0, sizeof(*c));
   c->n = epoch_samples(ds, opt, iterable);
+  c->batches = iterable ? 0 : epoch_batches(opt, c->n, bs);
+  c->pf = pf = prefetch_in_force(c->batches, iterable, pf, nw);
   c->cap = iterable || bs < c->n ? bs : c->n;
   if (c->cap == 0)
     c->cap = 1;
@@ -178,6 +211,8 @@ fl__plan_make(fl__plan *p, const fl_dataset *ds, const fl_options *opt,
     return FL_EINVAL;
   }
   p->n = c.n;
+  p->batches = c.batches;
+  p->prefetch = c.pf;
   p->window = c.window;
   p->nsegs = c.nsegs;
   p->backlog = c.backlog;
@@ -236,7 +271,7 @@ suggest(char *buf, size_t len, const fl__plan *p, const fl_dataset *ds,
 {
   char found[3][48];
   uint64_t v = 0, others = p->need - p->segs_bytes;
-  unsigned nw = opt->num_workers, pf = opt->prefetch_factor;
+  unsigned nw = opt->num_workers, pf = p->prefetch;
   size_t bs = opt->batch_size, n = 0;
 
   if (which != FILE_SIZE && nw > 0) {
@@ -278,19 +313,22 @@ refuse(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
        int iterable, enum limit which, const fl__room *room, int code,
        char *err, size_t errlen)
 {
-  char segs[160], extra[120] = "", fit[200];
+  char segs[256], capped[80] = "", extra[120] = "", fit[200];
   uint64_t others = p->need - p->segs_bytes;
   size_t cap = p->layout.cap;
 
+  if (p->prefetch < opt->prefetch_factor)
+    snprintf(capped, sizeof(capped), " (capped at the epoch's %zu "
+             "batch%s)", p->batches, p->batches == 1 ? "" : "es");
   if (opt->num_workers > 0 && p->nsegs > p->window + 1)
     snprintf(segs, sizeof(segs),
-             "(prefetch_factor %u + 1) x num_workers %u segments of %zu "
+             "(prefetch_factor %u%s + 1) x num_workers %u segments of %zu "
              "bytes, each worker's own under FL_SHARE_FILE_SYSTEM",
-             opt->prefetch_factor, opt->num_workers, p->layout.size);
+             p->prefetch, capped, opt->num_workers, p->layout.size);
   else if (opt->num_workers > 0)
     snprintf(segs, sizeof(segs),
-             "(prefetch_factor %u x num_workers %u + 1) segments of %zu "
-             "bytes", opt->prefetch_factor, opt->num_workers,
+             "(prefetch_factor %u%s x num_workers %u + 1) segments of %zu "
+             "bytes", p->prefetch, capped, opt->num_workers,
              p->layout.size);
   else
     snprintf(segs, sizeof(segs), "one segment of %zu bytes",
@@ -307,8 +345,7 @@ refuse(const fl__plan *p, const fl_dataset *ds, const fl_options *opt,
              "FL_SHARE_FILE_SYSTEM, which keeps no fd per segment; or raise "
              "`ulimit -n`",
              (unsigned long long)p->fds, segs,
-             (unsigned long long)own_fds(opt->prefetch_factor,
-                                         opt->num_workers),
+             (unsigned long long)own_fds(p->prefetch, opt->num_workers),
              room->source,
              (unsigned long long)room->amount, fit);
   else if (which == FILE_SIZE)

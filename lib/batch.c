@@ -53,6 +53,18 @@ fl__slot_new(fl_loader *l, unsigned worker, fl_batch **out)
   return 0;
 }
 
+/* Unmap seg and close its fd, untracked under the fork table's lock, so
+   that no worker forked meanwhile keeps it. */
+static void
+close_segment(fl__segment *seg)
+{
+  fl__fdtrack_lock();
+  if (seg->fd >= 0)
+    fl__fdtrack_del(seg->fd);
+  fl__segment_close(seg);
+  fl__fdtrack_unlock();
+}
+
 /* Let go of the parent's side of b's segment; the slot stays. */
 void
 fl__slot_unmap(fl_loader *l, fl_batch *b)
@@ -73,11 +85,7 @@ fl__slot_unmap(fl_loader *l, fl_batch *b)
   }
   if (!l->foreign)
     fl__slot_unpin(l, b);
-  fl__fdtrack_lock();
-  if (b->seg.fd >= 0)
-    fl__fdtrack_del(b->seg.fd);
-  fl__segment_close(&b->seg);
-  fl__fdtrack_unlock();
+  close_segment(&b->seg);
   b->mapped_by = 0;
 }
 
@@ -273,11 +281,7 @@ fl__slot_map(fl_loader *l, fl_batch *b, int fd)
   if (rc != 0)
     return rc;
   if (b->seg.size < l->layout.size) {
-    fl__fdtrack_lock();
-    if (b->seg.fd >= 0)
-      fl__fdtrack_del(b->seg.fd);
-    fl__segment_close(&b->seg);
-    fl__fdtrack_unlock();
+    close_segment(&b->seg);
     return FL_EPROTO;
   }
   fl__stats_segments(l, 1, (long)b->seg.size, fd >= 0 ? 1 : 0);
@@ -323,11 +327,7 @@ fl__slot_run_due_hooks(fl_loader *l)
   for (i = 0; i < l->nunpin_due; i++) {
     l->opt.unpin(l->unpin_due[i].base, l->unpin_due[i].size,
                  l->opt.pin_arg);
-    fl__fdtrack_lock();
-    if (l->unpin_due[i].fd >= 0)
-      fl__fdtrack_del(l->unpin_due[i].fd);
-    fl__segment_close(&l->unpin_due[i]);
-    fl__fdtrack_unlock();
+    close_segment(&l->unpin_due[i]);
   }
   l->nunpin_due = 0;
   l->pin_due = NULL;

@@ -63,8 +63,9 @@ add(fl_budget *b, const char *resource, uint64_t limit, uint64_t in_use,
 /*
  * In order, the batch due may be the one the limit stops while batches
  * that came after it wait in the reorder buffer, each with its segment:
- * at most prefetch_factor from each other worker.  As they arrive, every
- * batch received is handed out.
+ * at most prefetch_factor from each other worker (the factor in force,
+ * capped at the epoch's batches per worker: admit.c).  As they arrive,
+ * every batch received is handed out.
  */
 static uint64_t
 ahead_of_due(const fl_options *opt)

@@ -162,7 +162,8 @@ typedef struct fl_options {
   int drop_last;             /* default 0 */
   unsigned num_workers;      /* 0: load in the calling process */
   unsigned prefetch_factor;  /* default 2: batches sent, not handed out,
-                                per worker */
+                                per worker; map-style, at most the
+                                epoch's batches per worker */
   int persistent_workers;    /* default 0: workers forked each epoch */
   int in_order;              /* default 1 */
   int pin_memory;            /* default 0: mlock batch memory in the parent */
@@ -359,7 +360,8 @@ FL_EXTERN int fl_loader_stats_sized(const fl_loader *l, fl_stats *out,
 /* Since 0.5: the budget, computed now from the loader's options and the
    machine (see fl_loader_budget(3) for each item's arithmetic).  max_held
    is a floor: in order, batches that came ahead of the one due may take up to
-   (num_workers - 1) x prefetch_factor more before the limit stops it.
+   (num_workers - 1) x the prefetch factor in force (fl_loader_create(3))
+   more before the limit stops it.
    0, or FL_EINVAL. */
 FL_EXTERN int fl_loader_budget_sized(const fl_loader *l, fl_budget *out,
                                      size_t size);

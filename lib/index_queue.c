@@ -4,11 +4,12 @@
  * descriptor across fork), so no name is ever left in /dev/mqueue.  Its
  * depth respects fs.mqueue.msg_max (10 on a stock system); tasks that do not
  * fit wait in the parent's backlog (dispatch.c).  A worker whose queue
- * cannot be had (past fs.mqueue.queues_max or RLIMIT_MSGQUEUE) gets a
- * SOCK_SEQPACKET socket pair instead, as torch's workers have pipes: it
- * keeps each task whole, polls, and says EAGAIN when full, as a queue does.
- * The parent keeps both its ends, so that it takes back what the worker has
- * not read exactly as it does from a queue; the worker reads one.
+ * cannot be had (past fs.mqueue.queues_max or RLIMIT_MSGQUEUE, or from a
+ * kernel without them or that denies them) gets a SOCK_SEQPACKET socket
+ * pair instead, as torch's workers have pipes: it keeps each task whole,
+ * polls, and says EAGAIN when full, as a queue does.  The parent keeps
+ * both its ends, so that it takes back what the worker has not read
+ * exactly as it does from a queue; the worker reads one.
  */
 #include "config.h"
 
@@ -51,7 +52,9 @@ fl__index_queue_mq_limit(unsigned want)
 
 /* Where the message queue could not be had: a socket pair.  ENOSPC is the
    system's count of queues, EMFILE this user's bytes of them (or the fd
-   limit, which the pair then meets too), the others the kernel's. */
+   limit, which the pair then meets too), ENFILE and ENOMEM the kernel's,
+   ENOSYS a kernel without POSIX message queues, and EACCES one that
+   denies this process them (a security module, a filter). */
 static int
 socket_pair(struct fl__index_queue *q, unsigned worker, int mq_errno,
             char *err, size_t errlen)
@@ -59,7 +62,7 @@ socket_pair(struct fl__index_queue *q, unsigned worker, int mq_errno,
   int sv[2], e;
 
   if (mq_errno != ENOSPC && mq_errno != EMFILE && mq_errno != ENFILE &&
-      mq_errno != ENOMEM) {
+      mq_errno != ENOMEM && mq_errno != ENOSYS && mq_errno != EACCES) {
     snprintf(err, errlen, "cannot create the index queue of worker %u: %s",
              worker, fl__strerror(mq_errno));
     return -mq_errno;

@@ -132,6 +132,8 @@ int fl__order_table(const fl_options *opt);
    for n positions and a window of that many batches; 0: none. */
 size_t fl__order_moved_slots(const fl_options *opt, size_t n, size_t window);
 void fl__sampler_free(fl__sampler *s);
+/* The batches of n positions. */
+size_t fl__batches(size_t n, size_t batch_size, int drop_last);
 size_t fl__sampler_batches(const fl__sampler *s);
 void fl__sampler_span(const fl__sampler *s, uint64_t seq, size_t *offset,
                       size_t *count);
@@ -759,6 +761,10 @@ int fl__room_for_segment(size_t size, char *err, size_t errlen);
 /* admit.c: what a loader will reserve, made and checked before it does. */
 typedef struct fl__plan {
   size_t n;            /* samples in an epoch's order; 0 when iterable */
+  size_t batches;      /* this rank's batches in an epoch (the most, with
+                          a sampler); 0 when iterable */
+  unsigned prefetch;   /* the prefetch factor in force: prefetch_factor,
+                          capped at the epoch's batches per worker */
   size_t window;       /* batches out at once */
   size_t nsegs;        /* segments the window needs: window + 1 */
   size_t backlog;      /* tasks a worker's backlog holds */

@@ -200,6 +200,9 @@ create(fl_loader *l, const fl_dataset *ds, const fl_options *opt,
 
   l->ds = *ds;
   l->opt = *opt;
+  /* What the window was planned for: dispatch, the queues and the budget
+     read the factor in force from here. */
+  l->opt.prefetch_factor = p->prefetch;
   l->stream = (struct fl__stream)FL__STREAM_INIT;
   l->owner = getpid();
   l->fork_gen = fl__fork_generation;

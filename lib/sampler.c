@@ -31,11 +31,17 @@ fl__epoch_seed(uint64_t seed, uint64_t epoch, uint64_t stream)
 }
 
 size_t
+fl__batches(size_t n, size_t batch_size, int drop_last)
+{
+  if (drop_last)
+    return n / batch_size;
+  return n / batch_size + (n % batch_size != 0);
+}
+
+size_t
 fl__sampler_batches(const fl__sampler *s)
 {
-  if (s->drop_last)
-    return s->n / s->batch_size;
-  return s->n / s->batch_size + (s->n % s->batch_size != 0);
+  return fl__batches(s->n, s->batch_size, s->drop_last);
 }
 
 void

@@ -1,11 +1,12 @@
 /*
  * Admission: fl_loader_create weighs what the prefetch window will reserve
- * against what the machine can give, before anything is reserved, and a
- * segment holds no more samples than an epoch has.  The program runs under
- * a low RLIMIT_FSIZE with SIGXFSZ ignored: memfd and shm segments are
- * files, so if admission ever regresses, a worker's reservation fails with
- * EFBIG here instead of waking the OOM killer on the test machine.  The
- * cgroup readings are checked against made-up /proc and /sys trees.
+ * against what the machine can give, before anything is reserved; a
+ * segment holds no more samples than an epoch has, and the window no more
+ * batches.  The program runs under a low RLIMIT_FSIZE with SIGXFSZ
+ * ignored: memfd and shm segments are files, so if admission ever
+ * regresses, a worker's reservation fails with EFBIG here instead of
+ * waking the OOM killer on the test machine.  The cgroup readings are
+ * checked against made-up /proc and /sys trees.
  */
 #include "config.h"
 
@@ -163,30 +164,42 @@ admitted(const fl_dataset *ds, const fl_options *opt)
   return rc;
 }
 
+/* Options refused for want of memory: fl_loader_create's sentence in msg,
+   and in p the plan it weighed. */
+static void
+refused_for_memory(const fl_dataset *ds, const fl_options *opt, char *msg,
+                   size_t len, fl__plan *p)
+{
+  char err[FL__ERRMSG_MAX];
+  fl_loader *l;
+
+  assert_int_equal(fl_loader_create(&l, ds, opt), FL_ENOMEM);
+  snprintf(msg, len, "%s", fl_loader_error(NULL));
+  assert_int_equal(fl__plan_make(p, ds, opt, 0, err, sizeof(err)), 0);
+}
+
 static void
 window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic(
     void **state)
 {
-  char msg[FL__ERRMSG_MAX], expect[400], err[FL__ERRMSG_MAX];
+  char msg[FL__ERRMSG_MAX], expect[400];
   const char *fit;
   fl_options opt;
   fl_dataset ds;
-  fl_loader *l;
   fl__plan p;
   flt_data d;
   unsigned long long pf, nw, bs;
 
   (void)state;
-  /* 64 samples of 1 MiB: 4097 segments of 64 MiB, 275 GB in all, where
-     MemAvailable says 8 GB. */
-  flt_data_init(&d, &ds, 1000, 1u << 20);
+  /* Batches of 64 samples of 1 MiB: 4097 segments of 64 MiB, 275 GB in
+     all, where MemAvailable says 8 GB.  An epoch of 4096 batches, so that
+     no factor is capped at its batches. */
+  flt_data_init(&d, &ds, 64 * 4096, 1u << 20);
   fl_options_init(&opt);
   opt.batch_size = 64;
   opt.num_workers = 64;
   opt.prefetch_factor = 64;
-  assert_int_equal(fl_loader_create(&l, &ds, &opt), FL_ENOMEM);
-  snprintf(msg, sizeof(msg), "%s", fl_loader_error(NULL));
-  assert_int_equal(fl__plan_make(&p, &ds, &opt, 0, err, sizeof(err)), 0);
+  refused_for_memory(&ds, &opt, msg, sizeof(msg), &p);
   assert_true(p.need >= 4097 * (uint64_t)p.layout.size);
   snprintf(expect, sizeof(expect),
            "the prefetch window needs %llu bytes: (prefetch_factor 64 x "
@@ -216,6 +229,182 @@ window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic(
   opt.batch_size = bs;
   assert_int_equal(admitted(&ds, &opt), 0);
   opt.batch_size = bs + 1;
+  assert_int_equal(admitted(&ds, &opt), FL_ENOMEM);
+  flt_data_free(&d);
+}
+
+/*
+ * No window needs more batches than an epoch has: a prefetch_factor of
+ * 10^6 over 40 samples, batches of 4, loads the 10 batches with a window
+ * of 10 (2 million segments of 256 KiB, half a terabyte, were refused),
+ * under either strategy, epoch after epoch with persistent workers.
+ */
+static void
+a_prefetch_factor_past_the_epoch_loads_it_in_a_window_of_its_batches(
+    void **state)
+{
+  static const fl_sharing sharing[] = {FL_SHARE_FILE_DESCRIPTOR,
+                                       FL_SHARE_FILE_SYSTEM};
+  char err[FL__ERRMSG_MAX];
+  size_t i, k, n, epoch;
+  fl_batch *b;
+  fl__plan p;
+  fl_stats st;
+  flt_case c;
+  int rc;
+
+  (void)state;
+  for (k = 0; k < 2; k++) {
+    flt_case_init(&c, 40, 1u << 16);
+    c.opt.batch_size = 4;
+    c.opt.num_workers = 2;
+    c.opt.prefetch_factor = 1000000;
+    c.opt.persistent_workers = 1;
+    c.opt.sharing = sharing[k];
+    assert_int_equal(fl__plan_make(&p, &c.ds, &c.opt, 0, err, sizeof(err)),
+                     0);
+    assert_int_equal(p.batches, 10);
+    assert_int_equal(p.prefetch, 5);
+    assert_int_equal(p.window, 10);
+    if (fl_loader_create(&c.l, &c.ds, &c.opt) != 0)
+      fail_msg("%s", fl_loader_error(NULL));
+    for (epoch = 0; epoch < 2; epoch++) {
+      assert_int_equal(fl_loader_begin(c.l), 0);
+      for (n = 0; (rc = fl_loader_next(c.l, &b)) == 1; n++) {
+        assert_int_equal(fl_batch_seq(b), n);
+        assert_int_equal(fl_batch_count(b), 4);
+        for (i = 0; i < 4; i++)
+          assert_true(flt_sample_ok((const char *)fl_batch_data(b) +
+                                        i * (1u << 16),
+                                    1u << 16, fl_batch_indices(b)[i]));
+        fl_batch_release(b);
+      }
+      assert_int_equal(rc, 0);
+      assert_int_equal(n, 10);
+    }
+    assert_int_equal(fl_loader_stats(c.l, &st), 0);
+    assert_true(st.in_flight_peak <= 10);
+    assert_true(st.segments_peak <= p.nsegs);
+    flt_case_end(&c);
+  }
+}
+
+/* The factor in force for the options: fl__plan_make's. */
+static unsigned
+prefetch_of(const fl_dataset *ds, const fl_options *opt, int iterable)
+{
+  char err[FL__ERRMSG_MAX];
+  fl__plan p;
+
+  if (fl__plan_make(&p, ds, opt, iterable, err, sizeof(err)) != 0)
+    fail_msg("%s", err);
+  assert_int_equal(p.window,
+                   opt->num_workers ? (size_t)p.prefetch * opt->num_workers
+                                    : 1);
+  return p.prefetch;
+}
+
+static size_t
+twelve(void *ctx, uint64_t epoch, size_t *order, size_t cap)
+{
+  size_t i;
+
+  (void)ctx;
+  (void)epoch;
+  for (i = 0; i < cap; i++)
+    order[i] = i;
+  return cap;
+}
+
+/*
+ * The epoch's batches where the library knows them: this rank's share,
+ * less the last with drop_last, of the dataset, the indices or the most
+ * a sampler may give; per worker, rounded up, and never below 1.  An
+ * iterable's are unknown, and a factor below them is as given.
+ */
+static void
+the_prefetch_factor_is_capped_at_the_epochs_batches_per_worker(void **state)
+{
+  static const size_t idx[] = {3, 1, 4};
+  fl_options opt;
+  fl_dataset ds;
+  flt_data d;
+
+  (void)state;
+  flt_data_init(&d, &ds, 40, 64);
+  fl_options_init(&opt);
+  opt.batch_size = 4;
+  opt.num_workers = 2;
+  opt.prefetch_factor = 1000000;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 5);  /* 10 batches */
+  opt.num_workers = 3;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 4);  /* 10 / 3, up */
+  opt.num_workers = 20;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 1);  /* fewer than workers */
+  opt.num_workers = 2;
+  opt.prefetch_factor = 3;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 3);  /* below: as given */
+  opt.prefetch_factor = 1000000;
+  opt.batch_size = 6;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 4);  /* 7 batches */
+  opt.drop_last = 1;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 3);  /* 6 */
+  opt.drop_last = 0;
+  opt.batch_size = 4;
+  opt.world_size = 4;
+  opt.rank = 3;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 2);  /* 10 samples: 3 */
+  opt.world_size = 1;
+  opt.rank = 0;
+  opt.indices = idx;
+  opt.indices_len = 3;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 1);  /* 1 batch */
+  opt.indices = NULL;
+  opt.indices_len = 0;
+  opt.sampler = twelve;
+  opt.sampler_len = 12;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 2);  /* at most 3 */
+  opt.sampler = NULL;
+  opt.sampler_len = 0;
+  assert_int_equal(prefetch_of(&ds, &opt, 1), 1000000);  /* iterable */
+  opt.num_workers = 0;
+  assert_int_equal(prefetch_of(&ds, &opt, 0), 1000000);  /* no window */
+  flt_data_free(&d);
+}
+
+/*
+ * A window of the epoch's batches that still does not fit is refused with
+ * the factor in force and the one asked for, and the factor it proposes
+ * fits where one more does not.  400 samples of 32 MiB in batches of 2,
+ * 200 batches: 201 segments of 64 MiB, where MemAvailable says 8 GB.
+ */
+static void
+a_capped_window_that_does_not_fit_is_refused_with_the_cap(void **state)
+{
+  char msg[FL__ERRMSG_MAX], expect[300];
+  unsigned long long pf;
+  fl_options opt;
+  fl_dataset ds;
+  fl__plan p;
+  flt_data d;
+
+  (void)state;
+  flt_data_init(&d, &ds, 400, 32u << 20);
+  fl_options_init(&opt);
+  opt.batch_size = 2;
+  opt.num_workers = 2;
+  opt.prefetch_factor = 1000000;
+  refused_for_memory(&ds, &opt, msg, sizeof(msg), &p);
+  snprintf(expect, sizeof(expect),
+           "(prefetch_factor 100 (capped at the epoch's 200 batches) x "
+           "num_workers 2 + 1) segments of %zu bytes", p.layout.size);
+  if (strstr(msg, expect) == NULL)
+    fail_msg("'%s' does not say '%s'", msg, expect);
+  pf = after(strstr(msg, "fit"), "prefetch_factor ");
+  assert_true(pf > 0 && pf < 100);
+  opt.prefetch_factor = (unsigned)pf;
+  assert_int_equal(admitted(&ds, &opt), 0);
+  opt.prefetch_factor = (unsigned)pf + 1;
   assert_int_equal(admitted(&ds, &opt), FL_ENOMEM);
   flt_data_free(&d);
 }
@@ -570,6 +759,13 @@ main(void)
           sample_bytes_above_the_machines_memory_is_refused_at_create),
       cmocka_unit_test_setup_teardown(
           window_of_64_workers_by_prefetch_64_is_refused_with_the_arithmetic,
+          flt_tree_setup, flt_tree_teardown),
+      cmocka_unit_test(
+          a_prefetch_factor_past_the_epoch_loads_it_in_a_window_of_its_batches),
+      cmocka_unit_test(
+          the_prefetch_factor_is_capped_at_the_epochs_batches_per_worker),
+      cmocka_unit_test_setup_teardown(
+          a_capped_window_that_does_not_fit_is_refused_with_the_cap,
           flt_tree_setup, flt_tree_teardown),
       cmocka_unit_test(segment_larger_than_rlimit_fsize_is_refused),
       cmocka_unit_test(

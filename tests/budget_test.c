@@ -55,6 +55,19 @@ item(const fl_budget *b, const char *resource)
   return NULL;
 }
 
+/* The item of that resource in l's budget, read into b: it must be
+   there. */
+static const fl_budget_item *
+budget_item_of(const fl_loader *l, fl_budget *b, const char *resource)
+{
+  const fl_budget_item *it;
+
+  assert_int_equal(fl_loader_budget(l, b), 0);
+  it = item(b, resource);
+  assert_non_null(it);
+  return it;
+}
+
 /* Holds every batch, epoch after epoch, until fl_loader_next fails: it
    must fail with `code`.  Releases them and returns how many there were. */
 static size_t
@@ -192,6 +205,34 @@ workers_need_queues_and_processes_but_no_held_batch_does(void **s)
   flt_case_end(&c);
 }
 
+/*
+ * In order, max_held leaves room for the batches that may come ahead of
+ * the one due, (num_workers - 1) x the prefetch factor in force: a
+ * prefetch_factor of 10^6 over 40 samples in batches of 4 is 5 a worker,
+ * the epoch's 10 batches over 2 workers, so 5 ahead, not a million.
+ */
+static void
+batches_ahead_count_the_prefetch_factor_in_force(void **s)
+{
+  const fl_budget_item *m;
+  fl_budget b;
+  flt_case c;
+
+  (void)s;
+  flt_case_init(&c, 40, 1u << 20);
+  c.opt.batch_size = 4;
+  c.opt.num_workers = 2;
+  c.opt.prefetch_factor = 1000000;
+  flt_case_create(&c);
+  m = budget_item_of(c.l, &b, "memory bytes");
+  assert_true(m->per_batch >= 4u << 20);
+  assert_true(m->limit / m->per_batch > 5);
+  assert_int_equal(m->max_held, m->limit / m->per_batch - 5);
+  assert_int_equal(item(&b, "message queues")->limit,
+                   fl__index_queue_mq_limit(5 + 1));
+  flt_case_end(&c);
+}
+
 static int
 pin(void *addr, size_t len, void *arg)
 {
@@ -213,9 +254,7 @@ pin_memory_with_mlock_adds_memlock_bytes(void **s)
   c.opt.num_workers = 1;
   c.opt.pin_memory = 1;
   flt_case_create(&c);
-  assert_int_equal(fl_loader_budget(c.l, &b), 0);
-  m = item(&b, "memlock bytes");
-  assert_non_null(m);
+  m = budget_item_of(c.l, &b, "memlock bytes");
   assert_int_equal(m->per_batch, c.l->layout.size);
   /* CAP_IPC_LOCK lifts the limit. */
   if (m->limit == UINT64_MAX)
@@ -297,14 +336,6 @@ refused(int resource, rlim_t soft, const char *words)
     fail_msg("%d: %s", rc, fl_loader_error(NULL));
 }
 
-/* The "message queues" item of l's budget. */
-static const fl_budget_item *
-queues_of(const fl_loader *l, fl_budget *b)
-{
-  assert_int_equal(fl_loader_budget(l, b), 0);
-  return item(b, "message queues");
-}
-
 /*
  * Past RLIMIT_MSGQUEUE, created all the same: not one queue fits in 100
  * bytes, and each worker reads from a socket pair.  The budget says so,
@@ -320,7 +351,7 @@ workers_past_rlimit_msgqueue_are_not_refused(void **s)
   (void)s;
   flt_msgqueue_limit_lower(100);
   start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 1);
-  q = queues_of(c.l, &b);
+  q = budget_item_of(c.l, &b, "message queues");
   assert_int_equal(q->limit, 0);
   assert_int_equal(q->in_use, 0);
   assert_int_equal(q->max_held, UINT64_MAX);
@@ -366,7 +397,7 @@ workers_past_fs_mqueue_queues_max_are_not_refused(void **s)
   /* The tree says this process lacks CAP_SYS_RESOURCE. */
   flt_tree_put("/proc/sys/fs/mqueue/queues_max", "1\n");
   start(&c, FL_SHARE_FILE_DESCRIPTOR, 0, 1);
-  q = queues_of(c.l, &b);
+  q = budget_item_of(c.l, &b, "message queues");
   assert_int_equal(q->limit, 1);
   assert_int_equal(q->max_held, UINT64_MAX);
   flt_case_end(&c);
@@ -415,6 +446,7 @@ main(void)
           memfd_segments_are_charged_to_dev_shm_only_with_fd_in_dev_shm),
       cmocka_unit_test(
           workers_need_queues_and_processes_but_no_held_batch_does),
+      cmocka_unit_test(batches_ahead_count_the_prefetch_factor_in_force),
       cmocka_unit_test(pin_memory_with_mlock_adds_memlock_bytes),
       cmocka_unit_test(bad_arguments_and_a_child_process_are_refused),
       cmocka_unit_test_teardown(workers_past_rlimit_msgqueue_are_not_refused,

@@ -450,7 +450,9 @@ check $? "a batch size of 10^14 over 10 samples runs in segments of 10"
 (
   ulimit -f 262144
   trap '' XFSZ
-  forkload run --workers 64 --prefetch 64 --sample-bytes 1048576 --quiet
+  # 4096 batches: the epoch's batches per worker cap no factor.
+  forkload run --workers 64 --prefetch 64 --sample-bytes 1048576 \
+    --samples 262144 --quiet
   echo "rc $?" >>"$tmp/out"
 )
 grep -q '^rc 2$' "$tmp/out" &&

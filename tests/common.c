@@ -96,14 +96,20 @@ flt_baseline_take(flt_baseline *b)
   b->children = flt_child_count();
 }
 
-void
-flt_assert_clean(const flt_baseline *b)
+static void
+wait_children(const flt_baseline *b)
 {
   struct timespec pause = {0, 10 * 1000 * 1000};
   int i;
 
   for (i = 0; i < 200 && flt_child_count() != b->children; i++)
     nanosleep(&pause, NULL);
+}
+
+void
+flt_assert_clean(const flt_baseline *b)
+{
+  wait_children(b);
   assert_int_equal(flt_child_count(), b->children);
   assert_int_equal(flt_shm_count(), b->shm);
   assert_int_equal(flt_fd_count(), b->fds);
@@ -241,6 +247,37 @@ flt_assert_ends_with(const char *msg, const char *end)
   if (n < e || strcmp(msg + n - e, end) != 0)
     fail_msg("a message of %zu bytes, \"...%s\", does not end with "
              "\"%s\"", n, msg + (n > 160 ? n - 160 : 0), end);
+}
+
+int
+flt_left_behind(const flt_baseline *b, char *why, size_t len)
+{
+  wait_children(b);
+  if (flt_child_count() == b->children && flt_fd_count() == b->fds &&
+      flt_shm_count() == b->shm)
+    return 0;
+  snprintf(why, len, "left behind: %d children, %d fds, %d names",
+           flt_child_count() - b->children, flt_fd_count() - b->fds,
+           flt_shm_count() - b->shm);
+  return 1;
+}
+
+int
+flt_epoch_in_order(fl_loader *l, size_t sample_bytes, size_t *n)
+{
+  fl_batch *b;
+  size_t i;
+  int rc = fl_loader_begin(l);
+
+  for (*n = 0; rc == 0 && (rc = fl_loader_next(l, &b)) == 1; ++*n) {
+    rc = fl_batch_seq(b) == *n ? 0 : FL_EPROTO;
+    for (i = 0; rc == 0 && i < fl_batch_count(b); i++)
+      if (!flt_sample_ok((const char *)fl_batch_data(b) + i * sample_bytes,
+                         sample_bytes, fl_batch_indices(b)[i]))
+        rc = FL_EPROTO;
+    fl_batch_release(b);
+  }
+  return rc;
 }
 
 int

@@ -32,6 +32,9 @@ typedef struct flt_baseline {
 void flt_baseline_take(flt_baseline *b);
 /* Children may take a moment to be reaped by the kernel: waits up to 2 s. */
 void flt_assert_clean(const flt_baseline *b);
+/* The same check without an assert, for a child of flt_in_child: 0, or 1
+   with why saying what was left behind. */
+int flt_left_behind(const flt_baseline *b, char *why, size_t len);
 
 /*
  * libuv opens a process-wide pipe (its signal lock) on the first
@@ -89,6 +92,11 @@ char *flt_long_dir(const char *parent);
 /* Fails, quoting both, unless msg ends with end: a message shortened to
    fit must keep its cause. */
 void flt_assert_ends_with(const char *msg, const char *end);
+/* Begins an epoch of l and takes every batch, releasing it: 0, the
+   loader's error code, or FL_EPROTO for a batch out of sequence or a
+   sample whose bytes are not its index's; *n the batches taken.  No
+   assert: a child of flt_in_child may call it. */
+int flt_epoch_in_order(fl_loader *l, size_t sample_bytes, size_t *n);
 /* Runs an epoch of l, releasing its batches: the first error's code, its
    sentence in buf; 0 when there was none. */
 int flt_epoch_error(fl_loader *l, char *buf, size_t len);

@@ -25,7 +25,7 @@ time_limit 120
 # Segments are files: no run here may reserve more than this per segment.
 ulimit -f 4000000
 
-echo "1..20"
+echo "1..23"
 
 # forkload ARGS...: runs the binary, output in $tmp/out and $tmp/err.
 forkload() {
@@ -98,6 +98,30 @@ check $? "doctor --sharing fs: no fd per held batch, /dev/shm charged"
 forkload doctor --fd-limit 3
 [ $? = 2 ] && grep -q '^forkload: --fd-limit: 3 leaves no room' "$tmp/err"
 check $? "doctor --fd-limit too low is bad usage"
+
+# Workers past RLIMIT_MSGQUEUE read socket pairs: no queue binds, and
+# doctor says what they cost, not how to get queues back.
+if command -v prlimit >/dev/null 2>&1; then
+  $limit prlimit --msgqueue=0 "$bin" doctor --workers 3 >"$tmp/out" \
+    2>"$tmp/err" &&
+    grep -Eq '^message queues +0 +0 +0 +none$' "$tmp/out" &&
+    grep -q '^queues       3 of 3 worker(s) read their tasks from a socket pair, .*none is refused, each keeps one fd more' \
+      "$tmp/out" &&
+    ! grep -q '^binds first  message queues' "$tmp/out"
+  check $? "doctor past RLIMIT_MSGQUEUE: socket pairs, an fd more each"
+else
+  skip "doctor past RLIMIT_MSGQUEUE: socket pairs, an fd more each" \
+    "no prlimit(1)"
+fi
+forkload doctor --workers 3 && ! grep -q '^queues ' "$tmp/out"
+check $? "doctor with a queue for every worker says nothing of them"
+
+# A prefetch_factor past the epoch: the factor in force, and as many ahead.
+forkload doctor --samples 40 --batch-size 4 --workers 2 \
+  --prefetch 1000000 &&
+  grep -q "prefetch 5 (of 1000000: the epoch's 10 batches)" "$tmp/out" &&
+  grep -Eq '^binds first  .*\(in order, up to 5 more\)$' "$tmp/out"
+check $? "doctor --prefetch past the epoch: the factor in force"
 
 # --- the prediction against the real stop ---------------------------------
 

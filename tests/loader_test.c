@@ -828,7 +828,6 @@ more_workers_than_queues_max(void *arg, char *why, size_t len)
   fl_options opt;
   fl_dataset ds;
   fl_loader *l = NULL;
-  fl_batch *b;
   flt_data d;
   FILE *f;
   size_t n, nb;
@@ -854,15 +853,10 @@ more_workers_than_queues_max(void *arg, char *why, size_t len)
   flt_data_init(&d, &ds, nb, sb);
   fl_options_init(&opt);
   opt.num_workers = (unsigned)max + 1;
+  n = 0;
   rc = fl_loader_create(&l, &ds, &opt);
   if (rc == 0)
-    rc = fl_loader_begin(l);
-  for (n = 0; rc == 0 && (rc = fl_loader_next(l, &b)) == 1; n++) {
-    rc = fl_batch_seq(b) == n && flt_sample_ok(fl_batch_data(b), sb, n)
-             ? 0
-             : FL_EPROTO;
-    fl_batch_release(b);
-  }
+    rc = flt_epoch_in_order(l, sb, &n);
   snprintf(why, len, "%llu workers, fs.mqueue.queues_max + 1: %zu of %zu "
            "batches%s%s", max + 1, n, nb, rc == 0 ? "" : ": ",
            rc == 0 ? "" : fl_loader_error(l));
@@ -871,14 +865,7 @@ more_workers_than_queues_max(void *arg, char *why, size_t len)
   if (rc != 0 || n != nb)
     return 2;
   /* By hand: an assert here would go on with the parent's cases. */
-  if (flt_child_count() != base.children || flt_fd_count() != base.fds ||
-      flt_shm_count() != base.shm) {
-    snprintf(why, len, "left behind: %d children, %d fds, %d names",
-             flt_child_count() - base.children, flt_fd_count() - base.fds,
-             flt_shm_count() - base.shm);
-    return 3;
-  }
-  return 0;
+  return flt_left_behind(&base, why, len) ? 3 : 0;
 }
 
 /*
