@@ -40,11 +40,9 @@ error_record(flpy_source *src)
   exc = flpy_take_exception();
   if (exc == NULL)
     return NULL;
-  /* Its segment grows for it as for a batch: cut only past 64 KiB. */
+  /* Cut to fit (forkload._worker.wrap says where). */
   rec = PyObject_CallFunction(state(src)->w_wrap, "Oin", exc, worker_id(),
-                              (Py_ssize_t)(src->room > 65536 ? src->room
-                                                             : 65536) -
-                                  512);
+                              (Py_ssize_t)src->room);
   Py_DECREF(exc);
   return rec;
 }

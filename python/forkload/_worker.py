@@ -268,8 +268,17 @@ def tensor_from_bytes(dtype, shape, raw):
 _inline = {}
 
 
-def wrap(exc, worker_id, max_bytes=1 << 16):
-    """The record of exc for its batch's blob, at most max_bytes pickled."""
+# An error record is cut only past its batch's room, and never below
+# 64 KiB (its segment grows for it as for a batch), less the slack the
+# blob's header and alignment take.
+RECORD_FLOOR = 1 << 16
+RECORD_SLACK = 512
+
+
+def wrap(exc, worker_id, room=0):
+    """The record of exc for the blob of a batch of room bytes, pickled,
+    cut to fit."""
+    max_bytes = max(room, RECORD_FLOOR) - RECORD_SLACK
     if worker_id < 0:
         key = id(exc)
         _inline[key] = exc

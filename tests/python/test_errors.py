@@ -21,9 +21,10 @@ import torch
 import torch.utils.data as tud
 
 import forkload
+import forkload._worker
 import forkload.datasets
 from loader_helpers import (
-    IndexDataset, PidDataset, assert_outcomes_same, assert_runs_same,
+    FnDataset, IndexDataset, PidDataset, assert_outcomes_same, assert_runs_same,
     end_iterator, forkload_names, is_gone, outcomes, proc_stat, run_both,
     subprocess_env, wait_until)
 
@@ -273,6 +274,33 @@ def test_worker_exception_message_names_the_worker_and_holds_the_traceback(num_w
         assert "in __getitem__" in msg
         assert "raise self.make(i)" in msg
         assert lines[-1] == "ValueError: bad index %d" % (3 if batch == 1 else 8)
+
+
+def long_message(i, size):
+    """Sample i raises a ValueError of size characters, each line
+    numbered, so that what is kept of it can be told."""
+    raise ValueError("\n".join("line %07d" % k
+                               for k in range(size // 13)))
+
+
+@pytest.mark.parametrize("size, sample_bytes, whole", [
+    (40_000, 0, True),        # under the 64 KiB floor
+    (200_000, 0, False),      # past it: the end is kept
+    (200_000, 300_000, True),  # within the batch's own room
+])
+def test_a_workers_long_error_message_is_cut_only_past_its_batchs_room(
+        size, sample_bytes, whole):
+    ds = FnDataset(2, lambda i: long_message(i, size))
+    kw = {"sample_bytes": sample_bytes} if sample_bytes else {}
+    with pytest.raises(ValueError) as e:
+        next(iter(forkload.DataLoader(ds, batch_size=1, num_workers=2,
+                                      **kw)))
+    text = str(e.value)
+    last = "line %07d" % (size // 13 - 1)
+    assert text.rstrip().endswith(last), text[-200:]
+    assert ("line 0000000" in text) == whole
+    if not whole:
+        assert len(text.encode()) < forkload._worker.RECORD_FLOOR
 
 
 def test_keyerror_message_reads_as_text_as_in_torch():
