@@ -7,10 +7,16 @@ workers, so nothing needs to be pickled, but exceptions and custom collate
 results that cross from a worker to the consumer must be importable.
 """
 
+import atexit
 import collections.abc
 import json
 import os
+import pickle
 import random
+import re
+import select
+import struct
+import subprocess
 import sys
 import time
 
@@ -103,6 +109,135 @@ def run_both(dataset, *, fl_kwargs=None, torch_kwargs=None, **kwargs):
 
 
 TORCH_IN_PROCESS = {"num_workers": 0}
+
+
+# --------------------------------------------------------------------------
+# torch's side of a differential test, in an interpreter of its own
+# --------------------------------------------------------------------------
+
+# Under CI's sanitizer pass (tests/python_test.sh preloads libasan and
+# libubsan) torch's multi-process loader, the reference, hangs now and then:
+# a child it forks while another thread of the process holds the sanitizer
+# allocator's lock (GCC 12's libasan takes none around fork) waits for it
+# forever.  So torch's side runs in a plain interpreter, without the
+# runtimes, in every pass alike: the plain passes run the very path the
+# sanitizer pass depends on.  One interpreter serves the whole pytest run
+# (importing torch takes 2 s, 5 s for torch 2), each call's function and
+# arguments pickled to it and its result pickled back, length first.
+REFERENCE = r"""
+import faulthandler, os, pickle, signal, struct, sys, traceback, types
+import warnings
+# forkload's module may be built with the sanitizers, which this interpreter
+# cannot load; torch's side has no use for it.
+sys.modules["forkload"] = types.ModuleType(
+    "forkload", "not loaded in torch's reference interpreter")
+# python_test.sh's signal before it kills a hung run: the stack, as pytest's.
+faulthandler.register(signal.SIGUSR2, all_threads=True)
+# torch's warnings say nothing of forkload.
+warnings.simplefilter("ignore")
+calls = os.fdopen(0, "rb")
+replies = os.fdopen(os.dup(1), "wb")
+os.dup2(2, 1)  # what a dataset prints goes to stderr, not into a reply
+while True:
+    head = calls.read(8)
+    if len(head) < 8:
+        break
+    call = calls.read(struct.unpack("Q", head)[0])
+    try:
+        fn, args, kwargs = pickle.loads(call)
+        reply = pickle.dumps((True, fn(*args, **kwargs)),
+                             pickle.HIGHEST_PROTOCOL)
+    except BaseException:
+        reply = pickle.dumps((False, traceback.format_exc()))
+    replies.write(struct.pack("Q", len(reply)) + reply)
+    replies.flush()
+"""
+
+# Far past any case's reference run (8 s at most): a call that takes longer
+# hung.
+REFERENCE_LIMIT_S = 120
+
+_reference = None
+
+
+def torch_side(fn, *args, **kwargs):
+    """fn(*args, **kwargs) run in torch's reference interpreter (REFERENCE)
+    and what it returned: fn a module-level function of a test module or of
+    this one, its arguments and its result picklable.  What fn raises there
+    fails the test here, with its traceback; so does a call that hangs or an
+    interpreter that dies, and the next call starts a new one."""
+    global _reference
+    if _reference is None:
+        _reference = subprocess.Popen([sys.executable, "-c", REFERENCE],
+                                      stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, env=plain_env())
+    call = pickle.dumps((fn, args, kwargs), pickle.HIGHEST_PROTOCOL)
+    try:
+        _reference.stdin.write(struct.pack("Q", len(call)) + call)
+        _reference.stdin.flush()
+        deadline = time.monotonic() + REFERENCE_LIMIT_S
+        size, = struct.unpack("Q", _read_reply(8, deadline))
+        ok, result = pickle.loads(_read_reply(size, deadline))
+    except BaseException:
+        end_reference(kill=True)
+        raise
+    assert ok, "torch's side raised, in the reference interpreter:\n" + result
+    return result
+
+
+def _read_reply(n, deadline):
+    fd = _reference.stdout.fileno()
+    data = bytearray()
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise AssertionError("torch's side did not answer in %d s" %
+                                 REFERENCE_LIMIT_S)
+        chunk = os.read(fd, min(n - len(data), 1 << 20))
+        if not chunk:
+            raise AssertionError("torch's reference interpreter ended, "
+                                 "status %s" % _reference.wait())
+        data += chunk
+    return bytes(data)
+
+
+def reference_pid():
+    """The pid of torch's reference interpreter, a child of this process
+    that outlives each test (None before the first torch_side call)."""
+    return None if _reference is None else _reference.pid
+
+
+@atexit.register
+def end_reference(kill=False):
+    """Ends torch's reference interpreter (its loop ends at the end of its
+    input), at once with kill."""
+    global _reference
+    proc, _reference = _reference, None
+    if proc is None:
+        return
+    if kill:
+        proc.kill()
+    proc.stdin.close()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
+
+
+def on_both(run, *args, **kwargs):
+    """run(forkload.DataLoader, ...) here, and run(torch.utils.data.DataLoader,
+    ...) on torch_side: what each returned."""
+    return (run(forkload.DataLoader, *args, **kwargs),
+            torch_side(run, tud.DataLoader, *args, **kwargs))
+
+
+def one_epoch(cls, dataset, view=None, **kwargs):
+    """Every batch of one epoch of cls(dataset, **kwargs), each as
+    view(batch) where view is given (for a batch that cannot be pickled)."""
+    batches = list(cls(dataset, **kwargs))
+    return batches if view is None else [view(b) for b in batches]
 
 
 def assert_runs_same(fl, th, *, check_after=True):
@@ -472,6 +607,20 @@ def subprocess_env():
         pkg = os.path.dirname(pkg)
     parts = [pkg, here] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
+    return env
+
+
+def plain_env():
+    """subprocess_env() without the sanitizers' runtimes preloaded nor their
+    options: for a child that must run as in the plain passes."""
+    env = subprocess_env()
+    preload = [p for p in re.split(r"[ :]+", env.pop("LD_PRELOAD", ""))
+               if p and not os.path.basename(p).startswith(("libasan",
+                                                            "libubsan"))]
+    if preload:
+        env["LD_PRELOAD"] = " ".join(preload)
+    env.pop("ASAN_OPTIONS", None)
+    env.pop("UBSAN_OPTIONS", None)
     return env
 
 

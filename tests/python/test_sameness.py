@@ -1,6 +1,12 @@
 """Where forkload.DataLoader once differed from torch's loader in silence
 (issue 43): each case runs what a user writes through both loaders, with 0
-and 2 workers, and compares what they hand out."""
+and 2 workers, and compares what they hand out.
+
+Wherever a case iterates torch's loader, it does so in torch's reference
+interpreter (loader_helpers' torch_side), not in this process: under CI's
+sanitizer pass torch's workers forked from here hang now and then.  What
+comes back is pickled (a case's view of a batch where the batch cannot be);
+what only makes torch's loader, which forks nothing, is asked here."""
 
 import ast
 import gc
@@ -19,25 +25,16 @@ import torch.utils.data as tud
 
 import forkload
 from loader_helpers import (FnDataset, PidDataset, assert_same, is_gone,
-                            subprocess_env, wait_until)
+                            on_both, one_epoch, subprocess_env, torch_side,
+                            wait_until)
 
 WORKERS = [0, 2]
 
-# Under CI's sanitizer pass torch's own loader, the reference here, hangs
-# now and then: a child forked while another thread of the parent holds
-# the sanitizer allocator's lock (GCC 12's libasan takes none around fork)
-# waits for it forever (seen in torch's workers, at torch.set_num_threads,
-# and in forked children in malloc).  The file runs in the plain passes.
-if "libasan" in os.environ.get("LD_PRELOAD", ""):
-    pytest.skip("torch's multi-process loader deadlocks in its forked "
-                "children under GCC 12's AddressSanitizer runtime",
-                allow_module_level=True)
-
 
 def both(dataset, **kwargs):
-    """Every batch of one epoch from forkload's loader and torch's."""
-    return (list(forkload.DataLoader(dataset, **kwargs)),
-            list(tud.DataLoader(dataset, **kwargs)))
+    """Every batch of one epoch from forkload's loader and torch's
+    (one_epoch's, view= included)."""
+    return on_both(one_epoch, dataset, **kwargs)
 
 
 def assert_batches_same(fl, th):
@@ -148,10 +145,14 @@ def test_batches_with_equal_metadata_share_no_object(num_workers):
         assert b["info"]["ids"] == [] and b["frozen"][1] == ["nested"]
 
 
+def named_same(i):
+    return {"x": i, "name": "same"}
+
+
 @pytest.mark.parametrize("num_workers", WORKERS)
 def test_default_collate_of_equal_strings_gives_each_batch_its_own_list(
         num_workers):
-    ds = FnDataset(6, lambda i: {"x": i, "name": "same"})
+    ds = FnDataset(6, named_same)
     fl, th = both(ds, batch_size=2, num_workers=num_workers)
     assert_batches_same(fl, th)
     assert len({id(b["name"]) for b in fl}) == 3
@@ -223,8 +224,7 @@ def test_samples_torch_collates_are_freed_in_the_consumer(dtype):
     # torch 1.13's own torch.as_tensor keeps a reference to a numpy array
     # whose dtype it refuses (the batch's first): its loader keeps those
     # too, and forkload's may keep no more.
-    fl = samples_left(forkload.DataLoader, dtype)
-    th = samples_left(tud.DataLoader, dtype)
+    fl, th = on_both(samples_left, dtype)
     assert fl[1:] == th[1:] and fl[1] + fl[2] == 64
     assert fl[0] == th[0], "%d samples never freed, torch %d" % (fl[0],
                                                                  th[0])
@@ -304,13 +304,17 @@ def keep(x):
     return x
 
 
+def float_tensor(i):
+    return torch.tensor(float(i))
+
+
 @pytest.mark.parametrize("num_workers", WORKERS)
 @pytest.mark.parametrize("sampler", [None, [2, 0, 2]])
 def test_collate_fn_without_batching_gets_the_sample_alone(num_workers,
                                                             sampler):
     """batch_size=None: torch calls collate_fn(dataset[i]), not with a
     list of one sample."""
-    ds = FnDataset(3, lambda i: torch.tensor(float(i)))
+    ds = FnDataset(3, float_tensor)
     fl, th = both(ds, batch_size=None, sampler=sampler, collate_fn=keep,
                   num_workers=num_workers)
     assert_batches_same(fl, th)
@@ -328,9 +332,13 @@ def test_collate_fn_attribute_is_torchs_default():
         tud.DataLoader([1, 2], batch_size=None).collate_fn
 
 
+def pair_and_name(i):
+    return {"x": torch.tensor([i, 2 * i]), "n": "s"}
+
+
 @pytest.mark.parametrize("num_workers", WORKERS)
 def test_default_collate_given_by_name_gives_torchs_batches(num_workers):
-    ds = FnDataset(5, lambda i: {"x": torch.tensor([i, 2 * i]), "n": "s"})
+    ds = FnDataset(5, pair_and_name)
     for kw in (dict(batch_size=2, collate_fn=tud.default_collate),
                dict(batch_size=None, collate_fn=tud.default_convert)):
         fl, th = both(ds, num_workers=num_workers, **kw)
@@ -456,8 +464,8 @@ def alternating_epochs(cls, epochs=12):
 
 
 def test_plans_of_other_sizes_while_batches_are_in_flight_match_torch():
-    assert alternating_epochs(forkload.DataLoader) == \
-        alternating_epochs(tud.DataLoader)
+    fl, th = on_both(alternating_epochs)
+    assert fl == th
 
 
 class CountingBatches:
@@ -475,16 +483,19 @@ class CountingBatches:
         return 2
 
 
+def counted_epochs(cls, **kw):
+    loader = cls(list(range(4)), batch_sampler=CountingBatches(), **kw)
+    return [[b.tolist() for b in loader] for _ in range(3)]
+
+
 @pytest.mark.parametrize("kw", [dict(num_workers=0), dict(num_workers=2),
                                 dict(num_workers=2, persistent_workers=True)],
                          ids=str)
 def test_a_sampler_that_draws_in_iter_sees_torchs_calls(kw):
     """torch's iterator with workers calls iter() on the batch sampler
     twice when it is made, and iterates the second."""
-    def epochs(cls):
-        loader = cls(list(range(4)), batch_sampler=CountingBatches(), **kw)
-        return [[b.tolist() for b in loader] for _ in range(3)]
-    assert epochs(forkload.DataLoader) == epochs(tud.DataLoader)
+    fl, th = on_both(counted_epochs, **kw)
+    assert fl == th
 
 
 # --------------------------------------------------------------------------
@@ -515,6 +526,10 @@ def test_dataloader_is_generic_as_torchs():
     assert tud.DataLoader[list] is not None
 
 
+def empty_arrays(i):
+    return {"t": torch.zeros(0), "a": np.zeros((2, 0)), "i": i}
+
+
 @pytest.mark.parametrize("num_workers", WORKERS)
 @pytest.mark.parametrize("batch_size", [2, 64])
 def test_empty_arrays_collate_as_torchs(num_workers, batch_size):
@@ -522,8 +537,7 @@ def test_empty_arrays_collate_as_torchs(num_workers, batch_size):
     pointer may be NULL, and copying its 0 bytes from it was undefined;
     and by torch's own tests (test_large_sampler_indices): a batch of 64
     empty samples, (64, 0), was refused as outside its segment."""
-    ds = FnDataset(128, lambda i: {"t": torch.zeros(0),
-                                   "a": np.zeros((2, 0)), "i": i})
+    ds = FnDataset(128, empty_arrays)
     fl, th = both(ds, batch_size=batch_size, num_workers=num_workers)
     assert_batches_same(fl, th)
 
@@ -561,7 +575,16 @@ def plain(b):
     return b.tolist() if isinstance(b, torch.Tensor) else b
 
 
+def seeded(kw):
+    """kw with its generator, a seed (Generators do not pickle), made a
+    Generator seeded with it."""
+    if "generator" in kw:
+        kw = dict(kw, generator=torch.Generator().manual_seed(kw["generator"]))
+    return kw
+
+
 def reads_of(make, epochs, **kwargs):
+    kwargs = seeded(kwargs)
     dataset = Reads(12)
     loader = make(dataset, worker_init_fn=mark_initialised
                   if kwargs.get("num_workers") else None, **kwargs)
@@ -575,15 +598,11 @@ def reads_of(make, epochs, **kwargs):
     dict(num_workers=2, batch_size=3),
     dict(num_workers=2, batch_size=3, persistent_workers=True),
     dict(num_workers=2, batch_size=None),
-    dict(num_workers=2, batch_size=3, shuffle=True,
-         generator=torch.Generator().manual_seed(5)),
+    dict(num_workers=2, batch_size=3, shuffle=True, generator=5),
     dict(num_workers=3, sampler=[7, 1, 4], batch_size=2),
 ])
 def test_each_sample_is_read_where_and_as_often_as_torch_reads_it(kw):
-    fl = reads_of(forkload.DataLoader, 2, **dict(kw))
-    if "generator" in kw:
-        kw["generator"] = torch.Generator().manual_seed(5)
-    th = reads_of(tud.DataLoader, 2, **kw)
+    fl, th = on_both(reads_of, 2, **kw)
     assert fl == th
 
 
@@ -609,11 +628,14 @@ class Barrier(tud.Dataset):
         return torch.initial_seed() - tud.get_worker_info().seed
 
 
+def met_at_a_barrier(make):
+    return [int(x) for b in make(Barrier(8, 2), batch_size=1, num_workers=2)
+            for x in b]
+
+
 def test_a_dataset_whose_workers_meet_at_a_barrier_loads_as_torchs():
-    for make in (forkload.DataLoader, tud.DataLoader):
-        got = [int(x) for b in make(Barrier(8, 2), batch_size=1,
-                                    num_workers=2) for x in b]
-        assert got == [0] * 8, make
+    fl, th = on_both(met_at_a_barrier)
+    assert fl == th == [0] * 8
 
 
 # --------------------------------------------------------------------------
@@ -637,25 +659,34 @@ def to_unpicklable(batch):
             "double": lambda x: 2 * x}
 
 
+# What each side hands back of these batches, which cannot be pickled.
+
+def as_point(b):
+    return type(b) is Holder.Point, tuple(b)
+
+
+def as_used(b):
+    return (b["values"].tolist(), b["double"](3),
+            b["lock"].acquire(blocking=False))
+
+
 def test_a_namedtuple_of_a_class_body_comes_without_workers_as_torchs():
     fl, th = both([torch.tensor(i) for i in range(6)], batch_size=4,
-                  collate_fn=to_points)
-    assert [type(b) for b in fl] == [Holder.Point] * 2
+                  collate_fn=to_points, view=as_point)
+    assert [p[0] for p in fl] == [True] * 2
     assert_batches_same(fl, th)
 
 
 def test_a_generator_from_collate_fn_comes_without_workers_as_torchs():
-    fl, th = both(list(range(5)), batch_size=2, collate_fn=to_generator)
-    assert [list(b) for b in fl] == [list(b) for b in th] == [[0, 1], [2, 3],
-                                                              [4]]
+    fl, th = both(list(range(5)), batch_size=2, collate_fn=to_generator,
+                  view=list)
+    assert fl == th == [[0, 1], [2, 3], [4]]
 
 
 def test_objects_that_cannot_be_pickled_come_without_workers_as_torchs():
     fl, th = both([torch.tensor(i) for i in range(4)], batch_size=2,
-                  collate_fn=to_unpicklable)
-    for a, b in zip(fl, th):
-        assert a["values"].tolist() == b["values"].tolist()
-        assert a["double"](3) == 6 and a["lock"].acquire(blocking=False)
+                  collate_fn=to_unpicklable, view=as_used)
+    assert fl == th == [([0, 1], 6, True), ([2, 3], 6, True)]
 
 
 # --------------------------------------------------------------------------
@@ -695,9 +726,10 @@ def map_pipe_of(n):
     return SequenceWrapper(list(range(n))).map(times_ten)
 
 
-def epochs_of(make, pipe, epochs=3, **kw):
-    """Each epoch's batches, then three draws of the global generator
-    (what the loader drew from it shows there)."""
+def epochs_of(make, pipe_of, n, epochs=3, **kw):
+    """Each epoch's batches of pipe_of(n), then three draws of the global
+    generator (what the loader drew from it shows there)."""
+    pipe, kw = pipe_of(n), seeded(kw)
     torch.manual_seed(7)
     loader = make(pipe, **kw)
     got = [[plain(b) for b in loader] for _ in range(epochs)]
@@ -716,14 +748,8 @@ def epochs_of(make, pipe, epochs=3, **kw):
     dict(num_workers=2, generator=7),
 ])
 def test_an_iterdatapipe_is_shuffled_and_sharded_as_torchs(shuffle, kw):
-    kw = dict(dict(batch_size=4), **kw)
-    fl_kw, th_kw = dict(kw), dict(kw)
-    if "generator" in kw:
-        fl_kw["generator"] = torch.Generator().manual_seed(kw["generator"])
-        th_kw["generator"] = torch.Generator().manual_seed(kw["generator"])
-    fl = epochs_of(forkload.DataLoader, pipe_of(26), shuffle=shuffle,
-                   **fl_kw)
-    th = epochs_of(tud.DataLoader, pipe_of(26), shuffle=shuffle, **th_kw)
+    fl, th = on_both(epochs_of, pipe_of, 26, shuffle=shuffle,
+                     **dict(dict(batch_size=4), **kw))
     assert fl == th
     # Every sample once an epoch: sharded across the workers, not copied.
     flat = sorted(x for b in fl[0][0] for x in (b if isinstance(b, list)
@@ -733,10 +759,8 @@ def test_an_iterdatapipe_is_shuffled_and_sharded_as_torchs(shuffle, kw):
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_a_mapdatapipe_loads_as_torchs(num_workers):
-    fl = epochs_of(forkload.DataLoader, map_pipe_of(10), batch_size=3,
-                   shuffle=True, num_workers=num_workers)
-    th = epochs_of(tud.DataLoader, map_pipe_of(10), batch_size=3,
-                   shuffle=True, num_workers=num_workers)
+    fl, th = on_both(epochs_of, map_pipe_of, 10, batch_size=3, shuffle=True,
+                     num_workers=num_workers)
     assert fl == th
 
 
@@ -761,12 +785,22 @@ def nested_samples(n):
         for i in range(n)]
 
 
+def sparse_rows(n):
+    return [torch.eye(n)[i].to_sparse() for i in range(n)]
+
+
 def unnest(b):
     if isinstance(b, list):
         return [unnest(x) for x in b]
     if b.is_nested:
         return ["nested"] + [x.tolist() for x in b.unbind()]
     return [str(b.layout), b.to_dense().tolist()]
+
+
+def unnested(make, samples_of, n, **kw):
+    """Each batch of make(samples_of(n), **kw), unnested: made and read on
+    each side, for torch < 2 pickles no nested tensor."""
+    return [unnest(b) for b in make(samples_of(n), **kw)]
 
 
 NESTED_PICKLES = tuple(int(v) for v in torch.__version__.split(".")[:2]) \
@@ -779,9 +813,9 @@ def test_nested_tensors_from_a_collate_fn_come_as_torchs(num_workers):
     if num_workers and not NESTED_PICKLES:
         pytest.skip("torch < 2 cannot pickle a nested tensor (its own "
                     "loader hangs; see the test below)")
-    fl, th = both(nested_samples(6), batch_size=2, collate_fn=clone_each,
-                  num_workers=num_workers)
-    assert [unnest(b) for b in fl] == [unnest(b) for b in th]
+    fl, th = on_both(unnested, nested_samples, 6, batch_size=2,
+                     collate_fn=clone_each, num_workers=num_workers)
+    assert fl == th
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -795,23 +829,28 @@ def test_nested_tensors_that_torch_cannot_pickle_are_an_error_not_a_hang():
         next(iter(loader))
 
 
+def nested_refusal(make, num_workers):
+    """The type and last line of the error of the first batch of nested
+    tensors, collated by default_collate (None: no error)."""
+    try:
+        next(iter(make(nested_samples(4), batch_size=2,
+                       num_workers=num_workers)))
+    except Exception as e:  # noqa: BLE001  (whatever torch raises)
+        return type(e), str(e).strip().splitlines()[-1]
+    finally:
+        # torch 1.13's iterator, held in a cycle by its error, ends its
+        # workers when collected and leaves them unreaped:
+        # multiprocessing reaps them.
+        gc.collect()
+        for p in __import__("multiprocessing").active_children():
+            p.join(10)
+    return None
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("num_workers", WORKERS)
 def test_nested_tensors_default_collate_refuses_as_torchs(num_workers):
-    def refusal(make):
-        try:
-            next(iter(make(nested_samples(4), batch_size=2,
-                           num_workers=num_workers)))
-        except Exception as e:  # noqa: BLE001  (whatever torch raises)
-            return type(e), str(e).strip().splitlines()[-1]
-        return None
-    fl, th = refusal(forkload.DataLoader), refusal(tud.DataLoader)
-    # torch 1.13's iterator, held in a cycle by its error, ends its
-    # workers when collected and leaves them unreaped: multiprocessing
-    # reaps them.
-    gc.collect()
-    for p in __import__("multiprocessing").active_children():
-        p.join(10)
+    fl, th = on_both(nested_refusal, num_workers)
     assert fl == th and fl is not None
 
 
@@ -819,13 +858,12 @@ def test_nested_tensors_default_collate_refuses_as_torchs(num_workers):
 def test_sparse_tensors_from_a_collate_fn_come_as_torchs(num_workers):
     # Beside torch's loader without workers: torch 1.13's with workers
     # hangs on them.
-    samples = [torch.eye(3)[i].to_sparse() for i in range(3)]
-    fl = list(forkload.DataLoader(samples, batch_size=2,
-                                  collate_fn=clone_each,
-                                  num_workers=num_workers, timeout=60
-                                  if num_workers else 0))
-    th = list(tud.DataLoader(samples, batch_size=2, collate_fn=clone_each))
-    assert [unnest(b) for b in fl] == [unnest(b) for b in th]
+    fl = unnested(forkload.DataLoader, sparse_rows, 3, batch_size=2,
+                  collate_fn=clone_each, num_workers=num_workers,
+                  timeout=60 if num_workers else 0)
+    th = torch_side(unnested, tud.DataLoader, sparse_rows, 3, batch_size=2,
+                    collate_fn=clone_each)
+    assert fl == th
 
 
 def test_an_iterator_collected_in_a_child_forked_since_says_nothing():
@@ -869,6 +907,13 @@ print([b.tolist() for b in dl])
 """
 
 
+def shuffled(make, n):
+    """MORE_WORKERS's batches, without workers."""
+    loader = make(list(range(n)), batch_size=2, shuffle=True,
+                  generator=torch.Generator().manual_seed(5))
+    return [b.tolist() for b in loader]
+
+
 def more_workers(limit, workers, n, sharing="fd", prefix=()):
     r = subprocess.run(list(prefix) + [sys.executable, "-c", MORE_WORKERS,
                                        str(limit), str(workers), str(n),
@@ -876,9 +921,7 @@ def more_workers(limit, workers, n, sharing="fd", prefix=()):
                        env=subprocess_env(), capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
-    th = tud.DataLoader(list(range(n)), batch_size=2, shuffle=True,
-                        generator=torch.Generator().manual_seed(5))
-    return ast.literal_eval(r.stdout), [b.tolist() for b in th]
+    return ast.literal_eval(r.stdout), torch_side(shuffled, tud.DataLoader, n)
 
 
 def test_workers_past_rlimit_msgqueue_give_torchs_batches():
@@ -911,21 +954,24 @@ def test_fs_mqueue_queues_max_plus_one_workers_give_torchs_batches():
     assert fl == th
 
 
+def shut_down_and_begun_anew(make):
+    """As Lightning tears a loader down: dl._iterator._shutdown_workers(),
+    then dl._iterator = None (torch's iterator is dead once shut down); the
+    next epoch starts anew.  Whether the first epoch's workers ended, and
+    each epoch's count of batches."""
+    dl = make(PidDataset(8), batch_size=2, num_workers=2,
+              persistent_workers=True)
+    first = [b.tolist() for b in dl]
+    dl._iterator._shutdown_workers()
+    pids = {p for b in first for p in b}
+    gone = wait_until(lambda: all(is_gone(p, os.getpid()) for p in pids), 10)
+    dl._iterator = None
+    return gone, len(first), len([b for b in dl])
+
+
 def test_shutdown_workers_of_a_persistent_iterator_ends_them_as_torchs():
-    # As Lightning tears a loader down: dl._iterator._shutdown_workers(),
-    # then dl._iterator = None (torch's iterator is dead once shut down);
-    # the next epoch starts anew.
-    def run(make):
-        dl = make(PidDataset(8), batch_size=2, num_workers=2,
-                  persistent_workers=True)
-        first = [b.tolist() for b in dl]
-        dl._iterator._shutdown_workers()
-        pids = {p for b in first for p in b}
-        gone = wait_until(lambda: all(is_gone(p, os.getpid())
-                                      for p in pids), 10)
-        dl._iterator = None
-        return gone, len(first), len([b for b in dl])
-    assert run(forkload.DataLoader) == run(tud.DataLoader) == (True, 4, 4)
+    fl, th = on_both(shut_down_and_begun_anew)
+    assert fl == th == (True, 4, 4)
 
 
 @pytest.mark.parametrize("persistent", [False, True])
