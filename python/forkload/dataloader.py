@@ -84,13 +84,17 @@ def _torch_refusal(dataset, kwargs):
     return None
 
 
-def _torch_iter_refusal(timeout):
+def _torch_iter_refusal(loader):
     """What iter() of the installed torch's DataLoader raises for a timeout
-    without workers, or None."""
+    without workers, or None.  Its single-process iterator is made over
+    this loader, so that what it does before it asserts is done too: an
+    IterDataPipe's seed and the base seed drawn from the loader's
+    generator, iter() of the sampler."""
     if torch is None:
         return None
+    from torch.utils.data import dataloader as tdl
     try:
-        iter(_TorchDataLoader([], timeout=timeout))
+        tdl._SingleProcessDataLoaderIter(loader)
     except AssertionError as e:
         e.__traceback__ = None
         return e
@@ -816,7 +820,7 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         if self.timeout and self.num_workers == 0:
             # torch's single-process iterator asserts it, in words of its
             # version's (none with torch 1.13).
-            raise _torch_iter_refusal(self.timeout) or AssertionError(
+            raise _torch_iter_refusal(self) or AssertionError(
                 "timeout needs num_workers > 0: without workers, nothing "
                 "is waited for")
         if self.persistent_workers and self.num_workers > 0:

@@ -939,3 +939,26 @@ def test_an_iterator_shut_down_mid_epoch_raises_and_never_ends_silently(
     with pytest.raises(RuntimeError, match="shut down"):
         next(it)
     assert [b.tolist() for b in dl] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+# --------------------------------------------------------------------------
+# Found by the fuzzer's draws of torch's other arguments (generator,
+# timeout, worker_init_fn, prefetch_factor; test_fuzz_sameness.py)
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("generator", [False, True])
+def test_a_timeout_refused_without_workers_draws_as_torchs_iter(generator):
+    # torch's iterator draws its base seed from the loader's generator and
+    # calls iter() on the batch sampler before it asserts timeout == 0.
+    def run(make):
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(3) if generator else None
+        batches = CountingBatches()
+        loader = make(list(range(4)), batch_sampler=batches, timeout=30,
+                      generator=g)
+        for _ in range(2):
+            with pytest.raises(AssertionError):
+                iter(loader)
+        return (batches.calls, torch.rand(2).tolist(),
+                g and torch.rand(2, generator=g).tolist())
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
