@@ -1002,12 +1002,17 @@ class _Iterator:
         self._index_sampler = loader._index_sampler
         self._latest = loader._latest
         self._loader = None
-        self._pin, self._pin_device = _pin_mode(loader)
         if loader.num_workers > 0 and loader.prefetch_factor is not None \
                 and loader.prefetch_factor <= 0:
-            # Taken by torch 2's DataLoader, refused by its iterator.
+            # Taken by torch 2's DataLoader, refused by its iterator once
+            # its base has drawn its seeds, called iter() on the sampler
+            # and warned of pin_memory: that much is done here too.
+            from torch.utils.data import dataloader as tdl
+            base = tdl._BaseDataLoaderIter
+            base.__init__(base.__new__(base), loader)
             raise AssertionError("prefetch_factor must be greater than 0 "
                                  "for MultiProcessingDataLoaderIter")
+        self._pin, self._pin_device = _pin_mode(loader)
         self._plan_cap = 0
         # Starting an epoch's workers happens once, in whichever thread
         # gets there first: the consumer's next(), or stats() and budget()

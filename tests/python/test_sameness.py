@@ -962,3 +962,28 @@ def test_a_timeout_refused_without_workers_draws_as_torchs_iter(generator):
         return (batches.calls, torch.rand(2).tolist(),
                 g and torch.rand(2, generator=g).tolist())
     assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+# torch's iterator, refused half made, fails in its __del__.
+@pytest.mark.filterwarnings(
+    "ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_prefetch_factor_of_0_refused_at_iter_draws_as_torchs(persistent):
+    # torch 2 takes prefetch_factor=0 at __init__ and refuses it at each
+    # iter(), once its iterator has drawn its base seed and called iter()
+    # on the batch sampler (torch 1.13 refuses it at __init__).
+    def run(make):
+        torch.manual_seed(0)
+        batches = CountingBatches()
+        got = []
+        try:
+            loader = make(list(range(4)), batch_sampler=batches,
+                          num_workers=2, prefetch_factor=0,
+                          persistent_workers=persistent)
+            for _ in range(2):
+                with pytest.raises(AssertionError):
+                    iter(loader)
+        except AssertionError as e:
+            got.append(type(e))
+        return got, batches.calls, torch.rand(2).tolist()
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
