@@ -440,7 +440,7 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             the installed torch's: torch 2's default is ``None`` (``2`` with
             workers), and only ``None`` goes without workers; torch 1.13's
             is ``2``, and only ``2`` goes without workers.
-            (default: ``None``)
+            (default: ``None``; ``2`` with torch 1.13)
         persistent_workers (bool, optional): ``True`` keeps the same workers,
             and their copies of the dataset, from one epoch to the next
             instead of forking new ones at each ``iter()``. It needs
@@ -587,7 +587,7 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
                  batch_sampler=None, num_workers=0, collate_fn=None,
                  pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None,
-                 generator=None, *, prefetch_factor=None,
+                 generator=None, *, prefetch_factor=_PREFETCH_DEFAULT,
                  persistent_workers=False, pin_memory_device="",
                  in_order=True, sharing="fd", shuffle_algorithm="torch",
                  sample_bytes=None, tensor_type=None, faults=None,
@@ -596,8 +596,6 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         # the installed torch's exception is raised (its words differ from
         # version to version), and where torch takes what forkload doubts
         # (torch 2 takes prefetch_factor=0 until iter()), it is taken.
-        if prefetch_factor is None:
-            prefetch_factor = _PREFETCH_DEFAULT  # 2 with torch 1.13
         problem = None
         if num_workers < 0:
             problem = ValueError(
@@ -620,8 +618,11 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             problem = ValueError(
                 "multiprocessing_context can only be used with multi-process "
                 "loading (num_workers > 0), but got num_workers=0")
-        if problem is not None or (prefetch_factor is not None and
-                                   prefetch_factor <= 0):
+        # What torch may take or refuse: a prefetch_factor of 0, or None
+        # where its default is 2 (torch 1.13 refuses it).
+        doubt = prefetch_factor is None and _PREFETCH_DEFAULT is not None \
+            or prefetch_factor is not None and prefetch_factor <= 0
+        if problem is not None or doubt:
             if torch is None:
                 if problem is not None:
                     raise problem

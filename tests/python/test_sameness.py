@@ -987,3 +987,18 @@ def test_a_prefetch_factor_of_0_refused_at_iter_draws_as_torchs(persistent):
             got.append(type(e))
         return got, batches.calls, torch.rand(2).tolist()
     assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_prefetch_factor_none_given_is_taken_or_refused_as_torchs(
+        num_workers):
+    # torch 2's default, which torch 1.13 (default 2) refuses: a ValueError
+    # without workers, a TypeError with them.
+    def outcome(make):
+        try:
+            loader = make(list(range(4)), num_workers=num_workers,
+                          prefetch_factor=None)
+        except Exception as e:  # noqa: BLE001  (whatever torch raises)
+            return type(e)
+        return loader.prefetch_factor
+    assert outcome(forkload.DataLoader) == outcome(tud.DataLoader)
