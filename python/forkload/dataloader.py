@@ -1165,6 +1165,7 @@ class _Iterator:
             if kind != "plan" or len(plan) <= self._plan_cap:
                 return
             self._close()
+        drop_last = dl.drop_last
         if kind == "plan":
             length = len(plan)
             if dl.persistent_workers:
@@ -1174,8 +1175,12 @@ class _Iterator:
                 dl._auto_collation else 0
             batches = length
         elif kind == "map":
+            # The batch sampler's size and drop_last: a BatchSampler given
+            # as batch_sampler has them, the loader's are None and False.
+            bs = dl.batch_sampler
             length = len(dl.dataset)
-            batch_size = dl.batch_size or 1
+            batch_size = 1 if bs is None else bs.batch_size
+            drop_last = bs is not None and bs.drop_last
             batches = -(-length // batch_size)
         else:
             length = 0
@@ -1213,7 +1218,7 @@ class _Iterator:
                     prefetch_factor=prefetch,
                     persistent_workers=dl.persistent_workers,
                     in_order=dl.in_order,
-                    drop_last=dl.drop_last,
+                    drop_last=drop_last,
                     shuffle=o.get("shuffle", False),
                     shuffle_algorithm=dl.shuffle_algorithm,
                     rank=o.get("rank", 0), world_size=o.get("world_size", 1),

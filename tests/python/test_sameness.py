@@ -1002,3 +1002,23 @@ def test_prefetch_factor_none_given_is_taken_or_refused_as_torchs(
             return type(e)
         return loader.prefetch_factor
     assert outcome(forkload.DataLoader) == outcome(tud.DataLoader)
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+@pytest.mark.parametrize("make_sampler", [
+    tud.SequentialSampler, tud.RandomSampler,
+    lambda ds: tud.DistributedSampler(ds, num_replicas=2, rank=1)],
+    ids=["sequential", "random", "distributed"])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_a_batch_sampler_of_torchs_over_the_dataset_batches_as_torchs(
+        num_workers, make_sampler, drop_last):
+    # The loader's batch_size is None with a batch_sampler: the batches
+    # are the BatchSampler's own size, its last dropped as it says.
+    def run(make):
+        torch.manual_seed(0)
+        dataset = list(range(11))
+        batches = tud.BatchSampler(make_sampler(dataset), 3, drop_last)
+        return [b.tolist() for b in make(dataset, batch_sampler=batches,
+                                         num_workers=num_workers)]
+    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
+    assert fl == th and {len(b) for b in th[:-1]} == {3}
