@@ -18,7 +18,8 @@ try:
     import torch
     from torch.utils.data import (BatchSampler, DistributedSampler,
                                   IterableDataset, RandomSampler,
-                                  SequentialSampler)
+                                  SequentialSampler, SubsetRandomSampler,
+                                  WeightedRandomSampler)
     # From the module that defines it: code that patches forkload's in
     # for torch.utils.data.DataLoader (as some users and frameworks do)
     # leaves this one torch's, which the checks below run.
@@ -31,6 +32,7 @@ except ImportError:  # numpy arrays, without torch's samplers
     _default_collate = _default_convert = None
     BatchSampler = DistributedSampler = RandomSampler = None
     SequentialSampler = IterableDataset = None
+    SubsetRandomSampler = WeightedRandomSampler = None
     _TorchDataLoader = object
 try:
     from torch.utils.data import IterDataPipe, MapDataPipe, graph_settings
@@ -270,6 +272,22 @@ def _draw_seed(generator):
         return random.getrandbits(63)
     return int(torch.empty((), dtype=torch.int64).random_(
         generator=generator).item())
+
+
+def _lazy_generator(index_sampler):
+    """The generator of its own that a sampler of torch's (RandomSampler,
+    SubsetRandomSampler, WeightedRandomSampler, alone or in torch's
+    BatchSampler) draws from as it is iterated, or None: one whose
+    iteration is a function of that generator's state alone."""
+    if torch is None:
+        return None
+    s = index_sampler
+    if type(s) is BatchSampler:
+        s = s.sampler
+    if type(s) in (RandomSampler, SubsetRandomSampler,
+                   WeightedRandomSampler):
+        return s.generator
+    return None
 
 
 def _native_of(dataset):
@@ -831,6 +849,11 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             else:
                 self._iterator._reset(self)
             return self._iterator
+        # The last epoch's iterator, cut short, stops pulling from its
+        # sampler before this one draws.
+        last = getattr(self, "_last_iterator", lambda: None)()
+        if last is not None:
+            last._rewind_sampler()
         _check_worker_number(self)
         return self._get_iterator()
 
@@ -1003,6 +1026,7 @@ class _Iterator:
         self._index_sampler = loader._index_sampler
         self._latest = loader._latest
         self._loader = None
+        self._rewind = None
         if loader.num_workers > 0 and loader.prefetch_factor is not None \
                 and loader.prefetch_factor <= 0:
             # Taken by torch 2's DataLoader, refused by its iterator once
@@ -1052,6 +1076,7 @@ class _Iterator:
             # workers keep the first.
             _seed_pipe(self._dataset, _draw_seed(dl.generator))
         self._yielded = 0 if resume is None else resume["_num_yielded"]
+        self._outcomes = 0  # batches and errors handed out this epoch
         self._len_called = dl.__dict__.get("_IterableDataset_len_called")
         self._finished = False
         self._shut = False
@@ -1155,7 +1180,32 @@ class _Iterator:
             # iterates the second: a sampler that draws or counts in
             # __iter__ itself (not in a generator) sees both calls.
             iter(dl._index_sampler)
-        return {"kind": "plan", "epoch": 0, "plan": list(dl._index_sampler)}
+        g = _lazy_generator(dl._index_sampler)
+        state = None if g is None else g.get_state()
+        plan = list(dl._index_sampler)
+        if g is not None:
+            self._rewind = (g, state, dl._index_sampler, len(plan),
+                            dl.num_workers * (dl.prefetch_factor or 0))
+        return {"kind": "plan", "epoch": 0, "plan": plan}
+
+    def _rewind_sampler(self):
+        """An epoch cut short: torch's iterator pulled from the sampler
+        only the batches it sent (its prefetch window, then one for each
+        batch or error handed out), and the plan took them all.  Where a
+        sampler of torch's draws from a generator of its own as it is
+        iterated, that generator is set back to where torch's pulls leave
+        it: to its state before the plan, then the pulls made again."""
+        rewind, self._rewind = self._rewind, None
+        if rewind is None:
+            return
+        g, state, index_sampler, batches, window = rewind
+        pulls = window + self._outcomes
+        if pulls > batches:
+            return  # torch's pulls reached the sampler's end too
+        g.set_state(state)
+        it = iter(index_sampler)
+        for _ in range(pulls):
+            next(it)
 
     def _make_loader(self, dl):
         o = self._order
@@ -1251,6 +1301,7 @@ class _Iterator:
         seed and workers, whose random streams go on; an epoch left
         unfinished is dropped by the next begin.  (torch's signature: the
         loader given is the one that holds this iterator.)"""
+        self._rewind_sampler()
         self._index_sampler = loader._index_sampler
         self._start(loader, first=False)
 
@@ -1276,12 +1327,17 @@ class _Iterator:
             batch = self._loader.next()
         except StopIteration:  # the end of the epoch, never a batch's value
             self._finished = True
+            self._rewind = None  # the sampler was iterated to its end
             if not self._persistent:
                 self._close()
             raise
         except KeyboardInterrupt:
             self._close()
             raise
+        except Exception:  # a batch's error, which torch's pulls count
+            self._outcomes += 1
+            raise
+        self._outcomes += 1
         self._yielded += 1
         if self._len_called is not None and self._yielded > \
                 self._len_called and self._iterable:
@@ -1316,6 +1372,7 @@ class _Iterator:
                 "_snapshot": snap}
 
     def _close(self):
+        self._rewind_sampler()
         if self._loader is not None:
             self._latest.closed(self._loader)
             self._loader.close()

@@ -1022,3 +1022,41 @@ def test_a_batch_sampler_of_torchs_over_the_dataset_batches_as_torchs(
                                          num_workers=num_workers)]
     fl, th = run(forkload.DataLoader), run(tud.DataLoader)
     assert fl == th and {len(b) for b in th[:-1]} == {3}
+
+
+def shuffled_by(g):
+    return dict(shuffle=True, generator=g)
+
+
+def drawn_lazily_from(g):
+    # 70 indices drawn 32 at a time from g as the sampler is iterated.
+    return dict(sampler=tud.RandomSampler(range(10), replacement=True,
+                                          num_samples=70, generator=g))
+
+
+@pytest.mark.parametrize("sampler", [shuffled_by, drawn_lazily_from])
+@pytest.mark.parametrize("kw", [dict(num_workers=0), dict(num_workers=2),
+                                dict(num_workers=2, persistent_workers=True),
+                                dict(num_workers=1, prefetch_factor=1)],
+                         ids=str)
+def test_an_epoch_cut_short_leaves_a_samplers_own_generator_as_torchs(
+        sampler, kw):
+    # torch's iterator pulls from the sampler only the batches it sends
+    # (the prefetch window, then one per batch handed out), and
+    # RandomSampler draws from its generator as it is iterated (32
+    # indices at a time with replacement, a last randperm after the
+    # others without): the epoch after one cut short starts where those
+    # pulls left the generator, which draws the base seed too.
+    def run(make):
+        g = torch.Generator().manual_seed(1)
+        loader = make(list(range(10)), batch_size=3, **sampler(g), **kw)
+        got = []
+        for take in (1, 2, None):
+            epoch = []
+            for b in loader:
+                epoch.append(b.tolist())
+                if len(epoch) == take:
+                    break
+            got.append(epoch)
+        return got, g.get_state().tolist()
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
