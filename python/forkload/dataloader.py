@@ -934,6 +934,17 @@ def _seed_pipe(pipe, seed):
     graph_settings.apply_random_seed(pipe, rng)
 
 
+class _Opened:
+    """A stream opened already, which libforkload's open takes as the
+    dataset's."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __iter__(self):
+        return self.stream
+
+
 class _Latest:
     """What stats() and budget() read of a DataLoader's latest libforkload
     loader: a weak reference to it while it lives (its batches keep it),
@@ -1075,6 +1086,11 @@ class _Iterator:
             # it is made (its _reset), for the consumer's graph; its
             # workers keep the first.
             _seed_pipe(self._dataset, _draw_seed(dl.generator))
+        self._stream = None
+        if dl.num_workers == 0 and dl._iterable and dl._native is None:
+            # torch's iterator without workers opens the stream as it is
+            # made: what __iter__ draws or raises, iter(loader) does.
+            self._stream = _Opened(iter(self._dataset))
         self._yielded = 0 if resume is None else resume["_num_yielded"]
         self._outcomes = 0  # batches and errors handed out this epoch
         self._len_called = dl.__dict__.get("_IterableDataset_len_called")
@@ -1256,7 +1272,7 @@ class _Iterator:
         setup = functools.partial(
             _worker.setup, dl.num_workers, dl.dataset, dl.worker_init_fn,
             _distributed() if _is_pipe(dl.dataset) else None)
-        dataset = dl.dataset
+        dataset = dl.dataset if self._stream is None else self._stream
         if dl._native is not None:
             # libforkload's own dataset: Python in a worker only for the
             # user's worker_init_fn.

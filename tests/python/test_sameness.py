@@ -1060,3 +1060,36 @@ def test_an_epoch_cut_short_leaves_a_samplers_own_generator_as_torchs(
             got.append(epoch)
         return got, g.get_state().tolist()
     assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+class EagerStream(tud.IterableDataset):
+    """An iterable whose __iter__ is no generator: it draws its order from
+    torch's generator as it is called, or raises (refused)."""
+
+    def __init__(self, n, refused=False):
+        self.n, self.refused = n, refused
+
+    def __iter__(self):
+        if self.refused:
+            raise KeyError("no stream today")
+        return iter(torch.randperm(self.n).tolist())
+
+
+def test_an_iterable_without_workers_is_opened_at_iter_as_torchs():
+    # torch's iterator without workers calls iter() on the dataset as it
+    # is made: the stream's draws come then (an epoch of no batch makes
+    # them too), and what it raises is iter(loader)'s.
+    def run(make):
+        torch.manual_seed(0)
+        loader = make(EagerStream(6), batch_size=4)
+        it = iter(loader)
+        drawn = torch.rand(1).item()
+        first = [b.tolist() for b in it]
+        iter(loader)
+        refused = None
+        try:
+            iter(make(EagerStream(6, refused=True)))
+        except KeyError as e:
+            refused = str(e)
+        return drawn, first, torch.rand(1).item(), refused
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
