@@ -18,7 +18,8 @@ import torch
 import torch.utils.data as tud
 
 import forkload
-from loader_helpers import (FnDataset, PidDataset, assert_same, is_gone,
+from loader_helpers import (FnDataset, PidDataset, ShardedIterable,
+                            assert_same, end_iterator, is_gone,
                             subprocess_env, wait_until)
 
 WORKERS = [0, 2]
@@ -1093,3 +1094,75 @@ def test_an_iterable_without_workers_is_opened_at_iter_as_torchs():
             refused = str(e)
         return drawn, first, torch.rand(1).item(), refused
     assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+def fail_in_worker_1(worker_id):
+    if worker_id == 1:
+        raise ValueError("worker_init_fn of worker 1 failed")
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(persistent_workers=True)],
+                         ids=str)
+@pytest.mark.parametrize("data", ["map", "plan", "iterable"])
+def test_a_worker_whose_init_raised_raises_at_each_batch_as_torchs(kw, data):
+    # torch's worker makes its fetcher after worker_init_fn: the init's
+    # error comes at the worker's first batch, then UnboundLocalError (no
+    # fetcher) at each of its others, without end for an iterable's;
+    # persistent workers make the fetcher at the next epoch.
+    dataset, more = list(range(10)), dict(batch_size=2)
+    if data == "plan":
+        more = dict(batch_sampler=[[i, i + 1] for i in range(0, 10, 2)])
+    elif data == "iterable":
+        dataset = ShardedIterable(10)
+
+    def run(make):
+        loader = make(dataset, num_workers=2, worker_init_fn=fail_in_worker_1,
+                      **more, **kw)
+        got = []
+        for _ in range(2):
+            epoch, it = [], iter(loader)
+            while len(epoch) < 9:
+                try:
+                    epoch.append(next(it))
+                except StopIteration:
+                    break
+                except Exception as e:  # noqa: BLE001  (the worker's)
+                    epoch.append((type(e), str(e).splitlines()[-1]))
+            if not kw:
+                end_iterator(it)
+            got.append(epoch)
+        if kw:
+            end_iterator(loader._iterator)
+        return got
+    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
+    assert_batches_same(fl, th)
+    assert UnboundLocalError in [x[0] for x in th[0] if type(x) is tuple]
+
+
+class RefusedInWorker1(tud.IterableDataset):
+    def __iter__(self):
+        info = tud.get_worker_info()
+        if info.id == 1:
+            raise KeyError("no stream for worker 1")
+        return iter(range(info.id, 10, info.num_workers))
+
+
+def test_a_worker_whose_stream_is_refused_raises_at_each_batch_as_torchs():
+    # torch's worker calls iter() on the dataset as it starts, its init:
+    # its error at the worker's first batch, then UnboundLocalError, the
+    # stream never ending.  (With persistent workers, torch's worker dies
+    # of it at the next epoch.)
+    def run(make):
+        epoch, it = [], iter(make(RefusedInWorker1(), num_workers=2))
+        while len(epoch) < 9:
+            try:
+                epoch.append(next(it))
+            except StopIteration:
+                break
+            except Exception as e:  # noqa: BLE001  (the worker's)
+                epoch.append((type(e), str(e).splitlines()[-1]))
+        end_iterator(it)
+        return epoch
+    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
+    assert_batches_same(fl, th)
+    assert len(th) == 9 and th[-2][0] is UnboundLocalError
