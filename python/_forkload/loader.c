@@ -287,12 +287,12 @@ runs_setup(flpy_loader *self)
  * lock held: a worker of the last epoch may still be filling one of its
  * batches and read the plan meanwhile.  With no batch in flight the plan
  * goes over the last one; otherwise after it, so that no reader's plan is
- * cut or rewritten; then it is published under the sequence lock.
+ * cut or rewritten.  It is published (plan_publish) once the last epoch's
+ * tasks are all filled.
  */
 static int
 plan_write(flpy_loader *self, PyObject *bytes)
 {
-  uint64_t *seq = self->src.plan_gen, gen;
   fl_stats stats;
   char *p;
   Py_ssize_t len;
@@ -321,20 +321,32 @@ plan_write(flpy_loader *self, PyObject *bytes)
     left -= (size_t)n;
   }
   self->src.plan_end = (uint64_t)at;
-  gen = __atomic_load_n(&seq[0], __ATOMIC_RELAXED);
-  __atomic_store_n(&seq[0], gen + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  __atomic_store_n(&seq[1], (uint64_t)len, __ATOMIC_RELAXED);
-  __atomic_store_n(&seq[2], (uint64_t)start, __ATOMIC_RELAXED);
-  __atomic_store_n(&seq[0], gen + 2, __ATOMIC_RELEASE);
+  self->plan_len = (uint64_t)len;
+  self->plan_start = (uint64_t)start;
   return 0;
 fail:
   PyErr_SetFromErrno(PyExc_OSError);
   return -1;
 }
 
+/* The plan written last, where the workers read it (the sequence lock). */
+static void
+plan_publish(flpy_loader *self)
+{
+  uint64_t *seq = self->src.plan_gen,
+           gen = __atomic_load_n(&seq[0], __ATOMIC_RELAXED);
+
+  __atomic_store_n(&seq[0], gen + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_store_n(&seq[1], self->plan_len, __ATOMIC_RELAXED);
+  __atomic_store_n(&seq[2], self->plan_start, __ATOMIC_RELAXED);
+  __atomic_store_n(&seq[0], gen + 2, __ATOMIC_RELEASE);
+}
+
 /* The plan's batches, in order: the sampler libforkload calls at each
-   begin (the batch ids; the plan says what each is). */
+   begin (the batch ids; the plan says what each is), once the tasks of
+   the epoch before are filled (persistent workers fill every one sent),
+   before any of this one's is sent: the plan is published here. */
 static size_t
 plan_order(void *ctx, uint64_t epoch, size_t *order, size_t cap)
 {
@@ -342,6 +354,7 @@ plan_order(void *ctx, uint64_t epoch, size_t *order, size_t cap)
   size_t n = (size_t)self->plan_batches, i;
 
   (void)epoch;
+  plan_publish(self);
   n = n < cap ? n : cap;
   for (i = 0; i < n; i++)
     order[i] = i;

@@ -231,7 +231,9 @@ typedef struct {
      none, and its batches after init_error raise UnboundLocalError until
      an epoch after the one it started in (persistent workers) makes it.
      runs: with persistent workers, a shared count of the loader's
-     epochs, else NULL; init_run: in a worker, *runs at its start. */
+     epochs (counted as a begin starts: the tasks of an epoch cut short
+     that the workers fill then, their batches dropped, count in the
+     next), else NULL; init_run: in a worker, *runs at its start. */
   int no_fetcher;
   uint64_t *runs;
   uint64_t init_run;
@@ -315,6 +317,7 @@ struct flpy_loader {
   PyObject *on_end;        /* called with stats and budget at its end */
   PyObject *last_skel;     /* bytes of the last skeleton, and */
   PyObject *last_template; /* what it unpickled to */
+  uint64_t plan_len, plan_start; /* FLPY_PLAN: where plan_write wrote it */
   size_t plan_batches;     /* FLPY_PLAN: this epoch's, */
   size_t plan_cap;         /* and the most any epoch may have */
   fl_options opt;          /* what made the fl_loader */

@@ -1166,3 +1166,61 @@ def test_a_worker_whose_stream_is_refused_raises_at_each_batch_as_torchs():
     fl, th = run(forkload.DataLoader), run(tud.DataLoader)
     assert_batches_same(fl, th)
     assert len(th) == 9 and th[-2][0] is UnboundLocalError
+
+
+class RandomSamples(tud.Dataset):
+    """Each sample drawn from the generator of the process reading it."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        return torch.rand(()).item()
+
+
+class RandomStream(tud.IterableDataset):
+    def __iter__(self):
+        return (torch.rand(()).item() for _ in range(6))
+
+
+class ShiftingBatches:
+    """Batches of 2 and 3 by turns, from one epoch to the next."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __iter__(self):
+        self.calls += 1
+        size = 2 + self.calls % 2
+        return iter([list(range(i, i + size)) for i in range(0, 12, size)])
+
+    def __len__(self):
+        return 6
+
+
+@pytest.mark.parametrize("data", ["map", "plan", "iterable"])
+def test_persistent_workers_fill_what_they_were_sent_before_the_next_epoch(
+        data):
+    # torch's persistent workers fill every task sent before they take
+    # the next epoch's (_ResumeIteration): the batches an epoch cut short
+    # had in flight draw from the workers' generators all the same, and
+    # the next epoch's samples show it.
+    def run(make):
+        dataset, kw = RandomSamples(), dict(batch_size=2)
+        if data == "plan":
+            kw = dict(batch_sampler=ShiftingBatches())
+        elif data == "iterable":
+            dataset = RandomStream()
+        torch.manual_seed(0)
+        loader = make(dataset, num_workers=2, persistent_workers=True,
+                      prefetch_factor=3, **kw)
+        got = []
+        for take in (1, 0, 2, None):
+            epoch = []
+            for b in loader:
+                if len(epoch) == take:
+                    break
+                epoch.append(b.tolist())
+            got.append(epoch)
+        return got
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
