@@ -771,9 +771,11 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
   if (rc == 0 && state->buf != NULL)
     rc = fl_loader_state_load(self->l, state->buf, (size_t)state->len);
   /* Counted before the tasks of the epoch are sent, and the workers
-     forked for the first. */
+     forked for the first (which copy init_run, the epoch they start in,
+     however late they read the count). */
   if (rc == 0 && self->src.runs != NULL)
-    __atomic_add_fetch(self->src.runs, 1, __ATOMIC_RELEASE);
+    self->src.init_run =
+        __atomic_add_fetch(self->src.runs, 1, __ATOMIC_RELEASE);
   if (rc == 0)
     rc = fork_begin(self);
   Py_END_ALLOW_THREADS

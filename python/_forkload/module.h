@@ -233,7 +233,8 @@ typedef struct {
      runs: with persistent workers, a shared count of the loader's
      epochs (counted as a begin starts: the tasks of an epoch cut short
      that the workers fill then, their batches dropped, count in the
-     next), else NULL; init_run: in a worker, *runs at its start. */
+     next), else NULL; init_run: the epoch a worker was forked in (the
+     parent's *runs at each begin, which the fork copies). */
   int no_fetcher;
   uint64_t *runs;
   uint64_t init_run;

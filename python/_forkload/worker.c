@@ -484,8 +484,6 @@ flpy_source_worker_init(unsigned id, void *arg)
   PyOS_AfterFork_Child();
   r = PyObject_CallFunction(src->worker_setup, "IK", id,
                             (unsigned long long)src->base_seed);
-  if (src->runs != NULL)
-    src->init_run = __atomic_load_n(src->runs, __ATOMIC_ACQUIRE);
   if (r == NULL) {
     src->init_error = error_record(src);
     src->no_fetcher = 1;

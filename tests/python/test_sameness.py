@@ -1224,3 +1224,23 @@ def test_persistent_workers_fill_what_they_were_sent_before_the_next_epoch(
             got.append(epoch)
         return got
     assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+def fail_late(worker_id):
+    time.sleep(0.3)
+    raise ValueError("worker_init_fn failed late")
+
+
+def test_a_persistent_worker_whose_init_raised_late_has_a_fetcher_next_epoch():
+    # The epoch a worker starts in is the one it was forked in, however
+    # late its init ends: here after the next iter(), whose resumed epoch
+    # makes torch's worker a fetcher.
+    def run(make):
+        loader = make(list(range(4)), batch_size=2, num_workers=1,
+                      persistent_workers=True, worker_init_fn=fail_late)
+        iter(loader)
+        got = [b.tolist() for b in loader]
+        end_iterator(loader._iterator)
+        return got
+    assert run(forkload.DataLoader) == run(tud.DataLoader) == [[0, 1],
+                                                                [2, 3]]
