@@ -448,37 +448,3 @@ fl__dispatch_spare_fd(fl_loader *l)
   return fl__slot_close_held_fds(l) > 0 || drop_idle(l);
 }
 
-static void
-cancel(fl_loader *l, fl__worker *w, const struct fl__task *t)
-{
-  fl_batch *b = t->slot < l->nslots ? l->slots[t->slot] : NULL;
-
-  if (b != NULL && b->state == FL__SLOT_TASKED)
-    fl__slot_recycle(l, b);
-  w->assigned--;
-}
-
-/*
- * Take back the tasks worker wi has not started (from its queue and from
- * the backlog): a new epoch makes them stale.  Tasks being filled still
- * get their replies, which the parent then discards.
- */
-int
-fl__dispatch_withdraw(fl_loader *l, unsigned wi)
-{
-  fl__worker *w = &l->workers[wi];
-  struct fl__task t;
-  int rc;
-
-  while (w->backlog_len > 0) {
-    cancel(l, w, &w->backlog[w->backlog_head]);
-    w->backlog_head = (w->backlog_head + 1) % w->backlog_cap;
-    w->backlog_len--;
-  }
-  while ((rc = fl__index_queue_withdraw(&w->queue, &t)) == 1) {
-    w->sent--;
-    if (t.type == FL__TASK_FILL)
-      cancel(l, w, &t);
-  }
-  return rc;
-}

@@ -540,7 +540,6 @@ int fl__dispatch_refetch(fl_loader *l, int reuse_only, const fl_batch *only);
 int fl__dispatch_make_room(fl_loader *l, const fl_batch *lost);
 int fl__dispatch_spare_fd(fl_loader *l);
 int fl__dispatch_flush(fl_loader *l, unsigned w);
-int fl__dispatch_withdraw(fl_loader *l, unsigned w);
 
 /* state.c: a loader's place in its epochs, as a state holds it. */
 struct fl__place {

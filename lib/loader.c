@@ -449,7 +449,10 @@ wait_once(fl_loader *l, double deadline, double until)
 
 /*
  * Throw away what an unfinished epoch left, so the next starts clean; with
- * stop (or workers forked per epoch), by stopping every worker.
+ * stop (or workers forked per epoch), by stopping every worker.  Persistent
+ * workers fill every task they were sent first, as PyTorch's do before its
+ * _ResumeIteration: what a batch does besides being one (the worker's
+ * random state, a dataset's own) is then done as there.
  */
 static int
 abandon_epoch(fl_loader *l, int stop)
@@ -465,12 +468,6 @@ abandon_epoch(fl_loader *l, int stop)
     fl__reorder_reset(&l->reorder);
     return 0;
   }
-  for (i = 0; i < l->opt.num_workers; i++) {
-    rc = fl__dispatch_withdraw(l, i);
-    if (rc < 0)
-      return fl__loader_fail(l, rc, "cannot drain worker %u's queue: %s", i,
-                             fl_strerror(rc));
-  }
   for (s = 0; s < l->nslots; s++) {
     if (l->slots[s] != NULL && (l->slots[s]->state == FL__SLOT_READY ||
                                 l->slots[s]->state == FL__SLOT_REFETCH)) {
@@ -479,10 +476,15 @@ abandon_epoch(fl_loader *l, int stop)
     }
   }
   fl__reorder_reset(&l->reorder);
-  /* Tasks being filled still answer; their replies are discarded. */
+  /* The tasks sent, and those waiting for room in a queue, answer; their
+     replies are discarded. */
   for (;;) {
-    for (i = busy = 0; i < l->opt.num_workers; i++)
-      busy += l->workers[i].sent;
+    for (i = busy = 0; i < l->opt.num_workers; i++) {
+      rc = fl__dispatch_flush(l, i);
+      if (rc != 0)
+        return rc;
+      busy += l->workers[i].sent + l->workers[i].backlog_len;
+    }
     if (busy == 0 || l->fatal)
       return l->fatal;
     if (wait_once(l, deadline, 0) != FL_ETIMEDOUT)

@@ -440,6 +440,37 @@ begin_mid_epoch_discards_stale_batches(void **state)
   restart(0, FL_SHARE_FILE_SYSTEM);
 }
 
+/*
+ * Persistent workers fill every task they were sent before the next
+ * epoch's, as PyTorch's do: worker 1 sleeps on batch 1 while the consumer
+ * takes batch 0 and begins anew, and its batch 3, still queued, is filled
+ * all the same.  Batches 0 to 4 were sent (the window of 4, and one for
+ * the batch handed out): 20 samples, then the next epoch's 100.
+ */
+static void
+begin_mid_epoch_lets_persistent_workers_fill_what_they_were_sent(
+    void **state)
+{
+  flt_case f;
+  fl_batch *b;
+
+  (void)state;
+  flt_case_init(&f, 100, 24);
+  f.opt.batch_size = 4;
+  f.opt.num_workers = 2;
+  f.opt.persistent_workers = 1;
+  f.d.slow_index = 4;
+  f.d.slow_us = 300000;
+  f.d.slow_times = 1;
+  flt_case_start(&f);
+  assert_int_equal(fl_loader_next(f.l, &b), 1);
+  fl_batch_release(b);
+  assert_int_equal(fl_loader_begin(f.l), 0);
+  assert_int_equal(flt_drain(f.l, 0), 25);
+  assert_int_equal(f.d.counters->samples_fetched, 20 + 100);
+  flt_case_end(&f);
+}
+
 /* Batch b, the seq-th of an unshuffled epoch of batches of 4, is whole. */
 static void
 assert_whole(const fl_batch *b, size_t seq, size_t sb)
@@ -2147,6 +2178,8 @@ main(void)
           begin_after_a_step_longer_than_timeout_ms_waits_the_whole_timeout),
       cmocka_unit_test(
           poll_that_times_out_loses_and_repeats_no_batch_of_the_epoch),
+      cmocka_unit_test(
+          begin_mid_epoch_lets_persistent_workers_fill_what_they_were_sent),
       cmocka_unit_test(poll_without_workers_fills_the_batch_whatever_the_wait),
       cmocka_unit_test(
           poll_past_timeout_ms_is_etimedout_and_a_shorter_wait_eagain),

@@ -64,6 +64,7 @@ typedef struct {
   double timeout;          /* seconds; 0: none */
   PyObject *timeout_given; /* as the user gave it, for the message */
   PyObject *on_end;        /* called with stats and budget at its end */
+  uint64_t plan_len, plan_start; /* FLPY_PLAN: where plan_write wrote it */
   size_t plan_batches;     /* FLPY_PLAN: this epoch's, */
   size_t plan_cap;         /* and the most any epoch may have */
   fl_options opt;          /* what made the fl_loader */
@@ -305,17 +306,33 @@ plan_setup(flpy_loader *self)
   return 0;
 }
 
+/* A shared count of the epochs begun, which persistent workers read
+   (flpy_source's runs). */
+static int
+runs_setup(flpy_loader *self)
+{
+  void *page = mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+  if (page == MAP_FAILED) {
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  self->src.runs = page;
+  return 0;
+}
+
 /*
  * The epoch's plan (bytes, pickled) into the plan memfd, with the loader's
  * lock held: a worker of the last epoch may still be filling one of its
  * batches and read the plan meanwhile.  With no batch in flight the plan
  * goes over the last one; otherwise after it, so that no reader's plan is
- * cut or rewritten; then it is published under the sequence lock.
+ * cut or rewritten.  It is published (plan_publish) once the last epoch's
+ * tasks are all filled.
  */
 static int
 plan_write(flpy_loader *self, PyObject *bytes)
 {
-  uint64_t *seq = self->src.plan_gen, gen;
   fl_stats stats;
   char *p;
   Py_ssize_t len;
@@ -344,20 +361,32 @@ plan_write(flpy_loader *self, PyObject *bytes)
     left -= (size_t)n;
   }
   self->src.plan_end = (uint64_t)at;
-  gen = __atomic_load_n(&seq[0], __ATOMIC_RELAXED);
-  __atomic_store_n(&seq[0], gen + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  __atomic_store_n(&seq[1], (uint64_t)len, __ATOMIC_RELAXED);
-  __atomic_store_n(&seq[2], (uint64_t)start, __ATOMIC_RELAXED);
-  __atomic_store_n(&seq[0], gen + 2, __ATOMIC_RELEASE);
+  self->plan_len = (uint64_t)len;
+  self->plan_start = (uint64_t)start;
   return 0;
 fail:
   PyErr_SetFromErrno(PyExc_OSError);
   return -1;
 }
 
+/* The plan written last, where the workers read it (the sequence lock). */
+static void
+plan_publish(flpy_loader *self)
+{
+  uint64_t *seq = self->src.plan_gen,
+           gen = __atomic_load_n(&seq[0], __ATOMIC_RELAXED);
+
+  __atomic_store_n(&seq[0], gen + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_store_n(&seq[1], self->plan_len, __ATOMIC_RELAXED);
+  __atomic_store_n(&seq[2], self->plan_start, __ATOMIC_RELAXED);
+  __atomic_store_n(&seq[0], gen + 2, __ATOMIC_RELEASE);
+}
+
 /* The plan's batches, in order: the sampler libforkload calls at each
-   begin (the batch ids; the plan says what each is). */
+   begin (the batch ids; the plan says what each is), once the tasks of
+   the epoch before are filled (persistent workers fill every one sent),
+   before any of this one's is sent: the plan is published here. */
 static size_t
 plan_order(void *ctx, uint64_t epoch, size_t *order, size_t cap)
 {
@@ -365,6 +394,7 @@ plan_order(void *ctx, uint64_t epoch, size_t *order, size_t cap)
   size_t n = (size_t)self->plan_batches, i;
 
   (void)epoch;
+  plan_publish(self);
   n = n < cap ? n : cap;
   for (i = 0; i < n; i++)
     order[i] = i;
@@ -650,6 +680,9 @@ source_init(flpy_loader *self, const loader_args *a)
       !a->native && a->kind != FLPY_ITERABLE &&
       rng_setup(self, a->opt.num_workers) != 0)
     return -1;
+  if (a->opt.persistent_workers && a->opt.num_workers > 0 && !a->native &&
+      runs_setup(self) != 0)
+    return -1;
   return 0;
 }
 
@@ -811,6 +844,12 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
   /* A state saved by state_save: this epoch resumes where it stood. */
   if (rc == 0 && state->buf != NULL)
     rc = fl_loader_state_load(self->l, state->buf, (size_t)state->len);
+  /* Counted before the tasks of the epoch are sent, and the workers
+     forked for the first (which copy init_run, the epoch they start in,
+     however late they read the count). */
+  if (rc == 0 && self->src.runs != NULL)
+    self->src.init_run =
+        __atomic_add_fetch(self->src.runs, 1, __ATOMIC_RELEASE);
   if (rc == 0)
     rc = fork_begin(self);
   Py_END_ALLOW_THREADS
@@ -1232,6 +1271,8 @@ loader_dealloc(PyObject *op)
     close(self->src.plan_fd);
   if (self->src.plan_gen != NULL)
     munmap((void *)self->src.plan_gen, 4096);
+  if (self->src.runs != NULL)
+    munmap((void *)self->src.runs, sizeof(uint64_t));
   pthread_mutex_destroy(&self->lock);
   flpy_releaser_fini(&self->rel);
   loader_clear(op);

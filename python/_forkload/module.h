@@ -58,6 +58,7 @@
   X(w_wrap, "wrap")                                                          \
   X(w_reraise, "reraise")                                                    \
   X(w_error, "error")                                                        \
+  X(w_no_fetcher, "no_fetcher")                                              \
   X(w_rng_state, "rng_state")                                                \
   X(w_set_rng_state, "set_rng_state")
 #define FLPY_REQUIRED(X)                                                     \
@@ -261,10 +262,23 @@ typedef struct {
   uint64_t plan_seen;
   uint64_t plan_end;      /* the parent's: where the last plan ends */
   PyObject *plan;         /* the worker's unpickled copy */
-  /* In a worker: what went wrong in setup, raised at every batch. */
+  /* In a worker: what went wrong in setup (worker_init_fn, or the first
+     iter() of an iterable), raised at its first batch. */
   PyObject *init_error;   /* bytes: an error blob's skeleton */
   PyObject *iterator;     /* FLPY_ITERABLE: this worker's stream, */
-  PyObject *stream_error; /* or why iter(dataset) failed */
+  PyObject *stream_error; /* or why a later iter(dataset) failed */
+  /* As torch's worker loop, which makes its fetcher (iter() of an
+     iterable) after worker_init_fn: where either raised, the worker has
+     none, and its batches after init_error raise UnboundLocalError until
+     an epoch after the one it started in (persistent workers) makes it.
+     runs: with persistent workers, a shared count of the loader's
+     epochs (counted as a begin starts: the tasks of an epoch cut short
+     that the workers fill then, their batches dropped, count in the
+     next), else NULL; init_run: the epoch a worker was forked in (the
+     parent's *runs at each begin, which the fork copies). */
+  int no_fetcher;
+  uint64_t *runs;
+  uint64_t init_run;
   int exhausted;
   /* num_workers 0: the skeletons of the batches written and not yet
      unpacked, by key (FLPY_BLOB_INLINE). */

@@ -218,6 +218,26 @@ take(flpy_source *src)
   return list;
 }
 
+/* Whether the worker's run is the one it started in: without persistent
+   workers, always. */
+static int
+first_run(const flpy_source *src)
+{
+  return src->runs == NULL ||
+         __atomic_load_n(src->runs, __ATOMIC_ACQUIRE) == src->init_run;
+}
+
+/* Whether this worker has no fetcher, as torch's after its init raised:
+   a later run of persistent workers has one (torch's makes it at each
+   resumed epoch). */
+static int
+fetcherless(flpy_source *src)
+{
+  if (src->no_fetcher && !first_run(src))
+    src->no_fetcher = 0;
+  return src->no_fetcher;
+}
+
 int
 flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
 {
@@ -225,12 +245,17 @@ flpy_source_fill(flpy_source *src, PyObject *keys, flpy_writer *w)
   PyObject *data, *out;
   int rc;
 
-  /* As PyTorch: worker_init_fn's exception at the worker's first batch,
-     then the batches as they come. */
+  /* As PyTorch: the init's exception at the worker's first batch, then
+     UnboundLocalError (its fetcher never made) at each of its batches,
+     until a later epoch of persistent workers. */
   if (src->init_error != NULL) {
     rc = write_error(src, src->init_error, w);
     Py_CLEAR(src->init_error);
     return rc;
+  }
+  if (fetcherless(src)) {
+    Py_XDECREF(PyObject_CallNoArgs(st->w_no_fetcher));
+    return fail_batch(src, w);
   }
   if (keys != NULL) {
     data = fetch(src, keys);
@@ -441,8 +466,8 @@ flpy_source_get_batch(void *ctx, const size_t *indices, size_t n, void *dst,
  * First thing in a forked worker: the interpreter is made whole again
  * (PyOS_AfterFork_Child, before any Python runs), then
  * forkload._worker.setup seeds random, torch and numpy and calls
- * worker_init_fn.  What it raises is raised at each of this worker's
- * batches, as in PyTorch.
+ * worker_init_fn.  What it raises is raised at this worker's first
+ * batch, and the worker has no fetcher (flpy_source_fill), as in PyTorch.
  */
 void
 flpy_source_worker_init(unsigned id, void *arg)
@@ -454,8 +479,10 @@ flpy_source_worker_init(unsigned id, void *arg)
   PyOS_AfterFork_Child();
   r = PyObject_CallFunction(src->worker_setup, "IK", id,
                             (unsigned long long)src->base_seed);
-  if (r == NULL)
+  if (r == NULL) {
     src->init_error = error_record(src);
+    src->no_fetcher = 1;
+  }
   Py_XDECREF(r);
   PyErr_Clear();
   src->worker = id;
@@ -477,9 +504,17 @@ flpy_source_open(void *ctx, const fl_worker_info *info)
   PyObject *r;
 
   src->exhausted = 0;
+  /* A worker without a fetcher opens no stream (torch's calls no iter()). */
+  if (fetcherless(src)) {
+    Py_CLEAR(src->iterator);
+    PyGILState_Release(g);
+    return 0;
+  }
   /* First what the epoch sets up in a worker (an IterDataPipe's seeds, as
      torch's worker sets them; without workers, info NULL, the consumer
-     did), then the stream; a failure of either is the stream's error. */
+     did), then the stream; a failure of either is the stream's error:
+     in the run the worker started in, its init's (torch's worker makes
+     the stream's iterator as it starts), in a later one its stream's. */
   r = src->epoch_start == NULL || info == NULL
           ? Py_NewRef(Py_None)
           : PyObject_CallFunction(src->epoch_start, "K",
@@ -487,9 +522,14 @@ flpy_source_open(void *ctx, const fl_worker_info *info)
   Py_XSETREF(src->iterator, r == NULL ? NULL
                                       : PyObject_GetIter(src->dataset));
   Py_XDECREF(r);
-  /* Raised at this stream's first batch, which is then its last. */
-  if (src->iterator == NULL)
+  /* Raised at this stream's first batch, which is then its last (in a
+     later run: torch's worker dies of it). */
+  if (src->iterator == NULL && info != NULL && first_run(src)) {
+    Py_XSETREF(src->init_error, error_record(src));
+    src->no_fetcher = 1;
+  } else if (src->iterator == NULL) {
     Py_XSETREF(src->stream_error, error_record(src));
+  }
   PyErr_Clear();
   PyGILState_Release(g);
   return 0;

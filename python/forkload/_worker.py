@@ -139,6 +139,13 @@ def setup(num_workers, dataset, worker_init_fn, shard, worker_id, base_seed):
         worker_init_fn(worker_id)
 
 
+def no_fetcher():
+    """What torch's worker loop raises at a task when its worker_init_fn
+    (or an iterable's iter()) raised: its local fetcher was never made,
+    an UnboundLocalError in this interpreter's words."""
+    del fetcher  # noqa: F821  (never bound: the error is the point)
+
+
 def rng_state():
     """The generators a worker seeds, random's, numpy.random's and torch's,
     as bytes: what a respawned worker takes to redo a batch as its

@@ -18,7 +18,8 @@ try:
     import torch
     from torch.utils.data import (BatchSampler, DistributedSampler,
                                   IterableDataset, RandomSampler,
-                                  SequentialSampler)
+                                  SequentialSampler, SubsetRandomSampler,
+                                  WeightedRandomSampler)
     # From the module that defines it: code that patches forkload's in
     # for torch.utils.data.DataLoader (as some users and frameworks do)
     # leaves this one torch's, which the checks below run.
@@ -31,6 +32,7 @@ except ImportError:  # numpy arrays, without torch's samplers
     _default_collate = _default_convert = None
     BatchSampler = DistributedSampler = RandomSampler = None
     SequentialSampler = IterableDataset = None
+    SubsetRandomSampler = WeightedRandomSampler = None
     _TorchDataLoader = object
 try:
     from torch.utils.data import IterDataPipe, MapDataPipe, graph_settings
@@ -84,13 +86,17 @@ def _torch_refusal(dataset, kwargs):
     return None
 
 
-def _torch_iter_refusal(timeout):
+def _torch_iter_refusal(loader):
     """What iter() of the installed torch's DataLoader raises for a timeout
-    without workers, or None."""
+    without workers, or None.  Its single-process iterator is made over
+    this loader, so that what it does before it asserts is done too: an
+    IterDataPipe's seed and the base seed drawn from the loader's
+    generator, iter() of the sampler."""
     if torch is None:
         return None
+    from torch.utils.data import dataloader as tdl
     try:
-        iter(_TorchDataLoader([], timeout=timeout))
+        tdl._SingleProcessDataLoaderIter(loader)
     except AssertionError as e:
         e.__traceback__ = None
         return e
@@ -268,6 +274,22 @@ def _draw_seed(generator):
         generator=generator).item())
 
 
+def _lazy_generator(index_sampler):
+    """The generator of its own that a sampler of torch's (RandomSampler,
+    SubsetRandomSampler, WeightedRandomSampler, alone or in torch's
+    BatchSampler) draws from as it is iterated, or None: one whose
+    iteration is a function of that generator's state alone."""
+    if torch is None:
+        return None
+    s = index_sampler
+    if type(s) is BatchSampler:
+        s = s.sampler
+    if type(s) in (RandomSampler, SubsetRandomSampler,
+                   WeightedRandomSampler):
+        return s.generator
+    return None
+
+
 def _native_of(dataset):
     """The _forkload.NativeDataset of a forkload.datasets dataset, or
     None for a Python dataset."""
@@ -436,7 +458,7 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             the installed torch's: torch 2's default is ``None`` (``2`` with
             workers), and only ``None`` goes without workers; torch 1.13's
             is ``2``, and only ``2`` goes without workers.
-            (default: ``None``)
+            (default: ``None``; ``2`` with torch 1.13)
         persistent_workers (bool, optional): ``True`` keeps the same workers,
             and their copies of the dataset, from one epoch to the next
             instead of forking new ones at each ``iter()``. It needs
@@ -583,7 +605,7 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
                  batch_sampler=None, num_workers=0, collate_fn=None,
                  pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None,
-                 generator=None, *, prefetch_factor=None,
+                 generator=None, *, prefetch_factor=_PREFETCH_DEFAULT,
                  persistent_workers=False, pin_memory_device="",
                  in_order=True, sharing="fd", shuffle_algorithm="torch",
                  sample_bytes=None, tensor_type=None, faults=None,
@@ -592,8 +614,6 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         # the installed torch's exception is raised (its words differ from
         # version to version), and where torch takes what forkload doubts
         # (torch 2 takes prefetch_factor=0 until iter()), it is taken.
-        if prefetch_factor is None:
-            prefetch_factor = _PREFETCH_DEFAULT  # 2 with torch 1.13
         problem = None
         if num_workers < 0:
             problem = ValueError(
@@ -616,8 +636,11 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             problem = ValueError(
                 "multiprocessing_context can only be used with multi-process "
                 "loading (num_workers > 0), but got num_workers=0")
-        if problem is not None or (prefetch_factor is not None and
-                                   prefetch_factor <= 0):
+        # What torch may take or refuse: a prefetch_factor of 0, or None
+        # where its default is 2 (torch 1.13 refuses it).
+        doubt = prefetch_factor is None and _PREFETCH_DEFAULT is not None \
+            or prefetch_factor is not None and prefetch_factor <= 0
+        if problem is not None or doubt:
             if torch is None:
                 if problem is not None:
                     raise problem
@@ -816,7 +839,7 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
         if self.timeout and self.num_workers == 0:
             # torch's single-process iterator asserts it, in words of its
             # version's (none with torch 1.13).
-            raise _torch_iter_refusal(self.timeout) or AssertionError(
+            raise _torch_iter_refusal(self) or AssertionError(
                 "timeout needs num_workers > 0: without workers, nothing "
                 "is waited for")
         if self.persistent_workers and self.num_workers > 0:
@@ -826,6 +849,11 @@ class DataLoader(_TorchDataLoader[_T_co] if torch is not None else
             else:
                 self._iterator._reset(self)
             return self._iterator
+        # The last epoch's iterator, cut short, stops pulling from its
+        # sampler before this one draws.
+        last = getattr(self, "_last_iterator", lambda: None)()
+        if last is not None:
+            last._rewind_sampler()
         _check_worker_number(self)
         return self._get_iterator()
 
@@ -904,6 +932,17 @@ def _seed_pipe(pipe, seed):
     rng = torch.Generator()
     rng.manual_seed(seed)
     graph_settings.apply_random_seed(pipe, rng)
+
+
+class _Opened:
+    """A stream opened already, which libforkload's open takes as the
+    dataset's."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __iter__(self):
+        return self.stream
 
 
 class _Latest:
@@ -998,12 +1037,18 @@ class _Iterator:
         self._index_sampler = loader._index_sampler
         self._latest = loader._latest
         self._loader = None
-        self._pin, self._pin_device = _pin_mode(loader)
+        self._rewind = None
         if loader.num_workers > 0 and loader.prefetch_factor is not None \
                 and loader.prefetch_factor <= 0:
-            # Taken by torch 2's DataLoader, refused by its iterator.
+            # Taken by torch 2's DataLoader, refused by its iterator once
+            # its base has drawn its seeds, called iter() on the sampler
+            # and warned of pin_memory: that much is done here too.
+            from torch.utils.data import dataloader as tdl
+            base = tdl._BaseDataLoaderIter
+            base.__init__(base.__new__(base), loader)
             raise AssertionError("prefetch_factor must be greater than 0 "
                                  "for MultiProcessingDataLoaderIter")
+        self._pin, self._pin_device = _pin_mode(loader)
         self._plan_cap = 0
         # Starting an epoch's workers happens once, in whichever thread
         # gets there first: the consumer's next(), or stats() and budget()
@@ -1041,7 +1086,13 @@ class _Iterator:
             # it is made (its _reset), for the consumer's graph; its
             # workers keep the first.
             _seed_pipe(self._dataset, _draw_seed(dl.generator))
+        self._stream = None
+        if dl.num_workers == 0 and dl._iterable and dl._native is None:
+            # torch's iterator without workers opens the stream as it is
+            # made: what __iter__ draws or raises, iter(loader) does.
+            self._stream = _Opened(iter(self._dataset))
         self._yielded = 0 if resume is None else resume["_num_yielded"]
+        self._outcomes = 0  # batches and errors handed out this epoch
         self._len_called = dl.__dict__.get("_IterableDataset_len_called")
         self._finished = False
         self._shut = False
@@ -1145,7 +1196,32 @@ class _Iterator:
             # iterates the second: a sampler that draws or counts in
             # __iter__ itself (not in a generator) sees both calls.
             iter(dl._index_sampler)
-        return {"kind": "plan", "epoch": 0, "plan": list(dl._index_sampler)}
+        g = _lazy_generator(dl._index_sampler)
+        state = None if g is None else g.get_state()
+        plan = list(dl._index_sampler)
+        if g is not None:
+            self._rewind = (g, state, dl._index_sampler, len(plan),
+                            dl.num_workers * (dl.prefetch_factor or 0))
+        return {"kind": "plan", "epoch": 0, "plan": plan}
+
+    def _rewind_sampler(self):
+        """An epoch cut short: torch's iterator pulled from the sampler
+        only the batches it sent (its prefetch window, then one for each
+        batch or error handed out), and the plan took them all.  Where a
+        sampler of torch's draws from a generator of its own as it is
+        iterated, that generator is set back to where torch's pulls leave
+        it: to its state before the plan, then the pulls made again."""
+        rewind, self._rewind = self._rewind, None
+        if rewind is None:
+            return
+        g, state, index_sampler, batches, window = rewind
+        pulls = window + self._outcomes
+        if pulls > batches:
+            return  # torch's pulls reached the sampler's end too
+        g.set_state(state)
+        it = iter(index_sampler)
+        for _ in range(pulls):
+            next(it)
 
     def _make_loader(self, dl):
         o = self._order
@@ -1155,6 +1231,7 @@ class _Iterator:
             if kind != "plan" or len(plan) <= self._plan_cap:
                 return
             self._close()
+        drop_last = dl.drop_last
         if kind == "plan":
             length = len(plan)
             if dl.persistent_workers:
@@ -1164,8 +1241,12 @@ class _Iterator:
                 dl._auto_collation else 0
             batches = length
         elif kind == "map":
+            # The batch sampler's size and drop_last: a BatchSampler given
+            # as batch_sampler has them, the loader's are None and False.
+            bs = dl.batch_sampler
             length = len(dl.dataset)
-            batch_size = dl.batch_size or 1
+            batch_size = 1 if bs is None else bs.batch_size
+            drop_last = bs is not None and bs.drop_last
             batches = -(-length // batch_size)
         else:
             length = 0
@@ -1191,7 +1272,7 @@ class _Iterator:
         setup = functools.partial(
             _worker.setup, dl.num_workers, dl.dataset, dl.worker_init_fn,
             _distributed() if _is_pipe(dl.dataset) else None)
-        dataset = dl.dataset
+        dataset = dl.dataset if self._stream is None else self._stream
         if dl._native is not None:
             # libforkload's own dataset: Python in a worker only for the
             # user's worker_init_fn.
@@ -1203,7 +1284,7 @@ class _Iterator:
                     prefetch_factor=prefetch,
                     persistent_workers=dl.persistent_workers,
                     in_order=dl.in_order,
-                    drop_last=dl.drop_last,
+                    drop_last=drop_last,
                     shuffle=o.get("shuffle", False),
                     shuffle_algorithm=dl.shuffle_algorithm,
                     rank=o.get("rank", 0), world_size=o.get("world_size", 1),
@@ -1236,6 +1317,7 @@ class _Iterator:
         seed and workers, whose random streams go on; an epoch left
         unfinished is dropped by the next begin.  (torch's signature: the
         loader given is the one that holds this iterator.)"""
+        self._rewind_sampler()
         self._index_sampler = loader._index_sampler
         self._start(loader, first=False)
 
@@ -1261,12 +1343,17 @@ class _Iterator:
             batch = self._loader.next()
         except StopIteration:  # the end of the epoch, never a batch's value
             self._finished = True
+            self._rewind = None  # the sampler was iterated to its end
             if not self._persistent:
                 self._close()
             raise
         except KeyboardInterrupt:
             self._close()
             raise
+        except Exception:  # a batch's error, which torch's pulls count
+            self._outcomes += 1
+            raise
+        self._outcomes += 1
         self._yielded += 1
         if self._len_called is not None and self._yielded > \
                 self._len_called and self._iterable:
@@ -1301,6 +1388,7 @@ class _Iterator:
                 "_snapshot": snap}
 
     def _close(self):
+        self._rewind_sampler()
         if self._loader is not None:
             self._latest.closed(self._loader)
             self._loader.close()

@@ -24,8 +24,9 @@ import torch
 import torch.utils.data as tud
 
 import forkload
-from loader_helpers import (FnDataset, PidDataset, assert_same, is_gone,
-                            on_both, one_epoch, subprocess_env, torch_side,
+from loader_helpers import (FnDataset, PidDataset, ShardedIterable,
+                            assert_same, end_iterator, is_gone, on_both,
+                            one_epoch, subprocess_env, torch_side,
                             wait_until)
 
 WORKERS = [0, 2]
@@ -985,3 +986,307 @@ def test_an_iterator_shut_down_mid_epoch_raises_and_never_ends_silently(
     with pytest.raises(RuntimeError, match="shut down"):
         next(it)
     assert [b.tolist() for b in dl] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+# --------------------------------------------------------------------------
+# Found by the fuzzer's draws of torch's other arguments (generator,
+# timeout, worker_init_fn, prefetch_factor; test_fuzz_sameness.py)
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("generator", [False, True])
+def test_a_timeout_refused_without_workers_draws_as_torchs_iter(generator):
+    # torch's iterator draws its base seed from the loader's generator and
+    # calls iter() on the batch sampler before it asserts timeout == 0.
+    def run(make):
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(3) if generator else None
+        batches = CountingBatches()
+        loader = make(list(range(4)), batch_sampler=batches, timeout=30,
+                      generator=g)
+        for _ in range(2):
+            with pytest.raises(AssertionError):
+                iter(loader)
+        return (batches.calls, torch.rand(2).tolist(),
+                g and torch.rand(2, generator=g).tolist())
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+# torch's iterator, refused half made, fails in its __del__.
+@pytest.mark.filterwarnings(
+    "ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_prefetch_factor_of_0_refused_at_iter_draws_as_torchs(persistent):
+    # torch 2 takes prefetch_factor=0 at __init__ and refuses it at each
+    # iter(), once its iterator has drawn its base seed and called iter()
+    # on the batch sampler (torch 1.13 refuses it at __init__).
+    def run(make):
+        torch.manual_seed(0)
+        batches = CountingBatches()
+        got = []
+        try:
+            loader = make(list(range(4)), batch_sampler=batches,
+                          num_workers=2, prefetch_factor=0,
+                          persistent_workers=persistent)
+            for _ in range(2):
+                with pytest.raises(AssertionError):
+                    iter(loader)
+        except AssertionError as e:
+            got.append(type(e))
+        return got, batches.calls, torch.rand(2).tolist()
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_prefetch_factor_none_given_is_taken_or_refused_as_torchs(
+        num_workers):
+    # torch 2's default, which torch 1.13 (default 2) refuses: a ValueError
+    # without workers, a TypeError with them.
+    def outcome(make):
+        try:
+            loader = make(list(range(4)), num_workers=num_workers,
+                          prefetch_factor=None)
+        except Exception as e:  # noqa: BLE001  (whatever torch raises)
+            return type(e)
+        return loader.prefetch_factor
+    assert outcome(forkload.DataLoader) == outcome(tud.DataLoader)
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+@pytest.mark.parametrize("make_sampler", [
+    tud.SequentialSampler, tud.RandomSampler,
+    lambda ds: tud.DistributedSampler(ds, num_replicas=2, rank=1)],
+    ids=["sequential", "random", "distributed"])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_a_batch_sampler_of_torchs_over_the_dataset_batches_as_torchs(
+        num_workers, make_sampler, drop_last):
+    # The loader's batch_size is None with a batch_sampler: the batches
+    # are the BatchSampler's own size, its last dropped as it says.
+    def run(make):
+        torch.manual_seed(0)
+        dataset = list(range(11))
+        batches = tud.BatchSampler(make_sampler(dataset), 3, drop_last)
+        return [b.tolist() for b in make(dataset, batch_sampler=batches,
+                                         num_workers=num_workers)]
+    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
+    assert fl == th and {len(b) for b in th[:-1]} == {3}
+
+
+def shuffled_by(g):
+    return dict(shuffle=True, generator=g)
+
+
+def drawn_lazily_from(g):
+    # 70 indices drawn 32 at a time from g as the sampler is iterated.
+    return dict(sampler=tud.RandomSampler(range(10), replacement=True,
+                                          num_samples=70, generator=g))
+
+
+@pytest.mark.parametrize("sampler", [shuffled_by, drawn_lazily_from])
+@pytest.mark.parametrize("kw", [dict(num_workers=0), dict(num_workers=2),
+                                dict(num_workers=2, persistent_workers=True),
+                                dict(num_workers=1, prefetch_factor=1)],
+                         ids=str)
+def test_an_epoch_cut_short_leaves_a_samplers_own_generator_as_torchs(
+        sampler, kw):
+    # torch's iterator pulls from the sampler only the batches it sends
+    # (the prefetch window, then one per batch handed out), and
+    # RandomSampler draws from its generator as it is iterated (32
+    # indices at a time with replacement, a last randperm after the
+    # others without): the epoch after one cut short starts where those
+    # pulls left the generator, which draws the base seed too.
+    def run(make):
+        g = torch.Generator().manual_seed(1)
+        loader = make(list(range(10)), batch_size=3, **sampler(g), **kw)
+        got = []
+        for take in (1, 2, None):
+            epoch = []
+            for b in loader:
+                epoch.append(b.tolist())
+                if len(epoch) == take:
+                    break
+            got.append(epoch)
+        return got, g.get_state().tolist()
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+class EagerStream(tud.IterableDataset):
+    """An iterable whose __iter__ is no generator: it draws its order from
+    torch's generator as it is called, or raises (refused)."""
+
+    def __init__(self, n, refused=False):
+        self.n, self.refused = n, refused
+
+    def __iter__(self):
+        if self.refused:
+            raise KeyError("no stream today")
+        return iter(torch.randperm(self.n).tolist())
+
+
+def test_an_iterable_without_workers_is_opened_at_iter_as_torchs():
+    # torch's iterator without workers calls iter() on the dataset as it
+    # is made: the stream's draws come then (an epoch of no batch makes
+    # them too), and what it raises is iter(loader)'s.
+    def run(make):
+        torch.manual_seed(0)
+        loader = make(EagerStream(6), batch_size=4)
+        it = iter(loader)
+        drawn = torch.rand(1).item()
+        first = [b.tolist() for b in it]
+        iter(loader)
+        refused = None
+        try:
+            iter(make(EagerStream(6, refused=True)))
+        except KeyError as e:
+            refused = str(e)
+        return drawn, first, torch.rand(1).item(), refused
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+def fail_in_worker_1(worker_id):
+    if worker_id == 1:
+        raise ValueError("worker_init_fn of worker 1 failed")
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(persistent_workers=True)],
+                         ids=str)
+@pytest.mark.parametrize("data", ["map", "plan", "iterable"])
+def test_a_worker_whose_init_raised_raises_at_each_batch_as_torchs(kw, data):
+    # torch's worker makes its fetcher after worker_init_fn: the init's
+    # error comes at the worker's first batch, then UnboundLocalError (no
+    # fetcher) at each of its others, without end for an iterable's;
+    # persistent workers make the fetcher at the next epoch.
+    dataset, more = list(range(10)), dict(batch_size=2)
+    if data == "plan":
+        more = dict(batch_sampler=[[i, i + 1] for i in range(0, 10, 2)])
+    elif data == "iterable":
+        dataset = ShardedIterable(10)
+
+    def run(make):
+        loader = make(dataset, num_workers=2, worker_init_fn=fail_in_worker_1,
+                      **more, **kw)
+        got = []
+        for _ in range(2):
+            epoch, it = [], iter(loader)
+            while len(epoch) < 9:
+                try:
+                    epoch.append(next(it))
+                except StopIteration:
+                    break
+                except Exception as e:  # noqa: BLE001  (the worker's)
+                    epoch.append((type(e), str(e).splitlines()[-1]))
+            if not kw:
+                end_iterator(it)
+            got.append(epoch)
+        if kw:
+            end_iterator(loader._iterator)
+        return got
+    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
+    assert_batches_same(fl, th)
+    assert UnboundLocalError in [x[0] for x in th[0] if type(x) is tuple]
+
+
+class RefusedInWorker1(tud.IterableDataset):
+    def __iter__(self):
+        info = tud.get_worker_info()
+        if info.id == 1:
+            raise KeyError("no stream for worker 1")
+        return iter(range(info.id, 10, info.num_workers))
+
+
+def test_a_worker_whose_stream_is_refused_raises_at_each_batch_as_torchs():
+    # torch's worker calls iter() on the dataset as it starts, its init:
+    # its error at the worker's first batch, then UnboundLocalError, the
+    # stream never ending.  (With persistent workers, torch's worker dies
+    # of it at the next epoch.)
+    def run(make):
+        epoch, it = [], iter(make(RefusedInWorker1(), num_workers=2))
+        while len(epoch) < 9:
+            try:
+                epoch.append(next(it))
+            except StopIteration:
+                break
+            except Exception as e:  # noqa: BLE001  (the worker's)
+                epoch.append((type(e), str(e).splitlines()[-1]))
+        end_iterator(it)
+        return epoch
+    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
+    assert_batches_same(fl, th)
+    assert len(th) == 9 and th[-2][0] is UnboundLocalError
+
+
+class RandomSamples(tud.Dataset):
+    """Each sample drawn from the generator of the process reading it."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        return torch.rand(()).item()
+
+
+class RandomStream(tud.IterableDataset):
+    def __iter__(self):
+        return (torch.rand(()).item() for _ in range(6))
+
+
+class ShiftingBatches:
+    """Batches of 2 and 3 by turns, from one epoch to the next."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __iter__(self):
+        self.calls += 1
+        size = 2 + self.calls % 2
+        return iter([list(range(i, i + size)) for i in range(0, 12, size)])
+
+    def __len__(self):
+        return 6
+
+
+@pytest.mark.parametrize("data", ["map", "plan", "iterable"])
+def test_persistent_workers_fill_what_they_were_sent_before_the_next_epoch(
+        data):
+    # torch's persistent workers fill every task sent before they take
+    # the next epoch's (_ResumeIteration): the batches an epoch cut short
+    # had in flight draw from the workers' generators all the same, and
+    # the next epoch's samples show it.
+    def run(make):
+        dataset, kw = RandomSamples(), dict(batch_size=2)
+        if data == "plan":
+            kw = dict(batch_sampler=ShiftingBatches())
+        elif data == "iterable":
+            dataset = RandomStream()
+        torch.manual_seed(0)
+        loader = make(dataset, num_workers=2, persistent_workers=True,
+                      prefetch_factor=3, **kw)
+        got = []
+        for take in (1, 0, 2, None):
+            epoch = []
+            for b in loader:
+                if len(epoch) == take:
+                    break
+                epoch.append(b.tolist())
+            got.append(epoch)
+        return got
+    assert run(forkload.DataLoader) == run(tud.DataLoader)
+
+
+def fail_late(worker_id):
+    time.sleep(0.3)
+    raise ValueError("worker_init_fn failed late")
+
+
+def test_a_persistent_worker_whose_init_raised_late_has_a_fetcher_next_epoch():
+    # The epoch a worker starts in is the one it was forked in, however
+    # late its init ends: here after the next iter(), whose resumed epoch
+    # makes torch's worker a fetcher.
+    def run(make):
+        loader = make(list(range(4)), batch_size=2, num_workers=1,
+                      persistent_workers=True, worker_init_fn=fail_late)
+        iter(loader)
+        got = [b.tolist() for b in loader]
+        end_iterator(loader._iterator)
+        return got
+    assert run(forkload.DataLoader) == run(tud.DataLoader) == [[0, 1],
+                                                                [2, 3]]
