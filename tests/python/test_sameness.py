@@ -993,22 +993,25 @@ def test_an_iterator_shut_down_mid_epoch_raises_and_never_ends_silently(
 # timeout, worker_init_fn, prefetch_factor; test_fuzz_sameness.py)
 # --------------------------------------------------------------------------
 
+def timeout_refused(make, generator):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(3) if generator else None
+    batches = CountingBatches()
+    loader = make(list(range(4)), batch_sampler=batches, timeout=30,
+                  generator=g)
+    for _ in range(2):
+        with pytest.raises(AssertionError):
+            iter(loader)
+    return (batches.calls, torch.rand(2).tolist(),
+            g and torch.rand(2, generator=g).tolist())
+
+
 @pytest.mark.parametrize("generator", [False, True])
 def test_a_timeout_refused_without_workers_draws_as_torchs_iter(generator):
     # torch's iterator draws its base seed from the loader's generator and
     # calls iter() on the batch sampler before it asserts timeout == 0.
-    def run(make):
-        torch.manual_seed(0)
-        g = torch.Generator().manual_seed(3) if generator else None
-        batches = CountingBatches()
-        loader = make(list(range(4)), batch_sampler=batches, timeout=30,
-                      generator=g)
-        for _ in range(2):
-            with pytest.raises(AssertionError):
-                iter(loader)
-        return (batches.calls, torch.rand(2).tolist(),
-                g and torch.rand(2, generator=g).tolist())
-    assert run(forkload.DataLoader) == run(tud.DataLoader)
+    fl, th = on_both(timeout_refused, generator)
+    assert fl == th
 
 
 # torch's iterator, refused half made, fails in its __del__.
@@ -1019,28 +1022,31 @@ def test_a_prefetch_factor_of_0_refused_at_iter_draws_as_torchs(persistent):
     # torch 2 takes prefetch_factor=0 at __init__ and refuses it at each
     # iter(), once its iterator has drawn its base seed and called iter()
     # on the batch sampler (torch 1.13 refuses it at __init__).
-    def run(make):
-        torch.manual_seed(0)
-        batches = CountingBatches()
-        got = []
-        try:
-            loader = make(list(range(4)), batch_sampler=batches,
-                          num_workers=2, prefetch_factor=0,
-                          persistent_workers=persistent)
-            for _ in range(2):
-                with pytest.raises(AssertionError):
-                    iter(loader)
-        except AssertionError as e:
-            got.append(type(e))
-        return got, batches.calls, torch.rand(2).tolist()
-    assert run(forkload.DataLoader) == run(tud.DataLoader)
+    fl, th = on_both(prefetch_0_refused, persistent)
+    assert fl == th
+
+
+def prefetch_0_refused(make, persistent):
+    torch.manual_seed(0)
+    batches = CountingBatches()
+    got = []
+    try:
+        loader = make(list(range(4)), batch_sampler=batches,
+                      num_workers=2, prefetch_factor=0,
+                      persistent_workers=persistent)
+        for _ in range(2):
+            with pytest.raises(AssertionError):
+                iter(loader)
+    except AssertionError as e:
+        got.append(type(e))
+    return got, batches.calls, torch.rand(2).tolist()
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_prefetch_factor_none_given_is_taken_or_refused_as_torchs(
         num_workers):
     # torch 2's default, which torch 1.13 (default 2) refuses: a ValueError
-    # without workers, a TypeError with them.
+    # without workers, a TypeError with them.  (Only made: nothing forks.)
     def outcome(make):
         try:
             loader = make(list(range(4)), num_workers=num_workers,
@@ -1051,23 +1057,29 @@ def test_prefetch_factor_none_given_is_taken_or_refused_as_torchs(
     assert outcome(forkload.DataLoader) == outcome(tud.DataLoader)
 
 
+def second_of_two_replicas(dataset):
+    return tud.DistributedSampler(dataset, num_replicas=2, rank=1)
+
+
+def batch_sampler_of_torchs(make, num_workers, make_sampler, drop_last):
+    torch.manual_seed(0)
+    dataset = list(range(11))
+    batches = tud.BatchSampler(make_sampler(dataset), 3, drop_last)
+    return [b.tolist() for b in make(dataset, batch_sampler=batches,
+                                     num_workers=num_workers)]
+
+
 @pytest.mark.parametrize("num_workers", WORKERS)
 @pytest.mark.parametrize("make_sampler", [
-    tud.SequentialSampler, tud.RandomSampler,
-    lambda ds: tud.DistributedSampler(ds, num_replicas=2, rank=1)],
+    tud.SequentialSampler, tud.RandomSampler, second_of_two_replicas],
     ids=["sequential", "random", "distributed"])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_a_batch_sampler_of_torchs_over_the_dataset_batches_as_torchs(
         num_workers, make_sampler, drop_last):
     # The loader's batch_size is None with a batch_sampler: the batches
     # are the BatchSampler's own size, its last dropped as it says.
-    def run(make):
-        torch.manual_seed(0)
-        dataset = list(range(11))
-        batches = tud.BatchSampler(make_sampler(dataset), 3, drop_last)
-        return [b.tolist() for b in make(dataset, batch_sampler=batches,
-                                         num_workers=num_workers)]
-    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
+    fl, th = on_both(batch_sampler_of_torchs, num_workers, make_sampler,
+                     drop_last)
     assert fl == th and {len(b) for b in th[:-1]} == {3}
 
 
@@ -1094,19 +1106,22 @@ def test_an_epoch_cut_short_leaves_a_samplers_own_generator_as_torchs(
     # indices at a time with replacement, a last randperm after the
     # others without): the epoch after one cut short starts where those
     # pulls left the generator, which draws the base seed too.
-    def run(make):
-        g = torch.Generator().manual_seed(1)
-        loader = make(list(range(10)), batch_size=3, **sampler(g), **kw)
-        got = []
-        for take in (1, 2, None):
-            epoch = []
-            for b in loader:
-                epoch.append(b.tolist())
-                if len(epoch) == take:
-                    break
-            got.append(epoch)
-        return got, g.get_state().tolist()
-    assert run(forkload.DataLoader) == run(tud.DataLoader)
+    fl, th = on_both(epochs_cut_short_by_sampler, sampler, kw)
+    assert fl == th
+
+
+def epochs_cut_short_by_sampler(make, sampler, kw):
+    g = torch.Generator().manual_seed(1)
+    loader = make(list(range(10)), batch_size=3, **sampler(g), **kw)
+    got = []
+    for take in (1, 2, None):
+        epoch = []
+        for b in loader:
+            epoch.append(b.tolist())
+            if len(epoch) == take:
+                break
+        got.append(epoch)
+    return got, g.get_state().tolist()
 
 
 class EagerStream(tud.IterableDataset):
@@ -1126,20 +1141,23 @@ def test_an_iterable_without_workers_is_opened_at_iter_as_torchs():
     # torch's iterator without workers calls iter() on the dataset as it
     # is made: the stream's draws come then (an epoch of no batch makes
     # them too), and what it raises is iter(loader)'s.
-    def run(make):
-        torch.manual_seed(0)
-        loader = make(EagerStream(6), batch_size=4)
-        it = iter(loader)
-        drawn = torch.rand(1).item()
-        first = [b.tolist() for b in it]
-        iter(loader)
-        refused = None
-        try:
-            iter(make(EagerStream(6, refused=True)))
-        except KeyError as e:
-            refused = str(e)
-        return drawn, first, torch.rand(1).item(), refused
-    assert run(forkload.DataLoader) == run(tud.DataLoader)
+    fl, th = on_both(eager_stream_opened)
+    assert fl == th
+
+
+def eager_stream_opened(make):
+    torch.manual_seed(0)
+    loader = make(EagerStream(6), batch_size=4)
+    it = iter(loader)
+    drawn = torch.rand(1).item()
+    first = [b.tolist() for b in it]
+    iter(loader)
+    refused = None
+    try:
+        iter(make(EagerStream(6, refused=True)))
+    except KeyError as e:
+        refused = str(e)
+    return drawn, first, torch.rand(1).item(), refused
 
 
 def fail_in_worker_1(worker_id):
@@ -1155,34 +1173,35 @@ def test_a_worker_whose_init_raised_raises_at_each_batch_as_torchs(kw, data):
     # error comes at the worker's first batch, then UnboundLocalError (no
     # fetcher) at each of its others, without end for an iterable's;
     # persistent workers make the fetcher at the next epoch.
+    fl, th = on_both(init_raised_in_worker_1, kw, data)
+    assert_batches_same(fl, th)
+    assert UnboundLocalError in [x[0] for x in th[0] if type(x) is tuple]
+
+
+def init_raised_in_worker_1(make, kw, data):
     dataset, more = list(range(10)), dict(batch_size=2)
     if data == "plan":
         more = dict(batch_sampler=[[i, i + 1] for i in range(0, 10, 2)])
     elif data == "iterable":
         dataset = ShardedIterable(10)
-
-    def run(make):
-        loader = make(dataset, num_workers=2, worker_init_fn=fail_in_worker_1,
-                      **more, **kw)
-        got = []
-        for _ in range(2):
-            epoch, it = [], iter(loader)
-            while len(epoch) < 9:
-                try:
-                    epoch.append(next(it))
-                except StopIteration:
-                    break
-                except Exception as e:  # noqa: BLE001  (the worker's)
-                    epoch.append((type(e), str(e).splitlines()[-1]))
-            if not kw:
-                end_iterator(it)
-            got.append(epoch)
-        if kw:
-            end_iterator(loader._iterator)
-        return got
-    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
-    assert_batches_same(fl, th)
-    assert UnboundLocalError in [x[0] for x in th[0] if type(x) is tuple]
+    loader = make(dataset, num_workers=2, worker_init_fn=fail_in_worker_1,
+                  **more, **kw)
+    got = []
+    for _ in range(2):
+        epoch, it = [], iter(loader)
+        while len(epoch) < 9:
+            try:
+                epoch.append(next(it))
+            except StopIteration:
+                break
+            except Exception as e:  # noqa: BLE001  (the worker's)
+                epoch.append((type(e), str(e).splitlines()[-1]))
+        if not kw:
+            end_iterator(it)
+        got.append(epoch)
+    if kw:
+        end_iterator(loader._iterator)
+    return got
 
 
 class RefusedInWorker1(tud.IterableDataset):
@@ -1198,20 +1217,22 @@ def test_a_worker_whose_stream_is_refused_raises_at_each_batch_as_torchs():
     # its error at the worker's first batch, then UnboundLocalError, the
     # stream never ending.  (With persistent workers, torch's worker dies
     # of it at the next epoch.)
-    def run(make):
-        epoch, it = [], iter(make(RefusedInWorker1(), num_workers=2))
-        while len(epoch) < 9:
-            try:
-                epoch.append(next(it))
-            except StopIteration:
-                break
-            except Exception as e:  # noqa: BLE001  (the worker's)
-                epoch.append((type(e), str(e).splitlines()[-1]))
-        end_iterator(it)
-        return epoch
-    fl, th = run(forkload.DataLoader), run(tud.DataLoader)
+    fl, th = on_both(stream_refused_in_worker_1)
     assert_batches_same(fl, th)
     assert len(th) == 9 and th[-2][0] is UnboundLocalError
+
+
+def stream_refused_in_worker_1(make):
+    epoch, it = [], iter(make(RefusedInWorker1(), num_workers=2))
+    while len(epoch) < 9:
+        try:
+            epoch.append(next(it))
+        except StopIteration:
+            break
+        except Exception as e:  # noqa: BLE001  (the worker's)
+            epoch.append((type(e), str(e).splitlines()[-1]))
+    end_iterator(it)
+    return epoch
 
 
 class RandomSamples(tud.Dataset):
@@ -1251,25 +1272,28 @@ def test_persistent_workers_fill_what_they_were_sent_before_the_next_epoch(
     # the next epoch's (_ResumeIteration): the batches an epoch cut short
     # had in flight draw from the workers' generators all the same, and
     # the next epoch's samples show it.
-    def run(make):
-        dataset, kw = RandomSamples(), dict(batch_size=2)
-        if data == "plan":
-            kw = dict(batch_sampler=ShiftingBatches())
-        elif data == "iterable":
-            dataset = RandomStream()
-        torch.manual_seed(0)
-        loader = make(dataset, num_workers=2, persistent_workers=True,
-                      prefetch_factor=3, **kw)
-        got = []
-        for take in (1, 0, 2, None):
-            epoch = []
-            for b in loader:
-                if len(epoch) == take:
-                    break
-                epoch.append(b.tolist())
-            got.append(epoch)
-        return got
-    assert run(forkload.DataLoader) == run(tud.DataLoader)
+    fl, th = on_both(epochs_cut_short_of_random_samples, data)
+    assert fl == th
+
+
+def epochs_cut_short_of_random_samples(make, data):
+    dataset, kw = RandomSamples(), dict(batch_size=2)
+    if data == "plan":
+        kw = dict(batch_sampler=ShiftingBatches())
+    elif data == "iterable":
+        dataset = RandomStream()
+    torch.manual_seed(0)
+    loader = make(dataset, num_workers=2, persistent_workers=True,
+                  prefetch_factor=3, **kw)
+    got = []
+    for take in (1, 0, 2, None):
+        epoch = []
+        for b in loader:
+            if len(epoch) == take:
+                break
+            epoch.append(b.tolist())
+        got.append(epoch)
+    return got
 
 
 def fail_late(worker_id):
@@ -1281,12 +1305,14 @@ def test_a_persistent_worker_whose_init_raised_late_has_a_fetcher_next_epoch():
     # The epoch a worker starts in is the one it was forked in, however
     # late its init ends: here after the next iter(), whose resumed epoch
     # makes torch's worker a fetcher.
-    def run(make):
-        loader = make(list(range(4)), batch_size=2, num_workers=1,
-                      persistent_workers=True, worker_init_fn=fail_late)
-        iter(loader)
-        got = [b.tolist() for b in loader]
-        end_iterator(loader._iterator)
-        return got
-    assert run(forkload.DataLoader) == run(tud.DataLoader) == [[0, 1],
-                                                                [2, 3]]
+    fl, th = on_both(init_raised_late)
+    assert fl == th == [[0, 1], [2, 3]]
+
+
+def init_raised_late(make):
+    loader = make(list(range(4)), batch_size=2, num_workers=1,
+                  persistent_workers=True, worker_init_fn=fail_late)
+    iter(loader)
+    got = [b.tolist() for b in loader]
+    end_iterator(loader._iterator)
+    return got
