@@ -124,7 +124,10 @@ def assert_same(a, b, path="batch"):
     and mapping types included), tensors and arrays of the same dtype, shape
     and values, dict keys in the same order, anything else equal."""
     assert type(a) is type(b), "%s: %s, torch gives %s" % (path, type(a), type(b))
-    if isinstance(a, torch.Tensor):
+    if isinstance(a, torch.Tensor) and (a.is_nested or b.is_nested or
+                                        a.layout != torch.strided):
+        _assert_same_unstrided(a, b, path)
+    elif isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype, "%s: dtype %s, torch %s" % (path, a.dtype, b.dtype)
         assert a.shape == b.shape, "%s: shape %s, torch %s" % (path, tuple(a.shape), tuple(b.shape))
         assert torch.equal(a, b), "%s: values differ:\n%s\ntorch:\n%s" % (path, a, b)
@@ -142,6 +145,23 @@ def assert_same(a, b, path="batch"):
             assert_same(x, y, "%s[%d]" % (path, i))
     else:
         assert a == b, "%s: %r, torch %r" % (path, a, b)
+
+
+def _assert_same_unstrided(a, b, path):
+    """A nested tensor (which has no shape, nor torch.equal) by its
+    components; a sparse one by its indices and values as they are stored
+    (coalesced or not)."""
+    assert (a.is_nested, a.layout, a.dtype) == (b.is_nested, b.layout, b.dtype), \
+        "%s: nested %s, layout %s, dtype %s; torch %s, %s, %s" % (
+            path, a.is_nested, a.layout, a.dtype, b.is_nested, b.layout, b.dtype)
+    if a.is_nested:
+        assert_same(list(a.unbind()), list(b.unbind()), path + ".unbind()")
+        return
+    assert a.shape == b.shape, "%s: shape %s, torch %s" % (path, tuple(a.shape), tuple(b.shape))
+    assert a.is_coalesced() == b.is_coalesced(), "%s: coalesced %s, torch %s" % (
+        path, a.is_coalesced(), b.is_coalesced())
+    assert_same(a._indices(), b._indices(), path + "._indices()")
+    assert_same(a._values(), b._values(), path + "._values()")
 
 
 def assert_same_as_numpy(a, b, path="batch"):
@@ -219,6 +239,10 @@ def assert_outcomes_same(a, b, num_workers, messages=True):
 
 def freeze(x):
     """A hashable, comparable form of a batch, for comparing multisets."""
+    if isinstance(x, torch.Tensor) and x.is_nested:
+        return ("nested", str(x.layout), tuple(freeze(t) for t in x.unbind()))
+    if isinstance(x, torch.Tensor) and x.layout != torch.strided:
+        return (str(x.layout), freeze(x._indices()), freeze(x._values()))
     if isinstance(x, torch.Tensor):
         return ("tensor", str(x.dtype), tuple(x.shape), repr(x.flatten().tolist()))
     if isinstance(x, np.ndarray):
