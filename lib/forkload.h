@@ -106,6 +106,11 @@ typedef struct fl_worker_info {
   /* Since 0.3, valid in get, get_batch, get_fields, open and next: */
   unsigned rank, world_size; /* the loader's (fl_options) */
   uint64_t epoch;            /* of the batch being filled */
+  /* Since 0.9, valid where epoch is: which fl_loader_begin (1 the first)
+     the batch being filled is of; in worker_init, the one that forked the
+     worker.  Persistent workers fill an epoch cut short's batches first
+     (fl_loader_begin), whatever the epochs' numbers. */
+  uint64_t run;
 } fl_worker_info;
 
 /*

@@ -408,7 +408,7 @@ void fl__slot_needed(fl_loader *l, const fl_batch *b);
 /* workers/info.c */
 void fl__worker_info_set(const fl_worker_info *info);
 /* Before a batch is filled, in a worker or the caller. */
-void fl__fill_context(uint64_t seed, uint64_t epoch);
+void fl__fill_context(uint64_t seed, uint64_t epoch, uint64_t run);
 void fl__worker_error_clear(void);
 const char *fl__worker_error_text(void);
 
@@ -479,8 +479,8 @@ int fl__canary_trampled(const unsigned char *at);
 int fl__fetch(const fl_dataset *ds, const size_t *indices, size_t n,
               fl__fill_ctx *c, char *err, size_t errlen);
 int fl__fill(const fl_loader *l, fl__fill_ctx *c, unsigned worker,
-             uint64_t epoch, uint64_t seq, size_t offset, size_t count,
-             char *err, size_t errlen);
+             uint64_t run, uint64_t epoch, uint64_t seq, size_t offset,
+             size_t count, char *err, size_t errlen);
 int fl__stream_next(const fl_iterable *it, void *const *dst,
                     size_t *nbytes);
 int fl__fetch_stream(const fl_iterable *it, size_t bs, fl__fill_ctx *c,

@@ -868,8 +868,8 @@ next_inline(fl_loader *l, fl_batch **out)
                                 sizeof(b->msg));
   } else {
     fl__sampler_batch(&l->sampler, l->order, b->seq, &offset, &count);
-    b->status = fl__fill(l, &c, 0, l->epoch, b->seq, offset, count, b->msg,
-                         sizeof(b->msg));
+    b->status = fl__fill(l, &c, 0, l->run, l->epoch, b->seq, offset, count,
+                         b->msg, sizeof(b->msg));
   }
   if (c.fresh) {
     /* fl_worker_grow gave the batch a larger segment, and let go of the

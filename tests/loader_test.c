@@ -471,6 +471,67 @@ begin_mid_epoch_lets_persistent_workers_fill_what_they_were_sent(
   flt_case_end(&f);
 }
 
+/* A sample of the run its worker saw, that of worker_init in the next
+   8 bytes. */
+static uint64_t forked_in;
+
+static void
+run_init(unsigned id, void *arg)
+{
+  (void)id;
+  (void)arg;
+  forked_in = fl_get_worker_info()->run;
+}
+
+static int
+run_get(void *ctx, size_t index, void *dst, size_t *nbytes)
+{
+  uint64_t runs[2];
+
+  (void)ctx;
+  (void)index;
+  runs[0] = fl_get_worker_info()->run;
+  runs[1] = forked_in;
+  memcpy(dst, runs, sizeof(runs));
+  *nbytes = sizeof(runs);
+  return 0;
+}
+
+/* fl_worker_info's run is the begin a batch is of; persistent workers
+   were forked by the first. */
+static void
+worker_info_run_counts_the_begins(void **state)
+{
+  flt_baseline base;
+  fl_options opt;
+  fl_dataset ds = {0};
+  fl_loader *l = NULL;
+  fl_batch *b;
+  uint64_t runs[2], e;
+
+  (void)state;
+  flt_baseline_take(&base);
+  ds.len = 8;
+  ds.sample_bytes = sizeof(runs);
+  ds.get = run_get;
+  fl_options_init(&opt);
+  opt.num_workers = 2;
+  opt.persistent_workers = 1;
+  opt.worker_init = run_init;
+  assert_int_equal(fl_loader_create(&l, &ds, &opt), 0);
+  for (e = 1; e <= 3; e++) {
+    assert_int_equal(fl_loader_begin(l), 0);
+    while (fl_loader_next(l, &b) == 1) {
+      memcpy(runs, fl_batch_data(b), sizeof(runs));
+      assert_int_equal(runs[0], e);
+      assert_int_equal(runs[1], 1);
+      fl_batch_release(b);
+    }
+  }
+  fl_loader_destroy(l);
+  flt_assert_clean(&base);
+}
+
 /* Batch b, the seq-th of an unshuffled epoch of batches of 4, is whole. */
 static void
 assert_whole(const fl_batch *b, size_t seq, size_t sb)
@@ -2180,6 +2241,7 @@ main(void)
           poll_that_times_out_loses_and_repeats_no_batch_of_the_epoch),
       cmocka_unit_test(
           begin_mid_epoch_lets_persistent_workers_fill_what_they_were_sent),
+      cmocka_unit_test(worker_info_run_counts_the_begins),
       cmocka_unit_test(poll_without_workers_fills_the_batch_whatever_the_wait),
       cmocka_unit_test(
           poll_past_timeout_ms_is_etimedout_and_a_shorter_wait_eagain),

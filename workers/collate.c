@@ -33,13 +33,13 @@ collate(fl__fill_ctx *c, const fl_loader *l, unsigned worker, uint64_t epoch,
 }
 
 int
-fl__fill(const fl_loader *l, fl__fill_ctx *c, unsigned worker,
+fl__fill(const fl_loader *l, fl__fill_ctx *c, unsigned worker, uint64_t run,
          uint64_t epoch, uint64_t seq, size_t offset, size_t count,
          char *err, size_t errlen)
 {
   size_t *idx;
 
-  fl__fill_context(l->opt.seed, epoch);
+  fl__fill_context(l->opt.seed, epoch, run);
   idx = collate(c, l, worker, epoch, seq, count);
   fl__sampler_indices(&l->sampler, l->order, offset, count, idx);
   return fl__fetch(&l->ds, idx, count, c, err, errlen);
@@ -148,7 +148,7 @@ fl__stream_fill(const fl_loader *l, struct fl__stream *st, fl__fill_ctx *c,
 
   *count = 0;
   *end = 0;
-  fl__fill_context(l->opt.seed, epoch);
+  fl__fill_context(l->opt.seed, epoch, run);
   if (st->run != run) {
     fl__stream_close(l, st);
     fl__worker_error_clear();

@@ -29,9 +29,10 @@ fl__worker_info_set(const fl_worker_info *i)
 }
 
 void
-fl__fill_context(uint64_t seed, uint64_t epoch)
+fl__fill_context(uint64_t seed, uint64_t epoch, uint64_t run)
 {
   info.epoch = epoch;
+  info.run = run;
   sample_key = fl__epoch_seed(seed, epoch, 3);
 }
 

@@ -70,6 +70,7 @@ setup(fl_loader *l, unsigned w)
   info.rank = l->opt.rank;
   info.world_size = l->opt.world_size;
   info.epoch = l->epoch;
+  info.run = l->run;
   fl__worker_info_set(&info);
   /*
    * Without this every worker would draw the same rand() stream.  srandom
@@ -203,8 +204,8 @@ fill(fl_loader *l, unsigned w, int sock, struct slot_table *slots,
                          err, errlen);
   } else {
     *count = t->count;
-    rc = fl__fill(l, &c, w, t->epoch, t->seq, t->offset, t->count, err,
-                  errlen);
+    rc = fl__fill(l, &c, w, t->run, t->epoch, t->seq, t->offset, t->count,
+                  err, errlen);
   }
   /* The segment the batch is in now: the slot's from here on. */
   m->base = c.seg.base;

@@ -306,22 +306,6 @@ plan_setup(flpy_loader *self)
   return 0;
 }
 
-/* A shared count of the epochs begun, which persistent workers read
-   (flpy_source's runs). */
-static int
-runs_setup(flpy_loader *self)
-{
-  void *page = mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-  if (page == MAP_FAILED) {
-    PyErr_SetFromErrno(PyExc_OSError);
-    return -1;
-  }
-  self->src.runs = page;
-  return 0;
-}
-
 /*
  * The epoch's plan (bytes, pickled) into the plan memfd, with the loader's
  * lock held: a worker of the last epoch may still be filling one of its
@@ -680,9 +664,6 @@ source_init(flpy_loader *self, const loader_args *a)
       !a->native && a->kind != FLPY_ITERABLE &&
       rng_setup(self, a->opt.num_workers) != 0)
     return -1;
-  if (a->opt.persistent_workers && a->opt.num_workers > 0 && !a->native &&
-      runs_setup(self) != 0)
-    return -1;
   return 0;
 }
 
@@ -844,12 +825,6 @@ begin(flpy_loader *self, uint64_t epoch, uint64_t base_seed, PyObject *plan,
   /* A state saved by state_save: this epoch resumes where it stood. */
   if (rc == 0 && state->buf != NULL)
     rc = fl_loader_state_load(self->l, state->buf, (size_t)state->len);
-  /* Counted before the tasks of the epoch are sent, and the workers
-     forked for the first (which copy init_run, the epoch they start in,
-     however late they read the count). */
-  if (rc == 0 && self->src.runs != NULL)
-    self->src.init_run =
-        __atomic_add_fetch(self->src.runs, 1, __ATOMIC_RELEASE);
   if (rc == 0)
     rc = fork_begin(self);
   Py_END_ALLOW_THREADS
@@ -1271,8 +1246,6 @@ loader_dealloc(PyObject *op)
     close(self->src.plan_fd);
   if (self->src.plan_gen != NULL)
     munmap((void *)self->src.plan_gen, 4096);
-  if (self->src.runs != NULL)
-    munmap((void *)self->src.runs, sizeof(uint64_t));
   pthread_mutex_destroy(&self->lock);
   flpy_releaser_fini(&self->rel);
   loader_clear(op);

@@ -271,13 +271,8 @@ typedef struct {
      iterable) after worker_init_fn: where either raised, the worker has
      none, and its batches after init_error raise UnboundLocalError until
      an epoch after the one it started in (persistent workers) makes it.
-     runs: with persistent workers, a shared count of the loader's
-     epochs (counted as a begin starts: the tasks of an epoch cut short
-     that the workers fill then, their batches dropped, count in the
-     next), else NULL; init_run: the epoch a worker was forked in (the
-     parent's *runs at each begin, which the fork copies). */
+     init_run: fl_worker_info's run of the epoch that forked the worker. */
   int no_fetcher;
-  uint64_t *runs;
   uint64_t init_run;
   int exhausted;
   /* num_workers 0: the skeletons of the batches written and not yet

@@ -218,13 +218,14 @@ take(flpy_source *src)
   return list;
 }
 
-/* Whether the worker's run is the one it started in: without persistent
-   workers, always. */
+/* Whether the batch being filled is of the epoch the worker started in:
+   without persistent workers, always. */
 static int
 first_run(const flpy_source *src)
 {
-  return src->runs == NULL ||
-         __atomic_load_n(src->runs, __ATOMIC_ACQUIRE) == src->init_run;
+  const fl_worker_info *info = fl_get_worker_info();
+
+  return info == NULL || info->run == src->init_run;
 }
 
 /* Whether this worker has no fetcher, as torch's after its init raised:
@@ -479,6 +480,7 @@ flpy_source_worker_init(unsigned id, void *arg)
   PyOS_AfterFork_Child();
   r = PyObject_CallFunction(src->worker_setup, "IK", id,
                             (unsigned long long)src->base_seed);
+  src->init_run = fl_get_worker_info()->run;
   if (r == NULL) {
     src->init_error = error_record(src);
     src->no_fetcher = 1;

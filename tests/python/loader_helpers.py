@@ -133,6 +133,26 @@ sys.modules["forkload"] = types.ModuleType(
     "forkload", "not loaded in torch's reference interpreter")
 # python_test.sh's signal before it kills a hung run: the stack, as pytest's.
 faulthandler.register(signal.SIGUSR2, all_threads=True)
+# What pickle would not carry whole in the reply: torch 1.13 pickles no
+# nested tensor and loses whether a sparse one is coalesced; torch 2
+# pickles no tensor of its newer dtypes (uint16, float8, complex32...).
+# Those go as tensor_as(a tensor of a classic dtype viewed, dtype's name).
+import copyreg, torch
+from loader_helpers import PICKLED_DTYPES, sparse_coo, tensor_as
+TORCH1 = torch.__version__.split(".")[0] == "1"
+WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+def reduce_tensor(t):
+    if TORCH1 and t.is_nested:
+        return torch.nested.nested_tensor, (list(t.unbind()),)
+    if TORCH1 and t.layout == torch.sparse_coo:
+        return sparse_coo, (t._indices(), t._values(), tuple(t.shape),
+                            t.is_coalesced())
+    if (t.layout == torch.strided and not t.is_nested and
+            t.dtype not in PICKLED_DTYPES):
+        return tensor_as, (t.view(WIDTH[t.element_size()]),
+                           str(t.dtype).split(".")[1])
+    return t.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+copyreg.pickle(torch.Tensor, reduce_tensor)
 # torch's warnings say nothing of forkload.
 warnings.simplefilter("ignore")
 calls = os.fdopen(0, "rb")
@@ -158,6 +178,24 @@ while True:
 REFERENCE_LIMIT_S = 120
 
 _reference = None
+
+
+# The dtypes whose tensors pickle whole in every torch (torch_side).
+PICKLED_DTYPES = frozenset((
+    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+    torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+    torch.complex64, torch.complex128))
+
+
+def tensor_as(t, dtype):
+    """t viewed as the dtype named (torch_side's reply)."""
+    return t.view(getattr(torch, dtype))
+
+
+def sparse_coo(indices, values, shape, coalesced):
+    """A sparse COO tensor as torch_side's reply carries it (REFERENCE)."""
+    t = torch.sparse_coo_tensor(indices, values, shape)
+    return t._coalesced_(coalesced)
 
 
 def torch_side(fn, *args, **kwargs):
@@ -259,7 +297,10 @@ def assert_same(a, b, path="batch"):
     and mapping types included), tensors and arrays of the same dtype, shape
     and values, dict keys in the same order, anything else equal."""
     assert type(a) is type(b), "%s: %s, torch gives %s" % (path, type(a), type(b))
-    if isinstance(a, torch.Tensor):
+    if isinstance(a, torch.Tensor) and (a.is_nested or b.is_nested or
+                                        a.layout != torch.strided):
+        _assert_same_unstrided(a, b, path)
+    elif isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype, "%s: dtype %s, torch %s" % (path, a.dtype, b.dtype)
         assert a.shape == b.shape, "%s: shape %s, torch %s" % (path, tuple(a.shape), tuple(b.shape))
         assert torch.equal(a, b), "%s: values differ:\n%s\ntorch:\n%s" % (path, a, b)
@@ -277,6 +318,23 @@ def assert_same(a, b, path="batch"):
             assert_same(x, y, "%s[%d]" % (path, i))
     else:
         assert a == b, "%s: %r, torch %r" % (path, a, b)
+
+
+def _assert_same_unstrided(a, b, path):
+    """A nested tensor (which has no shape, nor torch.equal) by its
+    components; a sparse one by its indices and values as they are stored
+    (coalesced or not)."""
+    assert (a.is_nested, a.layout, a.dtype) == (b.is_nested, b.layout, b.dtype), \
+        "%s: nested %s, layout %s, dtype %s; torch %s, %s, %s" % (
+            path, a.is_nested, a.layout, a.dtype, b.is_nested, b.layout, b.dtype)
+    if a.is_nested:
+        assert_same(list(a.unbind()), list(b.unbind()), path + ".unbind()")
+        return
+    assert a.shape == b.shape, "%s: shape %s, torch %s" % (path, tuple(a.shape), tuple(b.shape))
+    assert a.is_coalesced() == b.is_coalesced(), "%s: coalesced %s, torch %s" % (
+        path, a.is_coalesced(), b.is_coalesced())
+    assert_same(a._indices(), b._indices(), path + "._indices()")
+    assert_same(a._values(), b._values(), path + "._values()")
 
 
 def assert_same_as_numpy(a, b, path="batch"):
@@ -354,6 +412,10 @@ def assert_outcomes_same(a, b, num_workers, messages=True):
 
 def freeze(x):
     """A hashable, comparable form of a batch, for comparing multisets."""
+    if isinstance(x, torch.Tensor) and x.is_nested:
+        return ("nested", str(x.layout), tuple(freeze(t) for t in x.unbind()))
+    if isinstance(x, torch.Tensor) and x.layout != torch.strided:
+        return (str(x.layout), freeze(x._indices()), freeze(x._values()))
     if isinstance(x, torch.Tensor):
         return ("tensor", str(x.dtype), tuple(x.shape), repr(x.flatten().tolist()))
     if isinstance(x, np.ndarray):

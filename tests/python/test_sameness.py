@@ -1316,3 +1316,25 @@ def init_raised_late(make):
     got = [b.tolist() for b in loader]
     end_iterator(loader._iterator)
     return got
+
+
+def fail_always(worker_id):
+    raise ValueError("worker_init_fn of worker %d failed" % worker_id)
+
+
+def test_a_persistent_worker_without_a_fetcher_draws_nothing_for_an_epoch_cut_short():
+    # The tasks of the epoch cut short, filled before the next epoch's,
+    # are errors there: nothing drawn, and the next epoch's first sample
+    # is the worker's first draw, as with torch.
+    fl, th = on_both(no_fetcher_epoch_cut_short)
+    assert fl == th
+
+
+def no_fetcher_epoch_cut_short(make):
+    torch.manual_seed(0)
+    loader = make(RandomSamples(), batch_size=None, num_workers=1,
+                  persistent_workers=True, worker_init_fn=fail_always)
+    iter(loader)
+    got = [b for b in loader]
+    end_iterator(loader._iterator)
+    return got
