@@ -1178,6 +1178,20 @@ def test_a_worker_whose_init_raised_raises_at_each_batch_as_torchs(kw, data):
     assert UnboundLocalError in [x[0] for x in th[0] if type(x) is tuple]
 
 
+def nine_outcomes(it):
+    """Up to nine next() of it: each batch, or what it raised (its type
+    and last line)."""
+    epoch = []
+    while len(epoch) < 9:
+        try:
+            epoch.append(next(it))
+        except StopIteration:
+            break
+        except Exception as e:  # noqa: BLE001  (the worker's)
+            epoch.append((type(e), str(e).splitlines()[-1]))
+    return epoch
+
+
 def init_raised_in_worker_1(make, kw, data):
     dataset, more = list(range(10)), dict(batch_size=2)
     if data == "plan":
@@ -1188,17 +1202,10 @@ def init_raised_in_worker_1(make, kw, data):
                   **more, **kw)
     got = []
     for _ in range(2):
-        epoch, it = [], iter(loader)
-        while len(epoch) < 9:
-            try:
-                epoch.append(next(it))
-            except StopIteration:
-                break
-            except Exception as e:  # noqa: BLE001  (the worker's)
-                epoch.append((type(e), str(e).splitlines()[-1]))
+        it = iter(loader)
+        got.append(nine_outcomes(it))
         if not kw:
             end_iterator(it)
-        got.append(epoch)
     if kw:
         end_iterator(loader._iterator)
     return got
@@ -1223,14 +1230,8 @@ def test_a_worker_whose_stream_is_refused_raises_at_each_batch_as_torchs():
 
 
 def stream_refused_in_worker_1(make):
-    epoch, it = [], iter(make(RefusedInWorker1(), num_workers=2))
-    while len(epoch) < 9:
-        try:
-            epoch.append(next(it))
-        except StopIteration:
-            break
-        except Exception as e:  # noqa: BLE001  (the worker's)
-            epoch.append((type(e), str(e).splitlines()[-1]))
+    it = iter(make(RefusedInWorker1(), num_workers=2))
+    epoch = nine_outcomes(it)
     end_iterator(it)
     return epoch
 
