@@ -1041,6 +1041,13 @@ class _Iterator:
             # it is made (its _reset), for the consumer's graph; its
             # workers keep the first.
             _seed_pipe(self._dataset, _draw_seed(dl.generator))
+        # torch's iterator calls iter() on the sampler as it is made; with
+        # workers the plan is drawn now anyway, without them at the first
+        # batch, from this call's iterator: a batch_sampler whose __iter__
+        # draws or counts eagerly (no generator) sees it at iter(loader).
+        self._sampler_iter = None
+        if dl.num_workers == 0 and not dl._iterable:
+            self._sampler_iter = iter(dl._index_sampler)
         self._yielded = 0 if resume is None else resume["_num_yielded"]
         self._len_called = dl.__dict__.get("_IterableDataset_len_called")
         self._finished = False
@@ -1145,7 +1152,9 @@ class _Iterator:
             # iterates the second: a sampler that draws or counts in
             # __iter__ itself (not in a generator) sees both calls.
             iter(dl._index_sampler)
-        return {"kind": "plan", "epoch": 0, "plan": list(dl._index_sampler)}
+        it, self._sampler_iter = self._sampler_iter, None
+        return {"kind": "plan", "epoch": 0,
+                "plan": list(dl._index_sampler if it is None else it)}
 
     def _make_loader(self, dl):
         o = self._order
