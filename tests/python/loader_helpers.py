@@ -133,6 +133,26 @@ sys.modules["forkload"] = types.ModuleType(
     "forkload", "not loaded in torch's reference interpreter")
 # python_test.sh's signal before it kills a hung run: the stack, as pytest's.
 faulthandler.register(signal.SIGUSR2, all_threads=True)
+# What pickle would not carry whole in the reply: torch 1.13 pickles no
+# nested tensor and loses whether a sparse one is coalesced; torch 2
+# pickles no tensor of its newer dtypes (uint16, float8, complex32...).
+# Those go as tensor_as(a tensor of a classic dtype viewed, dtype's name).
+import copyreg, torch
+from loader_helpers import PICKLED_DTYPES, sparse_coo, tensor_as
+TORCH1 = torch.__version__.split(".")[0] == "1"
+WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+def reduce_tensor(t):
+    if TORCH1 and t.is_nested:
+        return torch.nested.nested_tensor, (list(t.unbind()),)
+    if TORCH1 and t.layout == torch.sparse_coo:
+        return sparse_coo, (t._indices(), t._values(), tuple(t.shape),
+                            t.is_coalesced())
+    if (t.layout == torch.strided and not t.is_nested and
+            t.dtype not in PICKLED_DTYPES):
+        return tensor_as, (t.view(WIDTH[t.element_size()]),
+                           str(t.dtype).split(".")[1])
+    return t.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+copyreg.pickle(torch.Tensor, reduce_tensor)
 # torch's warnings say nothing of forkload.
 warnings.simplefilter("ignore")
 calls = os.fdopen(0, "rb")
@@ -158,6 +178,24 @@ while True:
 REFERENCE_LIMIT_S = 120
 
 _reference = None
+
+
+# The dtypes whose tensors pickle whole in every torch (torch_side).
+PICKLED_DTYPES = frozenset((
+    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+    torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+    torch.complex64, torch.complex128))
+
+
+def tensor_as(t, dtype):
+    """t viewed as the dtype named (torch_side's reply)."""
+    return t.view(getattr(torch, dtype))
+
+
+def sparse_coo(indices, values, shape, coalesced):
+    """A sparse COO tensor as torch_side's reply carries it (REFERENCE)."""
+    t = torch.sparse_coo_tensor(indices, values, shape)
+    return t._coalesced_(coalesced)
 
 
 def torch_side(fn, *args, **kwargs):
