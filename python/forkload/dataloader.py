@@ -1086,6 +1086,13 @@ class _Iterator:
             # it is made (its _reset), for the consumer's graph; its
             # workers keep the first.
             _seed_pipe(self._dataset, _draw_seed(dl.generator))
+        # torch's iterator calls iter() on the sampler as it is made; with
+        # workers the plan is drawn now anyway, without them at the first
+        # batch, from this call's iterator: a batch_sampler whose __iter__
+        # draws or counts eagerly (no generator) sees it at iter(loader).
+        self._sampler_iter = None
+        if dl.num_workers == 0 and not dl._iterable:
+            self._sampler_iter = iter(dl._index_sampler)
         self._stream = None
         if dl.num_workers == 0 and dl._iterable and dl._native is None:
             # torch's iterator without workers opens the stream as it is
@@ -1198,7 +1205,8 @@ class _Iterator:
             iter(dl._index_sampler)
         g = _lazy_generator(dl._index_sampler)
         state = None if g is None else g.get_state()
-        plan = list(dl._index_sampler)
+        it, self._sampler_iter = self._sampler_iter, None
+        plan = list(dl._index_sampler if it is None else it)
         if g is not None:
             self._rewind = (g, state, dl._index_sampler, len(plan),
                             dl.num_workers * (dl.prefetch_factor or 0))

@@ -19,8 +19,7 @@ import pytest
 import forkload  # noqa: F401  (fails the whole run at once when the module is missing)
 
 from loader_helpers import (
-    Gate, IndexDataset, PidDataset, ShardedIterable, children, forkload_names,
-    reference_pid)
+    Gate, IndexDataset, PidDataset, ShardedIterable, children, forkload_names)
 
 TEARDOWN_LIMIT_S = 10.0
 
@@ -61,8 +60,6 @@ def clean_teardown(request):
     deadline = time.monotonic() + (0 if failed else TEARDOWN_LIMIT_S)
     while True:
         kids = children()
-        # torch's reference interpreter serves every test (torch_side).
-        kids.pop(reference_pid(), None)
         new_names = forkload_names() - names_before
         if not kids and not new_names:
             return

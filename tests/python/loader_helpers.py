@@ -111,16 +111,26 @@ def run_both(dataset, *, fl_kwargs=None, torch_kwargs=None, **kwargs):
 TORCH_IN_PROCESS = {"num_workers": 0}
 
 
+def _under_asan():
+    with open("/proc/self/maps") as f:
+        return "libasan" in f.read()
+
+
+# CI's sanitizer pass: this process runs with GCC 12's libasan preloaded,
+# whose allocator takes no lock around fork: a child forked while another
+# thread is inside it waits forever at its first allocation.
+UNDER_ASAN = _under_asan()
+
+
 # --------------------------------------------------------------------------
 # torch's side of a differential test, in an interpreter of its own
 # --------------------------------------------------------------------------
 
-# Under CI's sanitizer pass (tests/python_test.sh preloads libasan and
-# libubsan) torch's multi-process loader, the reference, hangs now and then:
-# a child it forks while another thread of the process holds the sanitizer
-# allocator's lock (GCC 12's libasan takes none around fork) waits for it
-# forever.  So torch's side runs in a plain interpreter, without the
-# runtimes, in every pass alike: the plain passes run the very path the
+# Under CI's sanitizer pass (UNDER_ASAN) torch's multi-process loader, the
+# reference, hangs now and then: a child it forks while another thread of
+# the process holds the sanitizer allocator's lock waits for it forever.
+# So torch's side runs in a plain interpreter, without the runtimes, in
+# every pass alike: the plain passes run the very path the
 # sanitizer pass depends on.  One interpreter serves the whole pytest run
 # (importing torch takes 2 s, 5 s for torch 2), each call's function and
 # arguments pickled to it and its result pickled back, length first.
@@ -599,7 +609,8 @@ def proc_stat(pid):
 
 def children(pid=None):
     """{child pid: state} of every process whose parent is pid (this process
-    by default), zombies included."""
+    by default), zombies included; torch's reference interpreter, which
+    serves every test (torch_side), left out."""
     if pid is None:
         pid = os.getpid()
     kids = {}
@@ -607,7 +618,7 @@ def children(pid=None):
         if not name.isdigit():
             continue
         st = proc_stat(int(name))
-        if st is not None and st[1] == pid:
+        if st is not None and st[1] == pid and int(name) != reference_pid():
             kids[int(name)] = st[0]
     return kids
 

@@ -44,7 +44,7 @@ import torch.utils.data as tud
 from torch.utils.data._utils.collate import default_collate, default_convert
 
 import forkload
-from loader_helpers import FnDataset, children, wait_until
+from loader_helpers import UNDER_ASAN, FnDataset, children, wait_until
 # pin_memory's engine without a GPU, a fixture:
 from test_pinned import fake_cuda  # noqa: F401
 
@@ -62,16 +62,10 @@ BATCHES = int(os.environ.get("FL_LEAK_BATCHES", "2000"))
 EPOCHS = 4
 
 
-def _under_asan():
-    with open("/proc/self/maps") as f:
-        return "libasan" in f.read()
-
-
 # AddressSanitizer keeps freed memory in quarantine (256 MiB by default):
 # a process's anonymous memory grows with what it frees, leak or not.
 # The block counts do not see it (CPython's allocator stays in charge of
-# its blocks), so under ASan they alone are bounded.
-ASAN = _under_asan()
+# its blocks), so under ASan (UNDER_ASAN) they alone are bounded.
 
 # The bounds, from what was measured (torch 1.13 and 2.13, 2,000 batches
 # a test, several runs, the machine loaded or not): where the C path
@@ -320,11 +314,12 @@ def assert_flat(make_loader, ds, check=lambda batch: None,
     assert blocks <= PARENT_BLOCKS, growth
     assert objects <= PARENT_OBJECTS, growth
     assert nfds <= 0, growth
-    assert ASAN or anon <= PARENT_ANON_KB, "consumer's memory: %s" % growth
+    assert UNDER_ASAN or anon <= PARENT_ANON_KB, \
+        "consumer's memory: %s" % growth
     for blocks, anon, nfds in growth["workers"]:
         assert blocks <= WORKER_BLOCKS, growth
         assert nfds <= 0, growth
-        assert ASAN or anon <= WORKER_ANON_KB, growth
+        assert UNDER_ASAN or anon <= WORKER_ANON_KB, growth
     del loader
     gc.collect()
     assert wait_until(lambda: not children(), 10), "workers left"
@@ -400,7 +395,7 @@ class Leaking:
 LIBC.malloc.restype = ctypes.c_void_p
 
 
-@pytest.mark.skipif(ASAN, reason="AddressSanitizer's quarantine grows the "
+@pytest.mark.skipif(UNDER_ASAN, reason="AddressSanitizer's quarantine grows the "
                     "consumer's memory leak or not: its bound is off")
 def test_the_control_a_kilobyte_of_c_memory_a_batch_in_the_consumer_fails():
     ds = Counted(Template(arrays_of("int64")), batches_a_epoch())

@@ -1339,3 +1339,25 @@ def no_fetcher_epoch_cut_short(make):
     got = [b for b in loader]
     end_iterator(loader._iterator)
     return got
+
+
+# --------------------------------------------------------------------------
+# Found by the fuzzer's random cases at the end of the session's review
+# --------------------------------------------------------------------------
+
+def iter_never_advanced(make, num_workers):
+    batches = CountingBatches()
+    loader = make(list(range(4)), batch_sampler=batches,
+                  num_workers=num_workers)
+    iter(loader)  # made, never advanced
+    return [b.tolist() for b in loader], batches.calls
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_an_iterator_never_advanced_has_called_iter_on_the_batch_sampler(
+        num_workers):
+    # torch's iterator calls iter() on the batch sampler as it is made,
+    # without workers too: a batch_sampler that draws or counts in
+    # __iter__ itself sees that call, and the next epoch shows it.
+    fl, th = on_both(iter_never_advanced, num_workers)
+    assert fl == th

@@ -5,7 +5,11 @@ its own; with pinned batches (a stand-in for torch.cuda whose register,
 unregister and events run Python) and under both sharing strategies.
 Nothing may hang (each join is bounded), every batch is the one torch's
 loader gives, and each thread ends without an error.  CI runs this file
-under ASan and UBSan too."""
+under ASan and UBSan too, where every worker is forked before the threads
+start: GCC 12's libasan takes no lock around fork, and a worker forked
+while another thread is inside its allocator waits forever at its first
+allocation (glibc's malloc is safe there, and the plain passes fork while
+the threads run)."""
 
 import queue
 import threading
@@ -15,7 +19,7 @@ import torch
 import torch.utils.data as tud
 
 import forkload
-from loader_helpers import FnDataset
+from loader_helpers import UNDER_ASAN, FnDataset
 from test_pinned import fake_cuda  # noqa: F401  (the fixture)
 
 JOIN_S = 60
@@ -30,6 +34,11 @@ class Helpers:
 
     def __init__(self, loader):
         self.loader = loader
+        self.other = forkload.DataLoader(list(range(16)), batch_size=2,
+                                         num_workers=1,
+                                         persistent_workers=UNDER_ASAN)
+        if UNDER_ASAN:
+            next(iter(self.other))  # its worker forked now
         self.done = threading.Event()
         self.drop = queue.Queue()
         self.errors = []
@@ -67,10 +76,8 @@ class Helpers:
 
     def _other(self):
         want = [[2 * k, 2 * k + 1] for k in range(8)]
-        other = forkload.DataLoader(list(range(16)), batch_size=2,
-                                    num_workers=1)
         while not self.done.is_set():
-            got = [b.tolist() for b in other]
+            got = [b.tolist() for b in self.other]
             assert got == want, got
             self.counts["other"] += 1
 
@@ -79,6 +86,7 @@ class Helpers:
         for t in self.threads:
             t.join(JOIN_S)
             assert not t.is_alive(), "a helper thread hung"
+        self.other = None
         return self.errors
 
 
@@ -93,6 +101,8 @@ def test_threads_ask_drop_and_iterate_while_the_main_thread_iterates(
     loader = forkload.DataLoader(ds, batch_size=4, num_workers=2,
                                  persistent_workers=True, sharing=sharing,
                                  pin_memory=pinned)
+    if UNDER_ASAN:
+        next(iter(loader))  # the persistent workers forked now
     helpers = Helpers(loader)
     try:
         for epoch in range(6):
