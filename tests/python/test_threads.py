@@ -11,6 +11,7 @@ while another thread is inside its allocator waits forever at its first
 allocation (glibc's malloc is safe there, and the plain passes fork while
 the threads run)."""
 
+import os
 import queue
 import threading
 
@@ -19,7 +20,7 @@ import torch
 import torch.utils.data as tud
 
 import forkload
-from loader_helpers import UNDER_ASAN, FnDataset
+from loader_helpers import UNDER_ASAN, FnDataset, wait_until
 from test_pinned import fake_cuda  # noqa: F401  (the fixture)
 
 JOIN_S = 60
@@ -86,6 +87,12 @@ class Helpers:
         for t in self.threads:
             t.join(JOIN_S)
             assert not t.is_alive(), "a helper thread hung"
+            if UNDER_ASAN:
+                # Joined, a thread may still be exiting, libasan draining
+                # its allocator cache under the allocator's lock: the
+                # next test's fork waits until it is gone.
+                assert wait_until(lambda: not os.path.exists(
+                    "/proc/self/task/%d" % t.native_id), JOIN_S)
         self.other = None
         return self.errors
 
