@@ -48,7 +48,10 @@ from loader_helpers import (assert_same, draw_after, end_iterator,  # noqa: E402
                             freeze, one_epoch, seed_all, torch_side,
                             worker_id)
 
-CASES = int(os.environ.get("FL_FUZZ_CASES", "800"))
+# 600: a case costs more than the first draws' did (both loaders, 0.15
+# to 0.2 s under torch 1.13 and 0.2 to 0.35 s under torch 2.13 on 2
+# shared cores), and make check's limit is 300 s a file.
+CASES = int(os.environ.get("FL_FUZZ_CASES", "600"))
 FIXED = not os.environ.get("FL_FUZZ_RANDOM")
 
 TORCH2 = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 0)
