@@ -22,6 +22,7 @@ import torch.utils.data as tud
 
 import forkload
 import forkload._worker
+from loader_helpers import children
 from test_readme import doc_block
 
 
@@ -42,21 +43,11 @@ class Augmented(tud.Dataset):
 
 
 def workers(parent=None):
-    """parent's children (this process's), the loader's workers, read from /proc:
-    no subprocess, which under the sanitizers' pass would inherit their
-    LD_PRELOAD (a pgrep so started was seen to hang at its start)."""
-    me, kids = parent or os.getpid(), []
-    for d in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # The fields after the command's closing parenthesis: state, ppid.
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) == me and fields[0] != "Z":
-            kids.append(int(d))
-    return sorted(kids)
+    """parent's live children (this process's), the loader's workers: torch's
+    reference interpreter, which another test file run in this process may
+    have started, left out (loader_helpers.children)."""
+    return sorted(pid for pid, state in children(parent).items()
+                  if state != "Z")
 
 
 def train(loader, epochs=2, kill_at=None, kill_all=False):
