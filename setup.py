@@ -132,9 +132,13 @@ class BuildPy(build_py):
 class BuildExt(build_ext):
     """Writes what configure would (config.h, forkload_version.h), then
     compiles each file in a thread of its own: the library is some
-    seventy files."""
+    seventy files.  Then links the command-line tool (Makefile.am's
+    examples/forkload) from its own files and the library's objects just
+    compiled, into the package as bin/forkload, which python -m forkload
+    and the forkload command run (forkload/__main__.py)."""
 
     fl_macros = []  # the HAVE_ macros of the libraries found
+    fl_core = []  # the library's sources, which the tool links too
 
     def build_extensions(self):
         # setuptools rebuilds an object only when its .c is newer: one
@@ -181,12 +185,27 @@ class BuildExt(build_ext):
                 return [obj for objs in done for obj in objs]
         self.compiler.compile = compile_all
         super().build_extensions()
+        self.build_tool(self.extensions[0], gen)
+
+    def build_tool(self, ext, gen):
+        sources = makefile_sources(("examples_forkload_SOURCES",),
+                                   set(self.fl_macros))
+        objects = self.compiler.compile(
+            sources, output_dir=self.build_temp,
+            include_dirs=[gen, "examples"] + ext.include_dirs[1:],
+            extra_postargs=ext.extra_compile_args)
+        objects += self.compiler.object_filenames(
+            self.fl_core, output_dir=self.build_temp)
+        self.compiler.link_executable(
+            objects, "forkload",
+            output_dir=os.path.join(self.build_lib, "forkload", "bin"),
+            libraries=ext.libraries, library_dirs=ext.library_dirs)
 
 
 def main():
     macros, incs, libs, libdirs = find_libraries()
-    sources = makefile_sources(("libforkload_core_la_SOURCES",
-                                "PY_MODULE_SOURCES"), set(macros))
+    core = makefile_sources(("libforkload_core_la_SOURCES",), set(macros))
+    sources = core + makefile_sources(("PY_MODULE_SOURCES",), set(macros))
     if shutil.which(os.environ.get("CC", "cc").split()[0]) is None:
         fail("no C compiler (apt-get install gcc)")
     module = Extension(
@@ -202,6 +221,7 @@ def main():
         py_limited_api=True,
     )
     BuildExt.fl_macros = macros
+    BuildExt.fl_core = core
     setup(
         version=version(),
         package_dir={"forkload": "python/forkload"},
@@ -213,6 +233,11 @@ def main():
         include_package_data=False,
         exclude_package_data={"forkload": ["*.so"]},
         ext_modules=[module],
+        # forkload(1)'s pages, where man finds them from the forkload
+        # command's folder (PREFIX/bin: PREFIX/share/man).
+        data_files=[("share/man/man1", sorted(
+            os.path.join("man", f) for f in os.listdir(os.path.join(HERE, "man"))
+            if f.endswith(".1")))],
         cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
         options={"bdist_wheel": {"py_limited_api": "cp311"}},
     )

@@ -1,11 +1,12 @@
 #!/bin/sh
 # TAP test of pip's builds, run by make check-installed (CI's torch 2 pass,
 # which has PyPI): tools/wheel.sh's wheel is cp311-abi3 with a manylinux
-# tag, installs with pip, and its module resolves only to glibc's libraries
-# and the wheel's own, then loads batches from forked workers; and the sdist
-# that python -m build makes installs with pip into a fresh venv as a
-# normal user (nobody, where this runs as root) and imports from another
-# folder.  Skipped (77) without FL_PYTHON_INSTALLED.
+# tag, installs with pip, and its module and command-line tool resolve
+# only to glibc's libraries and the wheel's own, then loads batches from
+# forked workers and runs the forkload command; and the sdist that python
+# -m build makes installs with pip into a fresh venv as a normal user
+# (nobody, where this runs as root), imports from another folder and runs
+# the forkload command.  Skipped (77) without FL_PYTHON_INSTALLED.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/tap.sh"
 python=${FL_PYTHON_INSTALLED-}
@@ -21,7 +22,7 @@ other_python() {
   command -v pyenv >/dev/null 2>&1 || return 1
   ls "$(pyenv root)"/versions/"$1".*/bin/python"$1" 2>/dev/null | tail -n 1
 }
-echo "1..9"
+echo "1..10"
 
 # A loader of 2 forked workers, in its batches' order, from the folder the
 # module is imported in (never the source tree).
@@ -62,38 +63,59 @@ else
   not_ok "pip installs the wheel"
   sed 's/^/# /' "$tmp/pip.out"
 fi
-# Every library ldd resolves is in the wheel's forkload.libs, or one that
-# the manylinux policy says every system has (glibc's, and libz,
-# libstdc++ and libgcc_s, which auditwheel leaves out of a wheel); none is
-# missing.
-ldd "$so" >"$tmp/ldd" 2>&1
-libs=$(cd "$tmp/site/forkload.libs" 2>/dev/null && pwd -P)
-outside=$(awk '/=>/ {print $1, $3}' "$tmp/ldd" | while read -r name path; do
-  case $name in
-  libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | \
-    libz.so.1 | libstdc++.so.6 | libgcc_s.so.1) continue ;;
-  esac
-  real=$(readlink -f "$path" 2>/dev/null)
-  case $real in
-  "$libs"/*) ;;
-  *) echo "$name => $path" ;;
-  esac
-done)
-if [ -n "$libs" ] && [ -s "$tmp/ldd" ] && [ -z "$outside" ] &&
-  ! grep -q 'not found' "$tmp/ldd" && grep -q '/forkload.libs/libuv' "$tmp/ldd"
-then
-  ok "the module resolves to glibc's libraries and the wheel's own"
-else
-  not_ok "the module resolves to glibc's libraries and the wheel's own"
-  printf '%s\n' "$outside" | sed 's/^/# outside: /'
-  sed 's/^/# /' "$tmp/ldd"
-fi
+# Every library ldd resolves for $2 (the module, the command-line tool) is
+# in the wheel's forkload.libs, or one that the manylinux policy says every
+# system has (glibc's, and libz, libstdc++ and libgcc_s, which auditwheel
+# leaves out of a wheel); none is missing.
+resolves() {
+  ldd "$2" >"$tmp/ldd" 2>&1
+  libs=$(cd "$tmp/site/forkload.libs" 2>/dev/null && pwd -P)
+  outside=$(awk '/=>/ {print $1, $3}' "$tmp/ldd" | while read -r name path; do
+    case $name in
+    libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | \
+      libz.so.1 | libstdc++.so.6 | libgcc_s.so.1) continue ;;
+    esac
+    real=$(readlink -f "$path" 2>/dev/null)
+    case $real in
+    "$libs"/*) ;;
+    *) echo "$name => $path" ;;
+    esac
+  done)
+  if [ -n "$libs" ] && [ -s "$tmp/ldd" ] && [ -z "$outside" ] &&
+    ! grep -q 'not found' "$tmp/ldd" &&
+    grep -q '/forkload.libs/libuv' "$tmp/ldd"; then
+    ok "$1 resolves to glibc's libraries and the wheel's own"
+  else
+    not_ok "$1 resolves to glibc's libraries and the wheel's own"
+    printf '%s\n' "$outside" | sed 's/^/# outside: /'
+    sed 's/^/# /' "$tmp/ldd"
+  fi
+}
+resolves "the module" "$so"
+resolves "the command-line tool (forkload/bin/forkload)" \
+  "$tmp/site/forkload/bin/forkload"
 if loads "$tmp/site" "$python" "$tmp/site" >"$tmp/run.out" 2>&1; then
   ok "the wheel's module loads batches from forked workers"
 else
   not_ok "the wheel's module loads batches from forked workers"
   sed 's/^/# /' "$tmp/run.out"
 fi
+
+# pip's forkload command and python -m forkload in venv $1 are the
+# command-line tool, of the wheel's version, and forkload doctor gives a
+# budget; forkload(1)'s pages are where man looks from the command's
+# folder (man -w finds them, where man is installed).
+ver=${whl##*/forkload-}
+ver=${ver%%-*}
+runs_tool() {
+  [ "$("$1/bin/forkload" --version)" = "forkload $ver" ] &&
+    [ "$("$1/bin/python" -m forkload --version)" = "forkload $ver" ] &&
+    "$1/bin/forkload" doctor | grep -q . &&
+    [ -f "$1/share/man/man1/forkload-doctor.1" ] &&
+    { ! command -v man >/dev/null 2>&1 ||
+      [ "$(PATH=$1/bin:$PATH MANPATH= man -w forkload)" = \
+        "$1/share/man/man1/forkload.1" ]; }
+}
 
 for v in 3.12 3.13; do
   other=$(other_python "$v")
@@ -104,11 +126,12 @@ for v in 3.12 3.13; do
   rm -rf "$tmp/venv$v"
   if "$other" -m venv "$tmp/venv$v" >"$tmp/v.out" 2>&1 &&
     "$tmp/venv$v/bin/pip" install -q numpy "$whl" >>"$tmp/v.out" 2>&1 &&
-    loads "" "$tmp/venv$v/bin/python" "$tmp/venv$v/" >>"$tmp/v.out" 2>&1
+    loads "" "$tmp/venv$v/bin/python" "$tmp/venv$v/" >>"$tmp/v.out" 2>&1 &&
+    runs_tool "$tmp/venv$v" >>"$tmp/v.out" 2>&1
   then
-    ok "the wheel loads batches under CPython $v ($other)"
+    ok "the wheel loads batches and runs forkload under CPython $v ($other)"
   else
-    not_ok "the wheel loads batches under CPython $v ($other)"
+    not_ok "the wheel loads batches and runs forkload under CPython $v ($other)"
     tail -n 20 "$tmp/v.out" | sed 's/^/# /'
   fi
 done
@@ -139,10 +162,11 @@ if "$python" -m build -q --sdist --outdir "$tmp/sdist" "$src" \
     "$2/user-venv/bin/pip" install -q "$3"' sh "$base" "$tmp" "$sdist" \
     >>"$tmp/sdist.out" 2>&1 &&
   loads "" "$tmp/user-venv/bin/python" "$tmp/user-venv/" \
-    >>"$tmp/sdist.out" 2>&1; then
-  ok "pip installs the sdist into a fresh venv of $base as $user"
+    >>"$tmp/sdist.out" 2>&1 &&
+  runs_tool "$tmp/user-venv" >>"$tmp/sdist.out" 2>&1; then
+  ok "pip installs the sdist into a fresh venv of $base as $user, the forkload command too"
 else
-  not_ok "pip installs the sdist into a fresh venv of $base as $user"
+  not_ok "pip installs the sdist into a fresh venv of $base as $user, the forkload command too"
   tail -n 30 "$tmp/sdist.out" | sed 's/^/# /'
 fi
 # A Python older than 3.11 is refused by requires-python, before any

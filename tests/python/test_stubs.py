@@ -37,8 +37,8 @@ TIME_LIMIT = 300
 PACKAGE_ROOT = pathlib.Path(os.path.abspath(forkload.__file__)).parents[1]
 INSTALLED = bool(os.environ.get("FL_PYTHON_INSTALLED"))
 ALLOWLIST = pathlib.Path(__file__).resolve().parent / "stubtest_allowlist.txt"
-STUBS = ("__init__.pyi", "_forkload.pyi", "_worker.pyi", "dataloader.pyi",
-         "datasets.pyi", "py.typed")
+STUBS = ("__init__.pyi", "__main__.pyi", "_forkload.pyi", "_worker.pyi",
+         "dataloader.pyi", "datasets.pyi", "py.typed")
 
 GOOD = '''
 from typing import Any

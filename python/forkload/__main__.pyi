@@ -1,0 +1,3 @@
+TOOL: str
+
+def main() -> None: ...
