@@ -7,10 +7,10 @@ Nothing here lists a source file: the files are Makefile.am's own lists
 (libforkload_core_la_SOURCES and PY_MODULE_SOURCES, their `if HAVE_...`
 blocks decided as configure decides them), and the version is
 configure.ac's, so that autotools and pip build the same code.  The
-libraries are found with pkg-config, as configure finds them; a missing one
-is one line naming its Debian package.  FORKLOAD_REQUIRE_ALL=1 (set by
-tools/wheel.sh) makes every optional library required, so that a wheel
-never lacks a format silently.
+libraries are lib/libraries.m4's, configure's table, found with pkg-config
+as configure finds them; a missing one is one line naming its Debian
+package.  FORKLOAD_REQUIRE_ALL=1 (set by tools/wheel.sh) makes every
+optional library required, so that a wheel never lacks a format silently.
 """
 
 import os
@@ -27,20 +27,6 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIMITED_API = 0x030B0000  # CPython 3.11: the buffer protocol's first
-
-# pkg-config's name, the least version, configure's HAVE_ macro (None:
-# needed), Debian's package, and what a build without it lacks.
-LIBRARIES = [
-    ("libuv", "1.44", None, "libuv1-dev", None),
-    ("libjpeg", None, "HAVE_LIBJPEG", "libjpeg-dev", "JPEG images"),
-    ("spng", None, "HAVE_SPNG", "libspng-dev", "PNG images"),
-    ("libwebp", None, "HAVE_WEBP", "libwebp-dev", "WebP images"),
-    ("libtiff-4", "4.5", "HAVE_TIFF", "libtiff-dev", "TIFF images"),
-    ("lmdb", None, "HAVE_LMDB", "liblmdb-dev", "LMDB databases"),
-    ("libarchive", None, "HAVE_LIBARCHIVE", "libarchive-dev",
-     "WebDataset shards"),
-]
-
 
 def fail(line):
     sys.exit("forkload: " + line)
@@ -79,6 +65,22 @@ def makefile_sources(names, defined):
     return sources
 
 
+def libraries():
+    """lib/libraries.m4's table, which configure.ac reads too: (pkg-config's
+    name, the least version, config.h's macro (None: needed), Debian's
+    package, what a build without it lacks) for each library."""
+    text = open(os.path.join(HERE, "lib", "libraries.m4")).read()
+    rows = []
+    for call in re.findall(r"^FL_LIBRARY\((.*?)\)$", text, re.M | re.S):
+        fields = re.findall(r"\[([^\]]*)\]", call)
+        if len(fields) != 6:
+            fail("lib/libraries.m4: FL_LIBRARY takes 6 fields: %s" % call)
+        rows.append(tuple(" ".join(f.split()) or None for f in fields[1:]))
+    if not rows:
+        fail("lib/libraries.m4 lists no library")
+    return rows
+
+
 def pkg_config(*args):
     try:
         run = subprocess.run(["pkg-config"] + list(args),
@@ -93,7 +95,7 @@ def find_libraries():
     """(macros, include dirs, libraries, library dirs) of those found."""
     require_all = os.environ.get("FORKLOAD_REQUIRE_ALL") == "1"
     macros, incs, libs, libdirs = [], [], [], []
-    for name, least, macro, package, gives in LIBRARIES:
+    for name, least, macro, package, gives in libraries():
         spec = name + (" >= " + least if least else "")
         if pkg_config("--exists", spec) is None:
             found = pkg_config("--modversion", name)
