@@ -18,8 +18,7 @@ import pytest
 
 import forkload  # noqa: F401  (fails the whole run at once when the module is missing)
 
-from loader_helpers import (
-    Gate, IndexDataset, PidDataset, ShardedIterable, children, forkload_names)
+from proc_helpers import Gate, children, forkload_names
 
 TEARDOWN_LIMIT_S = 10.0
 
@@ -91,18 +90,21 @@ def clean_teardown(request):
 @pytest.fixture
 def index_dataset():
     """20 samples {'x': float32 [i, -i, i/2], 'i': i, 'w': worker id}."""
+    from loader_helpers import IndexDataset  # torch's: only its modules ask
     return IndexDataset(20)
 
 
 @pytest.fixture
 def pid_dataset():
     """40 samples, each the pid of the process that read it."""
+    from loader_helpers import PidDataset  # torch's: only its modules ask
     return PidDataset(40)
 
 
 @pytest.fixture
 def sharded_iterable():
     """An IterableDataset of 0..22 split unevenly over the workers."""
+    from loader_helpers import ShardedIterable  # torch's: only its modules ask
     return ShardedIterable(23)
 
 
