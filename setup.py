@@ -1,7 +1,9 @@
 """pip's build of the Python package forkload (pyproject.toml names
 setuptools): the extension module forkload._forkload with libforkload
-compiled into it, on CPython's limited API (one cp311-abi3 module for
-CPython 3.11 and later).
+compiled into it: on CPython's limited API of 3.11 (one cp311-abi3 module
+for CPython 3.11 and later) where the interpreter building it is 3.11 or
+later, and on the full API of 3.10 (a cp310-cp310 module) under 3.10,
+whose limited API lacks the buffer protocol the module exports and reads.
 
 Nothing here lists a source file: the files are Makefile.am's own lists
 (libforkload_core_la_SOURCES and PY_MODULE_SOURCES, their `if HAVE_...`
@@ -26,7 +28,9 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIMITED_API = 0x030B0000  # CPython 3.11: the buffer protocol's first
+# CPython 3.11, the buffer protocol's first limited API; None under 3.10,
+# which builds the module for itself alone.
+LIMITED_API = 0x030B0000 if sys.version_info >= (3, 11) else None
 
 def fail(line):
     sys.exit("forkload: " + line)
@@ -214,13 +218,14 @@ def main():
         "forkload._forkload",
         sources=sources,
         include_dirs=["lib"] + incs,
-        define_macros=[("Py_LIMITED_API", hex(LIMITED_API))],
+        define_macros=[("Py_LIMITED_API", hex(LIMITED_API))]
+        if LIMITED_API else [],
         # Makefile.am's AM_CFLAGS and the library's hidden symbols; asserts
         # stay on, as in the autotools build (Python's flags bring NDEBUG).
         extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-UNDEBUG"],
         libraries=libs + ["rt", "pthread", "m"],
         library_dirs=libdirs,
-        py_limited_api=True,
+        py_limited_api=LIMITED_API is not None,
     )
     BuildExt.fl_macros = macros
     BuildExt.fl_core = core
@@ -231,7 +236,7 @@ def main():
         package_data={"forkload": ["py.typed", "*.pyi"]},
         # Not the module that make links into python/forkload/ for the
         # build tree: built for one interpreter, its name would win over
-        # the abi3 module's.
+        # the abi3 module's (or be another interpreter's).
         include_package_data=False,
         exclude_package_data={"forkload": ["*.so"]},
         ext_modules=[module],
@@ -241,7 +246,8 @@ def main():
             os.path.join("man", f) for f in os.listdir(os.path.join(HERE, "man"))
             if f.endswith(".1")))],
         cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
-        options={"bdist_wheel": {"py_limited_api": "cp311"}},
+        options={"bdist_wheel": {"py_limited_api": "cp311"}}
+        if LIMITED_API else {},
     )
 
 

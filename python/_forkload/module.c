@@ -38,13 +38,14 @@ flpy_take_exception(void)
  * tp_name, which the limited API does not show: a static type's (int,
  * numpy.ndarray) is its module and name, but for builtins'; a class's,
  * its name.  (A heap type of an extension module's may have its module in
- * tp_name too: its name alone here.)
+ * tp_name too: its name alone here.)  __name__ rather than PyType_GetName,
+ * which CPython 3.10 lacks: only error messages ask.
  */
 PyObject *
 flpy_type_name(PyObject *o)
 {
   PyTypeObject *tp = Py_TYPE(o);
-  PyObject *name = PyType_GetName(tp), *mod;
+  PyObject *name = PyObject_GetAttrString((PyObject *)tp, "__name__"), *mod;
 
   if (name == NULL || (PyType_GetFlags(tp) & Py_TPFLAGS_HEAPTYPE))
     return name;

@@ -22,8 +22,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* The module keeps to the limited API (below): no build without it. */
-#ifndef Py_LIMITED_API
+/* The module keeps to the limited API of 3.11 (below): no build without it
+   but for CPython 3.10, whose limited API lacks the buffer protocol. */
+#if !defined(Py_LIMITED_API) && PY_VERSION_HEX >= 0x030B0000
 #error "build forkload._forkload with -DPy_LIMITED_API=0x030b0000"
 #endif
 
@@ -90,9 +91,11 @@ typedef struct {
 flpy_state *flpy_state_of(PyObject *module);
 
 /*
- * The module keeps to the limited API of CPython 3.11 (Makefile.am sets
- * Py_LIMITED_API), whatever the version of the headers it is built with:
- * one build serves 3.11 and later.  What that API lacks, here.
+ * The module keeps to the limited API of CPython 3.11 (configure and
+ * setup.py set Py_LIMITED_API), whatever the version of the headers it is
+ * built with: one build serves 3.11 and later.  CPython 3.10 builds the
+ * same code on its full API, for itself alone: it uses nothing of 3.11's
+ * limited API that 3.10's full API lacks.  What that API lacks, here.
  */
 /* Py_SETREF and Py_XSETREF, outside it: the old reference is dropped
    after the new one is stored. */

@@ -4,7 +4,9 @@
 <builddir>/python first on PYTHONPATH and runs Debian's /usr/bin/python3 (the
 interpreter with torch and numpy).  Every test ends with a clean teardown: no
 child process of this process left (a worker not ended, or ended and never
-reaped) and no new forkload name of this process in /dev/shm.
+reaped) and no new forkload name of this process in /dev/shm.  Nothing
+here needs torch: without it (numpy alone, tools/numpy-check.sh) the
+modules that import it are skipped, and the rest run.
 """
 
 import faulthandler
@@ -18,8 +20,7 @@ import pytest
 
 import forkload  # noqa: F401  (fails the whole run at once when the module is missing)
 
-from loader_helpers import (
-    Gate, IndexDataset, PidDataset, ShardedIterable, children, forkload_names)
+from proc_helpers import Gate, children, forkload_names
 
 TEARDOWN_LIMIT_S = 10.0
 
@@ -91,18 +92,21 @@ def clean_teardown(request):
 @pytest.fixture
 def index_dataset():
     """20 samples {'x': float32 [i, -i, i/2], 'i': i, 'w': worker id}."""
+    from loader_helpers import IndexDataset  # needs torch, as the tests that ask
     return IndexDataset(20)
 
 
 @pytest.fixture
 def pid_dataset():
     """40 samples, each the pid of the process that read it."""
+    from loader_helpers import PidDataset  # needs torch, as the tests that ask
     return PidDataset(40)
 
 
 @pytest.fixture
 def sharded_iterable():
     """An IterableDataset of 0..22 split unevenly over the workers."""
+    from loader_helpers import ShardedIterable  # needs torch, as the tests that ask
     return ShardedIterable(23)
 
 

@@ -25,8 +25,8 @@ import torch
 import torch.utils.data as tud
 
 import forkload
-
-SHM_DIR = "/dev/shm"
+from proc_helpers import (  # noqa: F401  (the test modules import them from here)
+    SHM_DIR, Gate, children, forkload_names, is_gone, proc_stat, wait_until)
 
 
 # --------------------------------------------------------------------------
@@ -531,10 +531,6 @@ class SizedShardedIterable(ShardedIterable):
         return self.total if self.length is None else self.length
 
 
-# --------------------------------------------------------------------------
-# A gate a worker waits on, opened by the test (a file: no timing assumption)
-# --------------------------------------------------------------------------
-
 class Regression(tud.Dataset):
     """The dataset of the frameworks' scripts (lightning_ddp.py,
     accelerate_ddp.py): x drawn from a generator seeded with i, jittered
@@ -567,105 +563,6 @@ def read_ranks(out, n=2):
         assert not forkload_names(rank["pid"]), \
             "rank %d left names in /dev/shm" % rank["rank"]
     return ranks
-
-
-class Gate:
-    def __init__(self, directory, name="gate"):
-        self.path = os.path.join(str(directory), name)
-
-    def open(self):
-        with open(self.path, "w"):
-            pass
-
-    def is_open(self):
-        return os.path.exists(self.path)
-
-    def wait(self, limit):
-        """In a worker: waits until the gate is open or `limit` seconds have
-        passed; True when it was opened."""
-        deadline = time.monotonic() + limit
-        while not os.path.exists(self.path):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
-        return True
-
-
-# --------------------------------------------------------------------------
-# Processes and names
-# --------------------------------------------------------------------------
-
-def proc_stat(pid):
-    """(state, ppid) of pid from /proc, or None when there is no such
-    process."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            s = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    rest = s[s.rindex(")") + 2:].split()
-    return rest[0], int(rest[1])
-
-
-def children(pid=None):
-    """{child pid: state} of every process whose parent is pid (this process
-    by default), zombies included; torch's reference interpreter, which
-    serves every test (torch_side), left out."""
-    if pid is None:
-        pid = os.getpid()
-    kids = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        st = proc_stat(int(name))
-        if st is not None and st[1] == pid and int(name) != reference_pid():
-            kids[int(name)] = st[0]
-    return kids
-
-
-def is_gone(pid, parent=None):
-    """pid has exited and been reaped, or (its parent gone) it is a zombie
-    that whoever adopted it has not reaped yet, or the pid is now another
-    process's."""
-    st = proc_stat(pid)
-    if st is None:
-        return True
-    if st[0] == "Z" and (parent is None or st[1] != parent):
-        return True
-    return parent is not None and st[1] != parent
-
-
-def wait_until(cond, limit, step=0.01):
-    deadline = time.monotonic() + limit
-    while True:
-        if cond():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(step)
-
-
-def forkload_names(owner=None):
-    """forkload's names in /dev/shm owned by the process `owner` (this one by
-    default): forkload.<owner pid>.<...>.  Other processes on the machine
-    (another test run) have names of their own; a name of forkload's form
-    that cannot be read back is counted as ours."""
-    if owner is None:
-        owner = os.getpid()
-    found = set()
-    try:
-        names = os.listdir(SHM_DIR)
-    except FileNotFoundError:
-        return found
-    for name in names:
-        if "forkload" not in name:
-            continue
-        parts = name.split(".")
-        if len(parts) >= 2 and parts[0] == "forkload" and parts[1].isdigit():
-            if int(parts[1]) != owner:
-                continue
-        found.add(name)
-    return found
 
 
 def subprocess_env():

@@ -13,10 +13,10 @@ import sys
 import textwrap
 
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-from loader_helpers import (
+from loader_helpers import (  # noqa: E402
     TORCH_IN_PROCESS, assert_runs_same, run_both, subprocess_env)
 
 SHARINGS = [("fd", 0), ("fd", 2), ("file_system", 2)]

@@ -7,10 +7,10 @@ it can keep before the binding limit stops the loader."""
 import gc
 
 import pytest
-import torch
+torch = pytest.importorskip("torch")
 
-import forkload
-from loader_helpers import FnDataset
+import forkload  # noqa: E402
+from loader_helpers import FnDataset  # noqa: E402
 
 
 def sample(i):

@@ -11,11 +11,11 @@ import collections
 
 import numpy as np
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from loader_helpers import (
+import forkload  # noqa: E402
+from loader_helpers import (  # noqa: E402
     IndexDataset,
     outcomes, assert_outcomes_same,
     TORCH_IN_PROCESS, FnDataset, assert_runs_same, assert_same,

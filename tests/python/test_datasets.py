@@ -16,13 +16,13 @@ import tarfile
 
 import numpy as np
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from forkload import datasets as fds
+import forkload  # noqa: E402
+from forkload import datasets as fds  # noqa: E402
 
-from loader_helpers import children, seed_all
+from loader_helpers import children, seed_all  # noqa: E402
 
 Image = pytest.importorskip("PIL.Image")
 

@@ -17,13 +17,13 @@ import time
 import warnings
 
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-import forkload._worker
-import forkload.datasets
-from loader_helpers import (
+import forkload  # noqa: E402
+import forkload._worker  # noqa: E402
+import forkload.datasets  # noqa: E402
+from loader_helpers import (  # noqa: E402
     FnDataset, IndexDataset, PidDataset, assert_outcomes_same, assert_runs_same,
     end_iterator, forkload_names, is_gone, outcomes, proc_stat, run_both,
     subprocess_env, wait_until)

@@ -8,10 +8,10 @@ torch's."""
 import re
 
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
+import forkload  # noqa: E402
 
 DATA = torch.arange(200.).reshape(100, 2)
 

@@ -35,8 +35,8 @@ import random
 
 import numpy as np
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
 hypothesis = pytest.importorskip(
     "hypothesis", reason="Hypothesis is not installed (sh tools/setup.sh "

@@ -9,7 +9,7 @@ worker's generator (set_transform) the same draws.
 """
 
 import pytest
-import torch
+torch = pytest.importorskip("torch")
 
 datasets = pytest.importorskip("datasets", reason="Hugging Face datasets is "
                                "not installed: pip install datasets")

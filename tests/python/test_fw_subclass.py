@@ -10,12 +10,12 @@ import subprocess
 import sys
 
 import pytest
-import torch
-import torch.utils.data as tud
-import torch.utils.data.dataloader as tud_dataloader
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
+import torch.utils.data.dataloader as tud_dataloader  # noqa: E402
 
-import forkload
-from loader_helpers import (IndexDataset, assert_runs_same, run_both,
+import forkload  # noqa: E402
+from loader_helpers import (IndexDataset, assert_runs_same, run_both,  # noqa: E402
                             subprocess_env)
 
 

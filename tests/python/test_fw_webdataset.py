@@ -16,7 +16,7 @@ import random
 import tarfile
 
 import pytest
-import torch
+torch = pytest.importorskip("torch")
 
 wds = pytest.importorskip("webdataset", reason="the webdataset library is "
                           "not installed: pip install webdataset")

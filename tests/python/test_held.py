@@ -11,11 +11,11 @@ import sys
 
 import numpy as np
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from loader_helpers import (
+import forkload  # noqa: E402
+from loader_helpers import (  # noqa: E402
     FnDataset, assert_same, end_iterator, forkload_names, run_epochs,
     subprocess_env, wait_until)
 

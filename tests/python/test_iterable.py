@@ -6,10 +6,11 @@ with batch_size=None, and errors raised mid-stream."""
 import warnings
 
 import pytest
-import torch.utils.data as tud
+pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from loader_helpers import (
+import forkload  # noqa: E402
+from loader_helpers import (  # noqa: E402
     outcomes, assert_outcomes_same,
     ShardedIterable, SizedShardedIterable, assert_runs_same, assert_same, multiset,
     run_both)

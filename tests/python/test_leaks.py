@@ -39,14 +39,14 @@ import sys
 
 import numpy as np
 import pytest
-import torch
-import torch.utils.data as tud
-from torch.utils.data._utils.collate import default_collate, default_convert
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
+from torch.utils.data._utils.collate import default_collate, default_convert  # noqa: E402
 
-import forkload
-from loader_helpers import UNDER_ASAN, FnDataset, children, wait_until
+import forkload  # noqa: E402
+from loader_helpers import UNDER_ASAN, FnDataset, children, wait_until  # noqa: E402
 # pin_memory's engine without a GPU, a fixture:
-from test_pinned import fake_cuda  # noqa: F401
+from test_pinned import fake_cuda  # noqa: E402,F401
 
 N = 64       # elements a sample
 BS = 8

@@ -5,11 +5,11 @@ torch.manual_seed, batch for batch."""
 import time
 
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from loader_helpers import (
+import forkload  # noqa: E402
+from loader_helpers import (  # noqa: E402
     FnDataset, IndexDataset, assert_runs_same, assert_same, fresh, multiset,
     run_both, run_epochs, seed_all, draw_after)
 

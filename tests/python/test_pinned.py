@@ -17,12 +17,12 @@ import time
 import warnings
 
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-import forkload.dataloader as fdl
-from loader_helpers import assert_same, end_iterator
+import forkload  # noqa: E402
+import forkload.dataloader as fdl  # noqa: E402
+from loader_helpers import assert_same, end_iterator  # noqa: E402
 
 N = 1024  # int32 elements a sample: 4 KiB
 BS = 4

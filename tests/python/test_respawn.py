@@ -17,13 +17,13 @@ import time
 
 import numpy as np
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-import forkload._worker
-from loader_helpers import children
-from test_readme import doc_block
+import forkload  # noqa: E402
+import forkload._worker  # noqa: E402
+from loader_helpers import children  # noqa: E402
+from test_readme import doc_block  # noqa: E402
 
 
 class Augmented(tud.Dataset):

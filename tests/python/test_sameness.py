@@ -20,11 +20,11 @@ import weakref
 
 import numpy as np
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from loader_helpers import (FnDataset, PidDataset, ShardedIterable,
+import forkload  # noqa: E402
+from loader_helpers import (FnDataset, PidDataset, ShardedIterable,  # noqa: E402
                             assert_same, end_iterator, is_gone, on_both,
                             one_epoch, subprocess_env, torch_side,
                             wait_until)

@@ -4,11 +4,11 @@ datasets."""
 
 import numpy as np
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from loader_helpers import (
+import forkload  # noqa: E402
+from loader_helpers import (  # noqa: E402
     TORCH_IN_PROCESS, IndexDataset, assert_runs_same, fresh, run_both, run_epochs)
 
 N = 23

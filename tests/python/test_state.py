@@ -7,11 +7,11 @@ random streams are not part of the state)."""
 import pickle
 
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from loader_helpers import (
+import forkload  # noqa: E402
+from loader_helpers import (  # noqa: E402
     IndexDataset, ShardedIterable, assert_same, end_iterator, fresh, run_epochs,
     seed_all)
 

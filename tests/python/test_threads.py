@@ -16,12 +16,12 @@ import queue
 import threading
 
 import pytest
-import torch
-import torch.utils.data as tud
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
 
-import forkload
-from loader_helpers import UNDER_ASAN, FnDataset, wait_until
-from test_pinned import fake_cuda  # noqa: F401  (the fixture)
+import forkload  # noqa: E402
+from loader_helpers import UNDER_ASAN, FnDataset, wait_until  # noqa: E402
+from test_pinned import fake_cuda  # noqa: E402,F401  (the fixture)
 
 JOIN_S = 60
 
