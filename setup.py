@@ -28,9 +28,6 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# CPython 3.11, the buffer protocol's first limited API; None under 3.10,
-# which builds the module for itself alone.
-LIMITED_API = 0x030B0000 if sys.version_info >= (3, 11) else None
 
 def fail(line):
     sys.exit("forkload: " + line)
@@ -43,6 +40,18 @@ def version():
     if not all(parts):
         fail("configure.ac has no m4_define of fl_major, fl_minor, fl_patch")
     return ".".join(m.group(1) for m in parts)
+
+
+def limited_api():
+    """configure.ac's fl_limited_api where this interpreter has it (the
+    module keeps to it: one abi3 build); None for an older one, which builds
+    the module on its full API, for itself alone."""
+    text = open(os.path.join(HERE, "configure.ac")).read()
+    m = re.search(r"m4_define\(\[fl_limited_api\], \[(0x[0-9a-fA-F]+)\]\)", text)
+    if not m:
+        fail("configure.ac has no m4_define of fl_limited_api")
+    value = int(m.group(1), 16)
+    return value if sys.hexversion >= value else None
 
 
 def makefile_sources(names, defined):
@@ -209,6 +218,7 @@ class BuildExt(build_ext):
 
 
 def main():
+    api = limited_api()
     macros, incs, libs, libdirs = find_libraries()
     core = makefile_sources(("libforkload_core_la_SOURCES",), set(macros))
     sources = core + makefile_sources(("PY_MODULE_SOURCES",), set(macros))
@@ -218,14 +228,13 @@ def main():
         "forkload._forkload",
         sources=sources,
         include_dirs=["lib"] + incs,
-        define_macros=[("Py_LIMITED_API", hex(LIMITED_API))]
-        if LIMITED_API else [],
+        define_macros=[("Py_LIMITED_API", hex(api))] if api else [],
         # Makefile.am's AM_CFLAGS and the library's hidden symbols; asserts
         # stay on, as in the autotools build (Python's flags bring NDEBUG).
         extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-UNDEBUG"],
         libraries=libs + ["rt", "pthread", "m"],
         library_dirs=libdirs,
-        py_limited_api=LIMITED_API is not None,
+        py_limited_api=api is not None,
     )
     BuildExt.fl_macros = macros
     BuildExt.fl_core = core
@@ -246,8 +255,8 @@ def main():
             os.path.join("man", f) for f in os.listdir(os.path.join(HERE, "man"))
             if f.endswith(".1")))],
         cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
-        options={"bdist_wheel": {"py_limited_api": "cp311"}}
-        if LIMITED_API else {},
+        options={"bdist_wheel": {"py_limited_api": "cp%d%d" % (
+            api >> 24, api >> 16 & 0xFF)}} if api else {},
     )
 
 

@@ -25,7 +25,7 @@
 /* The module keeps to the limited API of 3.11 (below): no build without it
    but for CPython 3.10, whose limited API lacks the buffer protocol. */
 #if !defined(Py_LIMITED_API) && PY_VERSION_HEX >= 0x030B0000
-#error "build forkload._forkload with -DPy_LIMITED_API=0x030b0000"
+#error "build forkload._forkload with -DPy_LIMITED_API (configure.ac's fl_limited_api)"
 #endif
 
 #include <pthread.h>
