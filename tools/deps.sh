@@ -15,14 +15,15 @@
 #   ${FL_DEPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/forkload}/deps-KEY
 # zig is $PYTHON's ziglang (pip install ziglang); $PYTHON defaults to
 # python3.  Each library is built with the least it needs: libtiff without
-# C++ (no Lerc), jbig or libdeflate; libarchive with tar and the gzip,
-# bzip2, xz, zstd and lz4 filters only (no XML, crypto, ACLs, xattrs or
-# iconv).  Needs apt-get, dpkg-source (dpkg-dev), nasm, cmake, make,
+# C++ (no Lerc), jbig or libdeflate; libarchive with the gzip, bzip2, xz,
+# zstd and lz4 filters for forkload's tar reader, and no XML, crypto,
+# ACLs, xattrs or iconv.  Needs apt-get, dpkg-source (dpkg-dev), nasm, cmake, make,
 # autoconf, automake and libtool (tools/setup.sh installs them).
 #
 # --update asks Debian for each package's newest version in bookworm and
-# bookworm-security and writes them into tools/deps.lock, printing the
-# lines that changed: commit the lock after a build and the tests pass.
+# bookworm-security whose .dsc downloads and writes them into
+# tools/deps.lock, printing the lines that changed: commit the lock once
+# the wheel builds and its tests pass.
 set -eu
 cd "$(dirname "$0")/.."
 src=$(pwd)
@@ -124,8 +125,9 @@ fi
 [ $# -eq 0 ] || die "usage: sh tools/deps.sh [--update]"
 
 zigver=$("$zig" version)
-key=$(cat "$src/tools/deps.sh" "$lock" | { cat; echo "zig $zigver $target"; } |
-  sha256sum | cut -c1-16)
+# The key: this script, the lock's pins (not its comments) and zig.
+key=$({ cat "$src/tools/deps.sh"; grep -v '^#' "$lock"
+  echo "zig $zigver $target"; } | sha256sum | cut -c1-16)
 cache=${FL_DEPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/forkload}
 if [ -f "$cache/deps-$key/.complete" ]; then
   say "reusing the libraries built before in $cache/deps-$key"
