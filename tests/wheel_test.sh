@@ -9,6 +9,8 @@
 # -m build makes installs with pip into a fresh venv as a normal user
 # (nobody, where this runs as root), imports from another folder and runs
 # the forkload command.  Skipped (77) without FL_PYTHON_INSTALLED.
+# make check's time limit: 900 s (tests/run-test.sh): a machine's first
+# run builds tools/deps.sh's libraries, some 4 minutes on 2 cores.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/tap.sh"
 python=${FL_PYTHON_INSTALLED-}
