@@ -13,10 +13,15 @@ libraries are lib/libraries.m4's, configure's table, found with pkg-config
 as configure finds them; a missing one is one line naming its Debian
 package.  FORKLOAD_REQUIRE_ALL=1 (set by tools/wheel.sh) makes every
 optional library required, so that a wheel never lacks a format silently.
+FORKLOAD_STATIC_PREFIX=DIR (set by tools/wheel.sh to tools/deps.sh's
+prefix) links every library from DIR, statically (its .a files by their
+paths; glibc's libm, libpthread and librt stay shared), and ships their
+licenses in forkload/_vendor_licenses.
 """
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,6 +33,8 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+STATIC = os.environ.get("FORKLOAD_STATIC_PREFIX")
+
 
 def fail(line):
     sys.exit("forkload: " + line)
@@ -105,9 +112,18 @@ def pkg_config(*args):
 
 
 def find_libraries():
-    """(macros, include dirs, libraries, library dirs) of those found."""
+    """(macros, include dirs, libraries, library dirs, static archives) of
+    those found."""
     require_all = os.environ.get("FORKLOAD_REQUIRE_ALL") == "1"
-    macros, incs, libs, libdirs = [], [], [], []
+    macros, incs, libs, libdirs, archives = [], [], [], [], []
+    libs_args = ["--libs"]
+    if STATIC:
+        # The prefix's libraries alone, each with those it needs itself.
+        os.environ["PKG_CONFIG_LIBDIR"] = os.path.join(STATIC, "lib",
+                                                       "pkgconfig")
+        os.environ["PKG_CONFIG_PATH"] = ""
+        libs_args = ["--static", "--libs"]
+        require_all = True
     for name, least, macro, package, gives in libraries():
         spec = name + (" >= " + least if least else "")
         if pkg_config("--exists", spec) is None:
@@ -115,6 +131,8 @@ def find_libraries():
             what = "no %s%s" % (name, " >= " + least if least else "") \
                 if found is None else "%s is %s, older than %s" % (
                     name, found[0], least)
+            if STATIC:
+                fail("%s in %s: tools/deps.sh builds it there" % (what, STATIC))
             if macro is None or require_all:
                 fail("%s (apt-get install %s)" % (what, package))
             print("forkload: building without %s: %s (apt-get install %s)"
@@ -125,12 +143,21 @@ def find_libraries():
         for flag in pkg_config("--cflags", name):
             if flag.startswith("-I"):
                 incs.append(flag[2:])
-        for flag in pkg_config("--libs", name):
+        for flag in pkg_config(*libs_args, name):
             if flag.startswith("-l"):
-                libs.append(flag[2:])
-            elif flag.startswith("-L"):
+                archive = os.path.join(STATIC or "", "lib",
+                                       "lib%s.a" % flag[2:])
+                if STATIC and os.path.exists(archive):
+                    archives.append(archive)
+                else:
+                    libs.append(flag[2:])
+            elif flag.startswith("-L") and not STATIC:
                 libdirs.append(flag[2:])
-    return macros, incs, libs, libdirs
+    # Each archive once, after every one that needs it.
+    archives = [a for i, a in enumerate(archives) if a not in archives[i + 1:]]
+    libs = [lib for i, lib in enumerate(libs) if lib not in libs[:i]]
+    incs = [inc for i, inc in enumerate(incs) if inc not in incs[:i]]
+    return macros, incs, libs, libdirs, archives
 
 
 class BuildPy(build_py):
@@ -142,6 +169,10 @@ class BuildPy(build_py):
         shutil.rmtree(os.path.join(self.build_lib, "forkload"),
                       ignore_errors=True)
         super().run()
+        if STATIC:
+            shutil.copytree(os.path.join(STATIC, "licenses"),
+                            os.path.join(self.build_lib, "forkload",
+                                         "_vendor_licenses"))
 
 
 class BuildExt(build_ext):
@@ -211,15 +242,18 @@ class BuildExt(build_ext):
             extra_postargs=ext.extra_compile_args)
         objects += self.compiler.object_filenames(
             self.fl_core, output_dir=self.build_temp)
+        # The module's own libraries and link flags ($LDFLAGS: setuptools
+        # gives them to the module alone).
         self.compiler.link_executable(
-            objects, "forkload",
+            objects + ext.extra_objects, "forkload",
             output_dir=os.path.join(self.build_lib, "forkload", "bin"),
-            libraries=ext.libraries, library_dirs=ext.library_dirs)
+            libraries=ext.libraries, library_dirs=ext.library_dirs,
+            extra_postargs=shlex.split(os.environ.get("LDFLAGS", "")))
 
 
 def main():
     api = limited_api()
-    macros, incs, libs, libdirs = find_libraries()
+    macros, incs, libs, libdirs, archives = find_libraries()
     core = makefile_sources(("libforkload_core_la_SOURCES",), set(macros))
     sources = core + makefile_sources(("PY_MODULE_SOURCES",), set(macros))
     if shutil.which(os.environ.get("CC", "cc").split()[0]) is None:
@@ -231,7 +265,9 @@ def main():
         define_macros=[("Py_LIMITED_API", hex(api))] if api else [],
         # Makefile.am's AM_CFLAGS and the library's hidden symbols; asserts
         # stay on, as in the autotools build (Python's flags bring NDEBUG).
-        extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-UNDEBUG"],
+        extra_compile_args=["-std=gnu11", "-Wall", "-Wextra",
+                            "-fvisibility=hidden", "-UNDEBUG"],
+        extra_objects=archives,
         libraries=libs + ["rt", "pthread", "m"],
         library_dirs=libdirs,
         py_limited_api=api is not None,

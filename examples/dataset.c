@@ -146,7 +146,9 @@ parse_webdataset(struct dataset_spec *out)
   }
   out->nexts = dataset_split(list, exts);
   for (f = 0; f < out->nexts; f++) {
-    eq = strrchr(exts[f], '=');
+    /* exts[f] points into out->path, ours to write; glibc 2.28's
+       headers under zig give strrchr a const char * for a const one. */
+    eq = strrchr((char *)exts[f], '=');
     if (eq == NULL || eq == exts[f] || cli_scan_uint(eq + 1, &end, &v) != 0 ||
         *end != '\0' || v == 0 || v >= SIZE_MAX)
       return -1;

@@ -47,6 +47,10 @@ pkgs="$pkgs python3-dev python3-numpy python3-pytest python3-pil python3-lmdb"
 pkgs="$pkgs python3-hypothesis"
 # pip's build (tests/wheel_test.sh): a fresh venv of Debian's python3.
 pkgs="$pkgs python3-venv"
+# tools/wheel.sh's libraries (tools/deps.sh): Debian's sources unpacked
+# by dpkg-source, libjpeg-turbo's SIMD assembled by nasm and built by
+# cmake (libspng too); readelf checks the wheel's symbols.
+pkgs="$pkgs dpkg-dev nasm cmake binutils"
 # The refleak hunt (tests/python_refleak_test.sh): Debian's debug
 # interpreter, whose sys.gettotalrefcount() counts every reference; a
 # release without it is said, and that test skips.
