@@ -266,12 +266,14 @@ make -C lib -j "$jobs" liblz4.a >"$tmp/build.out" 2>&1 &&
     >>"$tmp/build.out" 2>&1 || failed
 
 fetch libjpeg-turbo
-command -v nasm >/dev/null 2>&1 ||
+# x86's SIMD is assembled by nasm; Arm's NEON is C intrinsics.
+[ "$arch" != x86_64 ] || command -v nasm >/dev/null 2>&1 ||
   die "no nasm: libjpeg-turbo's SIMD needs it (apt-get install nasm)"
 cmake_build -DENABLE_SHARED=OFF -DENABLE_STATIC=ON -DWITH_TURBOJPEG=OFF \
   -DREQUIRE_SIMD=ON
 # Without its SIMD, decoding is some times slower: never ship that.
-nm "$prefix/lib/libjpeg.a" 2>/dev/null | grep -q ' T jsimd_idct_islow_avx2' ||
+nm "$prefix/lib/libjpeg.a" 2>/dev/null |
+  grep -Eq ' T jsimd_idct_islow_(avx2|neon)$' ||
   die "libjpeg.a was built without its SIMD (jsimd_*): see nasm above"
 
 fetch libwebp
