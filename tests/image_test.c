@@ -2100,6 +2100,62 @@ bad_options_are_einval_saying_which(void **state)
   assert_error("fl_dataset_image_folder", "io is NULL");
 }
 
+/* Whether /proc/cpuinfo's first flags line names flag. */
+static int
+cpuinfo_has(const char *flag)
+{
+  char line[8192], *p;
+  size_t n = strlen(flag);
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  int found = 0;
+
+  assert_non_null(f);
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (strncmp(line, "flags", 5) == 0) {
+      for (p = strstr(line, flag); p != NULL; p = strstr(p + 1, flag))
+        if ((p == line || p[-1] == ' ') &&
+            (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
+          found = 1;
+      break;
+    }
+  fclose(f);
+  return found;
+}
+
+/* With FL_IMAGE_SIMD unset, the kernels are the best the CPU runs by
+   /proc/cpuinfo's flags (which the kernel clears where it does not save
+   the registers' state): the choice reads the CPU itself, not a
+   compiler's runtime, which zig's answers no to every extension. */
+static void
+the_best_kernels_are_those_proc_cpuinfo_names(void **state)
+{
+  const char *old = getenv("FL_IMAGE_SIMD"), *want = "c";
+  char saved[32] = "";
+  struct fl__image_stage *st;
+  fl_image_options io;
+
+  (void)state;
+#if defined(__x86_64__) || defined(__i386__)
+  if (cpuinfo_has("sse4_1"))
+    want = "sse4.1";
+  if (cpuinfo_has("avx2"))
+    want = "avx2";
+  if (cpuinfo_has("avx2") && cpuinfo_has("avx512f") && cpuinfo_has("avx512bw"))
+    want = cpuinfo_has("avx512vbmi") ? "avx512vbmi" : "avx512";
+#endif
+  if (old != NULL)
+    snprintf(saved, sizeof(saved), "%s", old);
+  unsetenv("FL_IMAGE_SIMD");
+  options(&io, 8, 8);
+  st = stage_of(&io);
+  print_message("# /proc/cpuinfo: %s; chosen: %s\n", want,
+                fl__image_stage_kernels(st));
+  assert_string_equal(fl__image_stage_kernels(st), want);
+  fl__image_stage_free(st);
+  if (old != NULL)
+    setenv("FL_IMAGE_SIMD", saved, 1);
+}
+
 /* FL_IMAGE_SIMD naming no kernels is FL_EINVAL saying so when the
    dataset is made (a typo is not the C path in silence); set but empty,
    it is as if unset. */
@@ -2236,6 +2292,7 @@ main(void)
       CASE(fifo_named_like_an_image_is_its_batchs_error),
       CASE(folder_refuses_missing_file_empty_and_classless_roots),
       CASE(bad_options_are_einval_saying_which),
+      CASE(the_best_kernels_are_those_proc_cpuinfo_names),
       CASE(simd_name_outside_the_list_is_einval_saying_so),
       CASE(close_frees_and_accessors_refuse_other_datasets),
   };

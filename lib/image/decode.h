@@ -102,6 +102,14 @@ int fl__resample_begin(struct fl__resample *r, const struct fl__geom *g,
 void fl__resample_row(struct fl__resample *r, unsigned y,
                       const unsigned char *rgb, unsigned x0);
 void fl__resample_end(struct fl__resample *r, void *dst);
+/* The SIMD extensions this CPU runs (cpu.c): FL__CPU_ bits, 0 off x86. */
+#define FL__CPU_SSE41 0x01u
+#define FL__CPU_AVX2 0x02u
+#define FL__CPU_FMA 0x04u
+#define FL__CPU_AVX512F 0x08u
+#define FL__CPU_AVX512BW 0x10u
+#define FL__CPU_AVX512VBMI 0x20u
+unsigned fl__cpu_features(void);
 /* The kernels r runs: "c", "sse4.1", "avx2", "avx512" or "avx512vbmi"
    (FL_IMAGE_SIMD, read when r is made, asks for at most one of them). */
 const char *fl__resample_kernels(const struct fl__resample *r);

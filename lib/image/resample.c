@@ -1244,19 +1244,17 @@ static const struct kernels *
 kernels_best(unsigned most)
 {
 #ifdef FL__X86
-  int avx512;
+  const unsigned avx512 = FL__CPU_AVX512F | FL__CPU_AVX512BW | FL__CPU_AVX2;
+  unsigned f = fl__cpu_features();
 
-  __builtin_cpu_init();
-  avx512 = __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx2");
-  if (most >= 4 && avx512 && __builtin_cpu_supports("avx512vbmi"))
+  if (most >= 4 && (f & (avx512 | FL__CPU_AVX512VBMI)) ==
+                       (avx512 | FL__CPU_AVX512VBMI))
     return &k_avx512vbmi;
-  if (most >= 3 && avx512)
+  if (most >= 3 && (f & avx512) == avx512)
     return &k_avx512;
-  if (most >= 2 && __builtin_cpu_supports("avx2"))
+  if (most >= 2 && (f & FL__CPU_AVX2))
     return &k_avx2;
-  if (most >= 1 && __builtin_cpu_supports("sse4.1"))
+  if (most >= 1 && (f & FL__CPU_SSE41))
     return &k_sse41;
 #else
   (void)most;
@@ -1310,7 +1308,8 @@ float_fma(struct fl__resample *r)
 #ifdef FL__X86
   if (r->k == &k_avx512 || r->k == &k_avx512vbmi)
     return norm_avx512_ok(r);
-  return r->k == &k_avx2 && __builtin_cpu_supports("fma") && norm_fma_ok(r);
+  return r->k == &k_avx2 && (fl__cpu_features() & FL__CPU_FMA) &&
+         norm_fma_ok(r);
 #else
   (void)r;
   return 0;
