@@ -1,7 +1,9 @@
 #!/bin/sh
 # usage: sh tools/wheel.sh [OUTDIR]
-# Builds forkload's binary wheel (one cp311-abi3 module for CPython 3.11
-# and later) with $PYTHON (default python3): compiled by zig for glibc
+# Builds forkload's binary wheel with $PYTHON (default python3): one
+# cp311-abi3 module for CPython 3.11 and later; with PYTHON=python3.10, a
+# cp310-cp310 one for 3.10 alone, whose limited API lacks the buffer
+# protocol (setup.py).  Compiled by zig for glibc
 # 2.28, every optional library required and linked in statically from
 # tools/deps.sh's prefix (built once a machine, cached), so that the
 # module and the command-line tool need glibc alone.  The release's flags:
