@@ -4,11 +4,12 @@
 # Debian's 3.11 (default 3.10, 3.12 and 3.13, pyenv's), where PyPI has no
 # CPU torch: each gets a venv of its own with numpy, pytest, hypothesis
 # and mypy (the stubs, checked as that version reads them) and forkload pip
-# installed from a wheel of this checkout (3.10's own cp310-cp310 wheel;
-# 3.12 and up share one cp311-abi3 wheel, built once), then pytest runs
-# tests/python there, on the installed package: the modules that compare
-# with torch skip saying so, test_numpy.py and the others run.  The wheels are built
-# from a copy of the checkout: pip leaves nothing in it.
+# installed from the release wheel of this checkout (tools/wheel.sh:
+# 3.10's own cp310-cp310 wheel; 3.12 and up share one cp311-abi3 wheel,
+# built once), then pytest runs tests/python there, on the installed
+# package: the modules that compare with torch skip saying so,
+# test_numpy.py and the others run.  The wheels are built from a copy of
+# the checkout: pip leaves nothing in it.
 set -eu
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -36,8 +37,8 @@ for v in "$@"; do
   "$python" -m venv "$tmp/venv$v"
   "$tmp/venv$v/bin/pip" install -q numpy pytest hypothesis mypy
   if ! ls "$tmp"/wheels/forkload-*-"$abi"-*.whl >/dev/null 2>&1; then
-    (cd "$tmp/tree" && "$tmp/venv$v/bin/pip" wheel -q --no-deps \
-      -w "$tmp/wheels" .)
+    PYTHON=$python sh "$tmp/tree/tools/wheel.sh" "$tmp/wheels" \
+      >"$tmp/wheel.out" 2>&1 || { tail -n 30 "$tmp/wheel.out"; exit 1; }
   fi
   "$tmp/venv$v/bin/pip" install -q "$tmp"/wheels/forkload-*-"$abi"-*.whl
   echo "== tests/python under $python, numpy alone"
