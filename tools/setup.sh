@@ -47,6 +47,9 @@ pkgs="$pkgs python3-dev python3-numpy python3-pytest python3-pil python3-lmdb"
 pkgs="$pkgs python3-hypothesis"
 # pip's build (tests/wheel_test.sh): a fresh venv of Debian's python3.
 pkgs="$pkgs python3-venv"
+# The wheel in Debian 11 (tests/chroot_test.sh): tools/bullseye.sh makes
+# its userland with debootstrap.
+pkgs="$pkgs debootstrap"
 # The refleak hunt (tests/python_refleak_test.sh): Debian's debug
 # interpreter, whose sys.gettotalrefcount() counts every reference; a
 # release without it is said, and that test skips.
