@@ -19,7 +19,16 @@ mirror=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache=${FL_CHROOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/forkload}
 key=$(sha256sum "$0" | cut -c 1-16)
 dir=$cache/bullseye-$key
+# The trees of this script's other versions, half a GiB each, go.
+prune() {
+  for old in "$cache"/bullseye-*; do
+    [ "$old" = "$dir" ] || [ ! -d "$old" ] && continue
+    rm -rf --one-file-system "$old"
+    say "removed $old, which another version of this script made"
+  done
+}
 if [ -x "$dir/opt/python3.11/bin/python3.11" ]; then
+  prune
   say "reused $dir ($(($(date +%s) - start)) s)"
   echo "$dir"
   exit 0
@@ -42,10 +51,12 @@ say "making $dir: debootstrap bullseye from $mirror"
 debootstrap --variant=minbase bullseye "$root" "$mirror" >"$work/log" 2>&1 ||
   { tail -n 20 "$work/log" >&2; fail "debootstrap failed (log above)"; }
 say "building CPython 3.11 in it ($(($(date +%s) - start)) s so far)"
-# In a mount namespace of its own, so that the chroot's /proc vanishes
-# with it, whatever happens.
-unshare -m sh -c 'mount -t proc proc "$1/proc" && exec chroot "$1" /bin/sh -eu' \
-  sh "$root" >>"$work/log" 2>&1 <<'EOF' ||
+# In a mount namespace of its own, so that the chroot's mounts vanish
+# with it, whatever happens: /proc, and a /dev/shm where configure finds
+# sem_open working (else multiprocessing has no locks).
+unshare -m sh -c 'mount -t proc proc "$1/proc" && mkdir -p "$1/dev/shm" &&
+  mount -t tmpfs -o size=64m,mode=1777 fl-shm "$1/dev/shm" &&
+  exec chroot "$1" /bin/sh -eu' sh "$root" >>"$work/log" 2>&1 <<'EOF' ||
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin
 # The libraries of Python's modules that pip, venv and the tests need:
 # ssl, ctypes, sqlite3, lzma, bz2 and zlib.
@@ -77,9 +88,10 @@ apt-mark manual libssl1.1 libffi7 libsqlite3-0 zlib1g libbz2-1.0 liblzma5
 apt-get purge -y -q --autoremove $build_deps
 apt-get clean
 rm -rf /var/lib/apt/lists/*
-/opt/python3.11/bin/python3.11 -c 'import ssl, ctypes, sqlite3, lzma, bz2, zlib, venv, ensurepip'
+/opt/python3.11/bin/python3.11 -c 'import ssl, ctypes, sqlite3, lzma, bz2, zlib, venv, ensurepip, multiprocessing.synchronize'
 EOF
   { tail -n 30 "$work/log" >&2; fail "building CPython in the chroot failed (log above)"; }
+prune
 # A run beside this one may have made it first: its tree stands.
 if mv -T "$root" "$dir" 2>/dev/null; then
   say "made $dir in $(($(date +%s) - start)) s"
