@@ -67,8 +67,8 @@ binds=$(sed -n "s/^export [A-Z_]*='\(.*\)'$/\1/p" "$tmp/share/env.sh" |
 # in_chroot COMMAND...: runs COMMAND in the chroot, as root, with the venv
 # (/venv) first on PATH: in a mount namespace of its own, over the
 # overlay whose writable layer is $tmp/upper, with /proc, the host's /dev
-# with a private 1 GiB /dev/shm, /sys read-only, the source tree
-# read-only at /src and $tmp/share at /scratch.  Nothing is mounted in
+# with a private 1 GiB /dev/shm, /sys read-only, the host's resolver
+# files, the source tree read-only at /src and $tmp/share at /scratch.  Nothing is mounted in
 # this shell's namespace, so the scratch directory's removal stays in it.
 in_chroot() {
   unshare -m --propagation private sh -eu -c '
@@ -92,7 +92,10 @@ in_chroot() {
       mount -o remount,bind,ro "$r$2"
     }
     [ -d /sys/fs/cgroup ] && ro /sys/fs/cgroup /sys/fs/cgroup
+    # Names as the host resolves them: debootstrap writes no /etc/hosts,
+    # and torchrun looks up localhost.
     ro /etc/resolv.conf /etc/resolv.conf
+    ro /etc/hosts /etc/hosts
     ro "$src" /src
     for p in $binds; do ro "$p" "$p"; done
     mkdir -p "$r/scratch"
