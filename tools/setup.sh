@@ -51,6 +51,9 @@ pkgs="$pkgs python3-venv"
 # by dpkg-source, libjpeg-turbo's SIMD assembled by nasm and built by
 # cmake (libspng too); readelf checks the wheel's symbols.
 pkgs="$pkgs dpkg-dev nasm cmake binutils"
+# The wheel in Debian 11 (tests/chroot_test.sh): tools/bullseye.sh makes
+# its userland with debootstrap.
+pkgs="$pkgs debootstrap"
 # The refleak hunt (tests/python_refleak_test.sh): Debian's debug
 # interpreter, whose sys.gettotalrefcount() counts every reference; a
 # release without it is said, and that test skips.
