@@ -24,6 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* glibc's headers name it from 2.32 (Debian 11's, 2.31, do not); the
+   number is every architecture's since Linux 5.9, and an older kernel
+   answers ENOSYS, where close-on-exec alone holds. */
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
 #ifdef HAVE_LIBARCHIVE
 #include <archive.h>
 #include <archive_entry.h>
