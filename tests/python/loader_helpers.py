@@ -26,7 +26,8 @@ import torch.utils.data as tud
 
 import forkload
 from proc_helpers import (  # noqa: F401  (the test modules import them from here)
-    SHM_DIR, Gate, children, forkload_names, is_gone, proc_stat, wait_until)
+    SHM_DIR, Fn, Gate, children, forkload_names, is_gone, proc_stat,
+    wait_until)
 
 
 # --------------------------------------------------------------------------
@@ -470,18 +471,8 @@ class IndexDataset(tud.Dataset):
         return s
 
 
-class FnDataset(tud.Dataset):
-    """Sample i is fn(i)."""
-
-    def __init__(self, n, fn):
-        self.n = n
-        self.fn = fn
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return self.fn(i)
+class FnDataset(Fn, tud.Dataset):
+    """Sample i is fn(i), a torch Dataset."""
 
 
 class PidDataset(tud.Dataset):

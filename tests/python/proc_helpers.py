@@ -1,5 +1,6 @@
 """What forkload's Python tests share that needs no torch: a gate a worker
-waits on, and the processes and /dev/shm names a loader leaves behind.
+waits on, the processes and /dev/shm names a loader leaves behind, and a
+dataset whose sample i is fn(i).
 conftest.py's teardown checks use them under numpy alone (CPython 3.10,
 3.12 and 3.13 in CI, where PyPI has no CPU torch), where every test module
 that needs torch is skipped; loader_helpers gives them to those modules.
@@ -10,6 +11,20 @@ import sys
 import time
 
 SHM_DIR = "/dev/shm"
+
+
+class Fn:
+    """Sample i is fn(i): a map-style dataset without torch's classes."""
+
+    def __init__(self, n, fn):
+        self.n = n
+        self.fn = fn
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.fn(i)
 
 
 # --------------------------------------------------------------------------

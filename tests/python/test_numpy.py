@@ -18,20 +18,7 @@ import pytest
 
 import forkload
 from forkload import datasets as fds
-
-
-class Fn:
-    """Sample i is fn(i): a map-style dataset without torch's classes."""
-
-    def __init__(self, n, fn):
-        self.n = n
-        self.fn = fn
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return self.fn(i)
+from proc_helpers import Fn
 
 
 def sample(i):
